@@ -1,0 +1,142 @@
+"""Sink throughput, measured side by side in one run.
+
+1M records of about 200 bytes on a 6-partition topic, then:
+
+* raw ceiling: one confluent-kafka consumer in this Python process reading everything
+  (``consume(500)``, touching key and value), the best a Python sink could do;
+* Conveyor with the no-op sink, 1 task and 2 tasks (bytes converters: no decoding, so
+  the figure is the runtime's own overhead);
+* the PostgreSQL sink (JSON values, insert mode, 2 tasks) against a plain psycopg
+  ``COPY`` of the same rows, already decoded, into an identical table.
+
+Targets (issue 2): no-op sink >= 0.7x the raw ceiling; PostgreSQL sink >= 0.6x the plain
+load. Run: ``python benchmarks/sink_throughput.py [--records N]``. Uses
+``CONVEYOR_KAFKA_BOOTSTRAP`` / ``CONVEYOR_POSTGRES_URL`` when set, otherwise starts a
+local broker and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import uuid
+from contextlib import ExitStack
+from typing import Any
+
+import psycopg
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conveyor.manifest import ConnectorManifest
+from conveyor.runtime.driver import Driver
+from conveyor.testing.kafka import start_or_reuse_kafka
+from conveyor.testing.postgres import start_or_reuse_postgres
+from conveyor.testing.runs import produce
+
+PARTITIONS = 6
+PAD = "p" * 150
+
+
+def make_topic(bootstrap: str, records: int) -> str:
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    items = [(str(i).encode(), json.dumps({"id": i, "name": f"order-{i}", "pad": PAD}).encode())
+             for i in range(records)]
+    produce(bootstrap, topic, items)
+    return topic
+
+
+def raw_ceiling(bootstrap: str, topic: str, records: int) -> float:
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"raw-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "partition.assignment.strategy": "cooperative-sticky",
+    })
+    consumer.subscribe([topic])
+    start = time.perf_counter()
+    seen = 0
+    size = 0
+    while seen < records:
+        for msg in consumer.consume(500, 1.0):
+            if msg.error() is None:
+                size += len(msg.value()) + len(msg.key() or b"")
+                seen += 1
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return records / elapsed
+
+
+def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int, config: dict[str, Any],
+                  spark: Any) -> float:
+    manifest = ConnectorManifest.from_dict({
+        "apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
+        "metadata": {"name": f"bench-{uuid.uuid4().hex[:6]}"},
+        "spec": {"class": cls, "tasksMax": tasks, "kafka": {"bootstrapServers": bootstrap},
+                 "config": {"topics": topic, "offset.flush.interval.ms": "5000", **config}},
+    })
+    driver = Driver(manifest, spark=spark, control_port=0)
+    start = time.perf_counter()
+    driver.start()
+    try:
+        while sum(t.get("records_put", 0) for t in driver.status()["tasks"]) < records:
+            if any(t["state"] == "FAILED" for t in driver.status()["tasks"]):
+                raise RuntimeError(json.dumps(driver.status(), indent=2))
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - start
+    finally:
+        driver.stop()
+        driver.close()
+    return records / elapsed
+
+
+def plain_psycopg_load(url: str, records: int) -> float:
+    rows = [(i, f"order-{i}", PAD) for i in range(records)]
+    table = f"plain_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(url) as conn:
+        conn.execute(f'CREATE TABLE "{table}" (id bigint, name text, pad text)')
+        conn.commit()
+        start = time.perf_counter()
+        with conn.cursor() as cur, cur.copy(f'COPY "{table}" (id, name, pad) FROM STDIN') as copy:
+            for row in rows:
+                copy.write_row(row)
+        conn.commit()
+        return records / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    args = parser.parse_args()
+    n = args.records
+    with ExitStack() as stack:
+        kafka = stack.enter_context(start_or_reuse_kafka())
+        pg = stack.enter_context(start_or_reuse_postgres())
+        bootstrap = kafka.bootstrap_servers
+        pg_url = pg.create_database(f"bench_{uuid.uuid4().hex[:6]}")
+        from conveyor.testing.spark import local_spark_session
+
+        spark = local_spark_session(cores=4)
+        print(f"producing {n:,} records (~200 bytes) to {PARTITIONS} partitions ...", flush=True)
+        topic = make_topic(bootstrap, n)
+        raw = raw_ceiling(bootstrap, topic, n)
+        bytes_conv = {"key.converter": "bytes", "value.converter": "bytes"}
+        noop1 = run_connector(bootstrap, topic, n, "noop-sink", 1, bytes_conv, spark)
+        noop2 = run_connector(bootstrap, topic, n, "noop-sink", 2, bytes_conv, spark)
+        plain = plain_psycopg_load(pg_url, n)
+        pg_sink = run_connector(bootstrap, topic, n, "postgres-sink", 2, {
+            "connection.url": pg_url, "auto.create": "true", "batch.size": "5000",
+            "value.converter": "json", "value.converter.schemas.enable": "false",
+        }, spark)
+        spark.stop()
+    print()
+    print(f"{'measurement':<44}{'records/s':>12}{'ratio':>9}  target")
+    print(f"{'raw confluent-kafka consume (1 consumer)':<44}{raw:>12,.0f}{1.0:>9.2f}")
+    print(f"{'conveyor no-op sink, 1 task':<44}{noop1:>12,.0f}{noop1 / raw:>9.2f}  >= 0.70 x raw")
+    print(f"{'conveyor no-op sink, 2 tasks':<44}{noop2:>12,.0f}{noop2 / raw:>9.2f}  >= 0.70 x raw")
+    print(f"{'plain psycopg COPY of the same rows':<44}{plain:>12,.0f}{1.0:>9.2f}")
+    print(f"{'conveyor postgres-sink, 2 tasks':<44}{pg_sink:>12,.0f}{pg_sink / plain:>9.2f}  >= 0.60 x plain")
+
+
+if __name__ == "__main__":
+    main()

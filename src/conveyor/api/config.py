@@ -1,0 +1,64 @@
+"""Typed connector configuration.
+
+Kafka Connect passes configurations as ``Map<String, String>``; Conveyor passes the
+manifest's ``spec.config`` mapping as it is and lets connectors validate it into a
+pydantic model. Keys keep Kafka Connect's dotted spelling through field aliases::
+
+    class PostgresSinkConfig(ConnectorConfig):
+        connection_url: str = Field(alias="connection.url", description="libpq URL")
+        batch_size: int = Field(3000, alias="batch.size", ge=1)
+
+String values are coerced the way Kafka Connect's ``ConfigDef`` does (``"5"`` → ``5``,
+``"true"`` → ``True``), so a configuration written for Kafka Connect works unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from conveyor.api.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ConnectorConfig(BaseModel):
+    """Base for connector configuration models.
+
+    Unknown keys are ignored (the runtime's own keys such as ``tasks.max`` or
+    ``transforms`` share the mapping); fields are read by alias or by name.
+    """
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+
+def parse_config(model: type[M], config: Mapping[str, Any]) -> M:
+    """Validate ``config`` into ``model``.
+
+    Raises:
+        ConfigError: one entry per invalid or missing key, named by its config key
+            (the alias) and saying the expected type, e.g.
+            ``{"batch.size": "Input should be a valid integer (got 'ten')"}``.
+    """
+    try:
+        return model.model_validate(dict(config))
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(model, exc)) from None
+
+
+def describe_validation_error(model: type[BaseModel], exc: ValidationError) -> dict[str, str]:
+    """``{config key: message}`` for a pydantic validation error of ``model``."""
+    aliases = {name: (field.alias or name) for name, field in model.model_fields.items()}
+    errors: dict[str, str] = {}
+    for err in exc.errors():
+        loc = [str(part) for part in err["loc"]]
+        if loc:
+            loc[0] = aliases.get(loc[0], loc[0])
+        key = ".".join(loc) or "<config>"
+        message = err["msg"]
+        if err["type"] != "missing" and "input" in err:
+            message = f"{message} (got {err['input']!r})"
+        errors[key] = message
+    return errors

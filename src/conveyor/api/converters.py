@@ -1,0 +1,39 @@
+"""Converters between Kafka's bytes and Connect data (Kafka Connect's ``Converter``).
+
+Configured per connector with Kafka Connect's keys, the class name or a Conveyor alias::
+
+    key.converter: org.apache.kafka.connect.storage.StringConverter     # or "string"
+    value.converter: org.apache.kafka.connect.json.JsonConverter        # or "json"
+    value.converter.schemas.enable: "false"
+
+``configure`` receives the keys under ``key.converter.`` / ``value.converter.`` with
+the prefix removed.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from conveyor.api.records import Header
+from conveyor.api.schema import Schema, SchemaAndValue
+
+
+class Converter(abc.ABC):
+    """Serialises keys or values; one instance per task and per side (key or value).
+
+    Called on the task's thread. Raises :class:`~conveyor.api.errors.DataError` for
+    bytes or data it cannot convert; ``errors.tolerance`` decides what follows.
+    """
+
+    def configure(self, config: Mapping[str, Any], is_key: bool) -> None:  # noqa: B027
+        """Receive the converter's own keys, prefix removed, and which side it serves."""
+
+    @abc.abstractmethod
+    def to_connect_data(self, topic: str, headers: Sequence[Header], data: bytes | None) -> SchemaAndValue:
+        """Bytes read from ``topic`` → schema and value. ``None`` (a tombstone) → ``(None, None)``."""
+
+    @abc.abstractmethod
+    def from_connect_data(self, topic: str, headers: Sequence[Header], schema: Schema | None, value: Any) -> bytes | None:
+        """Schema and value to write to ``topic`` → bytes (``None`` for a null value)."""

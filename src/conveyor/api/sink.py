@@ -1,0 +1,168 @@
+"""Sink tasks: Kafka → external system.
+
+Lifecycle of one sink task, as Kafka Connect's ``WorkerSinkTask`` with KIP-275's
+``is_closing()`` implemented::
+
+    initialize(context) → start(config)
+    → open(partitions)                         on each assignment
+    → put(records) … put(records)              after conversion and transformations
+    → pre_commit(offsets) → commit             every offset.flush.interval.ms and on
+                                               context.request_commit()
+    → pre_commit(offsets) [is_closing() True] → commit (synchronous) → close(partitions)
+                                               before partitions or the task go away
+                                               (revoke, shutdown, drain, stop, pause
+                                               to ``stopped``, reconfiguration)
+    → close(partitions) without commit         when partitions are *lost*
+    → stop(connector_deleted)
+
+All hooks run on the task's runner thread. Offsets are "next offset to consume".
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from datetime import timedelta
+from typing import Any
+
+from conveyor.api.records import SinkRecord, TopicPartition
+from conveyor.api.tasks import Task
+
+Offsets = Mapping[TopicPartition, int]
+
+
+class ErrantRecordReporter(abc.ABC):
+    """Reports records a sink task could not process (KIP-610).
+
+    Each report follows ``errors.tolerance``: with ``none`` the task fails; with ``all``
+    the original record goes to the dead-letter queue (when configured) with the
+    ``__connect.errors.*`` context headers, and processing continues. The runtime
+    waits for every reported record's future before committing offsets past it.
+    """
+
+    @abc.abstractmethod
+    def report(self, record: SinkRecord, error: BaseException) -> Future[None]:
+        """Report ``record`` as failed with ``error``. Callable from any thread.
+
+        Returns a future that completes when the report is durable (written to the
+        dead-letter queue, or logged when no queue is configured).
+
+        Raises:
+            ConnectError: when ``errors.tolerance=none`` (the task then fails).
+        """
+
+
+class SinkTaskContext(abc.ABC):
+    """The runtime as seen by a sink task. Methods are called from the task's thread
+    unless they say otherwise."""
+
+    @abc.abstractmethod
+    def configs(self) -> Mapping[str, Any]:
+        """The task's configuration."""
+
+    @abc.abstractmethod
+    def offset(self, offsets: Offsets) -> None:
+        """Rewind (or skip) partitions to the given next-offsets.
+
+        Applied right after ``open`` when called from ``open``, otherwise before the
+        next poll. The runtime's current offsets follow, so ``pre_commit`` sees them.
+        """
+
+    @abc.abstractmethod
+    def timeout(self, timeout: timedelta) -> None:
+        """Set how long to wait before redelivering a batch whose ``put`` raised
+        :class:`~conveyor.api.errors.RetriableError` without a delay of its own."""
+
+    @abc.abstractmethod
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions currently assigned to this task."""
+
+    @abc.abstractmethod
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching from ``partitions`` (group membership continues)."""
+
+    @abc.abstractmethod
+    def resume(self, *partitions: TopicPartition) -> None:
+        """Resume fetching from ``partitions`` paused by :meth:`pause`."""
+
+    @abc.abstractmethod
+    def request_commit(self) -> None:
+        """Ask for ``pre_commit`` and a commit as soon as the current ``put`` returns,
+        instead of waiting for ``offset.flush.interval.ms``."""
+
+    @abc.abstractmethod
+    def errant_record_reporter(self) -> ErrantRecordReporter | None:
+        """The reporter for records the task could not process. Never ``None`` in
+        Conveyor (kept optional for Kafka Connect parity)."""
+
+    @abc.abstractmethod
+    def is_closing(self) -> bool:
+        """True while ``pre_commit`` runs because its partitions or the task are about
+        to close (KIP-275); false at every other time, including plain periodic
+        commits. A task that buffers (e.g. 100,000 records per file) writes its partial
+        buffer when this is true, so no progress is lost."""
+
+
+class SinkTask(Task, abc.ABC):
+    """Writes records consumed from Kafka to an external system."""
+
+    _context: SinkTaskContext | None = None
+
+    def initialize(self, context: SinkTaskContext) -> None:
+        """Receive the task context; called once, before ``start``."""
+        self._context = context
+
+    @property
+    def context(self) -> SinkTaskContext:
+        """The context given to ``initialize``.
+
+        Raises:
+            RuntimeError: when read before ``initialize``.
+        """
+        if self._context is None:
+            raise RuntimeError(f"{type(self).__name__}.context read before initialize()")
+        return self._context
+
+    def open(self, partitions: Sequence[TopicPartition]) -> None:  # noqa: B027 - optional hook
+        """Partitions were assigned; set up writers for them. With the cooperative
+        assignor only the *newly* assigned partitions are passed. A task storing its
+        offsets externally reads them here and calls ``context.offset(...)``."""
+
+    @abc.abstractmethod
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        """Write (or buffer) a batch of records; may be empty.
+
+        Raises:
+            RetriableError: the runtime pauses consumption and redelivers the same
+                batch after the delay, keeping group membership.
+            Exception: anything else fails the task after a closing commit of the
+                records already processed by earlier ``put`` calls.
+        """
+
+    def flush(self, offsets: Offsets) -> None:  # noqa: B027 - optional hook
+        """Make everything up to ``offsets`` durable; called by the default ``pre_commit``."""
+
+    def pre_commit(self, offsets: Offsets) -> Offsets:
+        """Decide what to commit.
+
+        Args:
+            offsets: for each assigned partition with records already passed to
+                ``put``, the next offset to consume.
+
+        Returns:
+            The offsets to commit. The runtime commits only partitions currently
+            assigned and never beyond ``offsets`` (others are ignored with a warning);
+            ``{}`` commits nothing, the way an exactly-once sink keeps its offsets in
+            the external system. The default calls ``flush(offsets)`` and returns
+            ``offsets``.
+
+        ``context.is_closing()`` tells a closing commit from a periodic one. Raising
+        skips this commit (logged); a closing commit that raises commits nothing.
+        """
+        self.flush(offsets)
+        return offsets
+
+    def close(self, partitions: Sequence[TopicPartition]) -> None:  # noqa: B027 - optional hook
+        """Partitions were revoked or lost; release their writers. After a closing
+        commit on revoke, or without one when lost (they belong to another task now)."""

@@ -1,0 +1,112 @@
+"""Source tasks: external system → Kafka.
+
+Lifecycle: ``initialize(context)`` → ``start(config)`` → ``poll()`` … in a loop on the
+task's runner thread → ``commit_record(record, metadata)`` for each record once it is
+acknowledged (or dropped) → ``commit()`` after source offsets are flushed →
+``stop(connector_deleted)``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from conveyor.api.records import RecordMetadata, SourceRecord
+from conveyor.api.tasks import Task
+
+SourcePartition = Mapping[str, Any]
+SourceOffset = Mapping[str, Any]
+
+
+class OffsetStorageReader(abc.ABC):
+    """Reads committed source offsets from the offsets topic (Kafka Connect's format)."""
+
+    @abc.abstractmethod
+    def offset(self, partition: SourcePartition) -> SourceOffset | None:
+        """The last committed offset of ``partition``, or ``None`` if there is none."""
+
+    def offsets(self, partitions: Collection[SourcePartition]) -> dict[Any, SourceOffset | None]:
+        """Committed offsets of several partitions, keyed by each partition as a
+        hashable tuple of its sorted items."""
+        return {tuple(sorted(p.items())): self.offset(p) for p in partitions}
+
+
+class TransactionContext(abc.ABC):
+    """Lets a task define transaction boundaries (``transaction.boundary=connector``,
+    KIP-618). Called from the task's thread."""
+
+    @abc.abstractmethod
+    def commit_transaction(self, record: SourceRecord | None = None) -> None:
+        """Commit the transaction after the next batch, or right after ``record`` is sent."""
+
+    @abc.abstractmethod
+    def abort_transaction(self, record: SourceRecord | None = None) -> None:
+        """Abort the transaction after the next batch, or right after ``record`` is sent
+        (``record`` included in what is aborted)."""
+
+
+class SourceTaskContext(abc.ABC):
+    """The runtime as seen by a source task."""
+
+    @abc.abstractmethod
+    def configs(self) -> Mapping[str, Any]:
+        """The task's configuration."""
+
+    @abc.abstractmethod
+    def offset_storage_reader(self) -> OffsetStorageReader:
+        """Reader of committed source offsets; use it in ``start`` to resume."""
+
+    @abc.abstractmethod
+    def transaction_context(self) -> TransactionContext | None:
+        """The transaction context when ``transaction.boundary=connector`` and
+        exactly-once delivery is on; ``None`` otherwise."""
+
+
+class SourceTask(Task, abc.ABC):
+    """Reads from an external system and returns records to write to Kafka."""
+
+    _context: SourceTaskContext | None = None
+
+    def initialize(self, context: SourceTaskContext) -> None:
+        """Receive the task context; called once, before ``start``."""
+        self._context = context
+
+    @property
+    def context(self) -> SourceTaskContext:
+        """The context given to ``initialize``.
+
+        Raises:
+            RuntimeError: when read before ``initialize``.
+        """
+        if self._context is None:
+            raise RuntimeError(f"{type(self).__name__}.context read before initialize()")
+        return self._context
+
+    @abc.abstractmethod
+    def poll(self) -> list[SourceRecord] | None:
+        """Return new records, or ``None``/``[]`` when there are none yet.
+
+        Should block briefly (up to about a second) rather than spin. Called on the
+        task's thread; ``stop`` is called from the same thread after ``poll`` returns.
+
+        Raises:
+            RetriableError: ``poll`` is called again after the error's delay.
+            Exception: anything else fails the task.
+        """
+
+    def commit(self) -> None:  # noqa: B027 - optional hook
+        """Source offsets up to the last acknowledged records were just committed to the
+        offsets topic (or the transaction committed). Called on the task's thread."""
+
+    def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:  # noqa: B027
+        """One record is done (KIP-416), called on the task's thread, in send order per
+        partition:
+
+        * ``metadata`` set: the broker acknowledged ``record`` (with exactly-once
+          delivery: its transaction committed); ``metadata`` is what a consumer sees.
+        * ``metadata`` is ``None``: the record was dropped by a transformation or
+          skipped under ``errors.tolerance=all``; it was never written.
+
+        Records of an aborted transaction get no call. Raising is logged and ignored.
+        """

@@ -1,0 +1,205 @@
+"""Configuration of the PostgreSQL sink (keys mirror Confluent's JDBC sink connector).
+
+``connection.url`` (required)
+    libpq URL or keyword string (``postgresql://user@host:5432/db``, ``host=h dbname=db``);
+    a JDBC URL ``jdbc:postgresql://host:5432/db`` is accepted too.
+``connection.user`` / ``connection.password`` (default: from the URL)
+    override the URL's user / password. The password is never logged or put in errors.
+``connection.timeout.ms`` (int, default 10000)
+    connect timeout in milliseconds (libpq rounds to whole seconds, at least 2). Conveyor-specific.
+``table.name.format`` (default ``${topic}``)
+    destination table. ``${topic}`` is replaced by the topic name with every character
+    outside ``[A-Za-z0-9_]`` (dots, dashes, ...) turned into ``_``: topic ``shop.orders-v1``
+    → table ``shop_orders_v1``. A dot in the format itself separates schema and table:
+    ``audit.${topic}``. Identifiers are always quoted, so case is kept.
+``insert.mode`` (``insert`` | ``upsert``, default ``insert``)
+    ``insert``: ``COPY``. ``upsert``: ``COPY`` into a temporary table, then
+    ``INSERT ... SELECT ... ON CONFLICT (pk) DO UPDATE``; within one write the last record
+    of each key wins. (Confluent's ``update`` mode is not supported.)
+``pk.mode`` (``none`` | ``record_key`` | ``record_value``, default ``none``)
+    where the primary key comes from; ``upsert`` needs one of the last two.
+``pk.fields`` (comma list, default empty)
+    ``record_key``: a primitive key is stored in the single column named here (default
+    ``__connect_key``); a struct/dict key contributes these fields (default: all of them).
+    ``record_value``: the value fields forming the key (required here; Confluent would
+    default to all value fields).
+``fields.whitelist`` (comma list, default empty = all)
+    value fields to write; primary-key columns are always written.
+``auto.create`` (bool, default false)
+    create a missing table from the value (and key) schema, or from the first batch's
+    Python values when schemaless (types in :mod:`.dialect`), with ``PRIMARY KEY (pk)``.
+    Without it a missing table is a :class:`~conveyor.api.ConnectError` naming the table.
+``delete.enabled`` (bool, default false)
+    a tombstone (value ``None``) deletes the row with its key; needs
+    ``pk.mode=record_key``. Otherwise tombstones are skipped (their offsets still advance).
+``batch.size`` (int >= 1, default 3000)
+    records buffered before ``put`` writes; everything buffered is then written in one
+    transaction. ``pre_commit`` writes whatever is left.
+``exactly.once`` (bool, default false)
+    Conveyor-specific. Store each partition's next offset in ``offsets.table`` in the same
+    transaction as the rows, rewind to it in ``open``, and commit nothing to Kafka
+    (``pre_commit`` returns ``{}``). Needs the connector name under ``name``.
+``offsets.table`` (default ``conveyor_sink_offsets``)
+    ``[schema.]table`` of the stored offsets; created if missing.
+``retry.backoff.ms`` (int >= 0, default 3000)
+    the delay of the :class:`~conveyor.api.RetriableError` raised on a transient database error.
+``name``
+    the connector name; the runtime sets it in every task configuration (as Kafka Connect does).
+
+Invalid values raise :class:`~conveyor.api.ConfigError` naming the key and the expected
+type or value (through :func:`conveyor.api.parse_config`), e.g.
+``batch.size: Input should be a valid integer, unable to parse string as an integer (got 'ten')``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from psycopg.conninfo import conninfo_to_dict
+from pydantic import BeforeValidator, Field, SecretStr, field_validator
+
+from conveyor.api import ConfigError, ConnectorConfig, parse_config
+
+TOPIC_PLACEHOLDER = "${topic}"
+PRIMITIVE_KEY_COLUMN = "__connect_key"
+_UNSAFE = re.compile(r"[^0-9A-Za-z_]")
+
+
+class InsertMode(str, enum.Enum):
+    """How rows are written."""
+
+    INSERT = "insert"
+    UPSERT = "upsert"
+
+
+class PkMode(str, enum.Enum):
+    """Where the primary key comes from."""
+
+    NONE = "none"
+    RECORD_KEY = "record_key"
+    RECORD_VALUE = "record_value"
+
+
+def _comma_list(value: Any) -> Any:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
+CommaList = Annotated[tuple[str, ...], BeforeValidator(_comma_list)]
+
+
+def normalize_url(url: str) -> str:
+    """``jdbc:postgresql://...`` → ``postgresql://...``; anything else unchanged."""
+    return url[len("jdbc:") :] if url.startswith("jdbc:postgresql:") else url
+
+
+def split_qualified(name: str) -> tuple[str | None, str]:
+    """``"schema.table"`` → ``("schema", "table")``; ``"table"`` → ``(None, "table")``.
+
+    Raises:
+        ValueError: empty parts or more than one dot.
+    """
+    parts = name.split(".")
+    if len(parts) > 2 or not all(parts):
+        raise ValueError(f"expected 'table' or 'schema.table', got {name!r}")
+    return (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
+
+
+def table_for_topic(table_name_format: str, topic: str) -> tuple[str | None, str]:
+    """The ``(schema, table)`` that records of ``topic`` go to (see ``table.name.format``)."""
+    return split_qualified(table_name_format.replace(TOPIC_PLACEHOLDER, _UNSAFE.sub("_", topic)))
+
+
+class PostgresSinkConfig(ConnectorConfig):
+    """Validated configuration; build it with :func:`load_config`."""
+
+    name: str | None = Field(None, description="connector name (set by the runtime in task configs)")
+    connection_url: str = Field(alias="connection.url", description="libpq or JDBC PostgreSQL URL")
+    connection_user: str | None = Field(None, alias="connection.user")
+    connection_password: SecretStr | None = Field(None, alias="connection.password")
+    connection_timeout_ms: int = Field(10_000, alias="connection.timeout.ms", ge=1)
+    table_name_format: str = Field(TOPIC_PLACEHOLDER, alias="table.name.format")
+    insert_mode: Annotated[InsertMode, BeforeValidator(_lower)] = Field(InsertMode.INSERT, alias="insert.mode")
+    pk_mode: Annotated[PkMode, BeforeValidator(_lower)] = Field(PkMode.NONE, alias="pk.mode")
+    pk_fields: CommaList = Field((), alias="pk.fields")
+    fields_whitelist: CommaList = Field((), alias="fields.whitelist")
+    auto_create: bool = Field(False, alias="auto.create")
+    delete_enabled: bool = Field(False, alias="delete.enabled")
+    batch_size: int = Field(3000, alias="batch.size", ge=1)
+    exactly_once: bool = Field(False, alias="exactly.once")
+    offsets_table: str = Field("conveyor_sink_offsets", alias="offsets.table")
+    retry_backoff_ms: int = Field(3000, alias="retry.backoff.ms", ge=0)
+
+    @field_validator("connection_url")
+    @classmethod
+    def _normalize_url(cls, value: str) -> str:
+        # Checked in load_config, where the error can avoid echoing the URL (and its password).
+        return normalize_url(value.strip())
+
+    @field_validator("table_name_format")
+    @classmethod
+    def _check_table_format(cls, value: str) -> str:
+        split_qualified(value.replace(TOPIC_PLACEHOLDER, "t"))
+        return value
+
+    @field_validator("offsets_table")
+    @classmethod
+    def _check_offsets_table(cls, value: str) -> str:
+        split_qualified(value)
+        return value
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _check_url(url: str) -> str | None:
+    """Why ``url`` is not a usable libpq connection string, or ``None``. Never echoes
+    the URL's text when it may carry a password."""
+    if not url:
+        return "a PostgreSQL URL (string) is required, e.g. postgresql://user@host:5432/db"
+    try:
+        conninfo_to_dict(url)
+    except Exception as exc:  # psycopg.ProgrammingError
+        may_hold_secret = "@" in url or "password" in url.lower()
+        detail = "" if may_hold_secret else f": {_first_line(exc)}"
+        return f"not a valid libpq connection string or postgresql:// URL{detail}"
+    return None
+
+
+def load_config(config: Mapping[str, Any], *, for_task: bool = False) -> PostgresSinkConfig:
+    """Parse and cross-check a configuration mapping.
+
+    Args:
+        config: the connector's ``spec.config`` or one task configuration.
+        for_task: also require what only tasks need (``name`` with ``exactly.once``).
+
+    Raises:
+        ConfigError: naming each invalid key with the expected type or value.
+    """
+    parsed = parse_config(PostgresSinkConfig, config)
+    errors: dict[str, str] = {}
+    url_problem = _check_url(parsed.connection_url)
+    if url_problem:
+        errors["connection.url"] = url_problem
+    if parsed.insert_mode is InsertMode.UPSERT and parsed.pk_mode is PkMode.NONE:
+        errors["pk.mode"] = "insert.mode=upsert needs a primary key: set pk.mode to record_key or record_value"
+    if parsed.pk_mode is PkMode.RECORD_VALUE and not parsed.pk_fields:
+        errors["pk.fields"] = "pk.mode=record_value needs pk.fields (comma list of value field names)"
+    if parsed.delete_enabled and parsed.pk_mode is not PkMode.RECORD_KEY:
+        errors["delete.enabled"] = "delete.enabled=true needs pk.mode=record_key (deletes are by record key)"
+    if for_task and parsed.exactly_once and not parsed.name:
+        errors["name"] = "exactly.once=true needs the connector name (string) under 'name' in the task config"
+    if errors:
+        raise ConfigError(errors)
+    return parsed

@@ -1,0 +1,411 @@
+"""The PostgreSQL sink connector (entry point ``postgres-sink``) and its task.
+
+Delivery:
+
+Hooks: the connector's run on the driver's control thread; the task's on its runner
+thread in a Spark executor, one at a time. Offsets are "next offset to consume".
+
+* ``exactly.once=false`` (default, at-least-once): ``put`` buffers records and writes the
+  whole buffer in one transaction once it holds ``batch.size`` records; ``pre_commit``
+  (periodic or closing) writes the rest and returns the offsets it was given, which are
+  then all committed in PostgreSQL. After a crash, records since the last Kafka commit are
+  written again (duplicates in ``insert`` mode, idempotent in ``upsert`` mode).
+* ``exactly.once=true``: each write transaction also stores every partition's next offset
+  in ``offsets.table``; ``open`` reads them back and rewinds the consumer with
+  ``context.offset``; ``pre_commit`` writes the buffer and returns ``{}`` so Kafka commits
+  nothing. Records below a stored offset (redelivered) are dropped, so each record's rows
+  are committed exactly once.
+
+Errors: an unreachable database at ``start`` raises :class:`ConnectError` (host, port,
+database, user; never the password). A transient database error while writing
+(``psycopg.OperationalError``, e.g. a terminated backend, a failover, a serialization
+failure) rolls the transaction back, drops the connection and raises
+:class:`RetriableError` with ``retry.backoff.ms``; nothing of that transaction is
+committed. From ``put`` the records of that call are taken out of the buffer and the
+runtime redelivers them; from ``pre_commit``/``flush`` the buffer is kept and written at
+the next attempt. The task reconnects on its next write. Other database errors (constraint violations, type
+mismatches, missing tables or columns) raise :class:`ConnectError` and fail the task.
+Records that cannot be mapped to rows (a value that is not a dict, a null key with
+``pk.mode=record_key``) go to the context's errant record reporter (dead-letter queue per
+``errors.tolerance``) or, without one, raise :class:`DataError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from operator import attrgetter
+from typing import Any
+
+import psycopg
+
+from conveyor.api import (
+    ConnectError,
+    DataError,
+    RetriableError,
+    SinkConnector,
+    SinkRecord,
+    SinkTask,
+    TopicPartition,
+)
+from conveyor.api.sink import Offsets
+from conveyor.connectors.postgres import db, offsets
+from conveyor.connectors.postgres.config import PostgresSinkConfig, load_config
+from conveyor.connectors.postgres.writer import Plan, Rejects, ShapeChanged, Writer
+
+VERSION = "0.1.0"
+
+_TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
+_partition_key = attrgetter("original_topic", "original_kafka_partition")
+_offset = attrgetter("original_kafka_offset")
+
+
+class PostgresSinkConnector(SinkConnector):
+    """Writes Kafka records to PostgreSQL tables (like Confluent's JDBC sink).
+
+    Every hook runs on the driver's control thread. The connector holds no connection
+    between hooks: ``start`` checks the database is reachable (and creates the offsets
+    table with ``exactly.once``), ``stop(connector_deleted=True)`` deletes the connector's
+    stored offsets.
+    """
+
+    config_model = PostgresSinkConfig
+
+    def __init__(self) -> None:
+        self._raw: dict[str, Any] = {}
+        self._config: PostgresSinkConfig | None = None
+        self._cleanup: list[str] = []
+
+    def version(self) -> str:
+        return VERSION
+
+    def validate(self, config: Mapping[str, Any]) -> PostgresSinkConfig:
+        """Parse and cross-check ``config``. Driver control thread; no I/O.
+
+        Raises:
+            ConfigError: naming each bad key and the expected type or value.
+        """
+        return load_config(config)
+
+    def start(self, config: Mapping[str, Any]) -> None:
+        """Validate ``config`` and check the database answers (one short connection).
+        Driver control thread; blocks up to ``connection.timeout.ms``.
+
+        Raises:
+            ConfigError: invalid configuration.
+            ConnectError: the database is unreachable or refuses the login (message names
+                host and port, never the password), or the offsets table cannot be created.
+        """
+        self._config = load_config(config)
+        self._raw = dict(config)
+        with db.connect(self._config) as conn:
+            conn.execute("SELECT 1")
+            if self._config.exactly_once:
+                try:
+                    offsets.ensure_table(conn, self._config.offsets_table)
+                except psycopg.Error as exc:
+                    raise ConnectError(f"cannot create offsets table {self._config.offsets_table!r}: {exc}") from exc
+
+    def task_class(self) -> type[PostgresSinkTask]:
+        return PostgresSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, Any]]:
+        """``max_tasks`` (at least 1) identical configurations: the consumer group splits the
+        partitions between tasks. Driver control thread."""
+        return [dict(self._raw) for _ in range(max(1, max_tasks))]
+
+    def stop(self, connector_deleted: bool = False) -> None:
+        """Driver control thread, after every task stopped. The connector holds no
+        connection, so a plain stop releases nothing. On deletion with ``exactly.once``, delete
+        this connector's rows from ``offsets.table`` (the tables written stay: they are
+        the user's data).
+
+        Raises:
+            ConnectError: the database cannot be reached during a deletion (the runtime
+                keeps the finalizer and retries).
+        """
+        cfg = self._config
+        if not (connector_deleted and cfg is not None and cfg.exactly_once and cfg.name):
+            return
+        with db.connect(cfg) as conn:
+            try:
+                removed = offsets.delete_connector(conn, cfg.offsets_table, cfg.name)
+            except psycopg.Error as exc:
+                raise ConnectError(f"cannot delete stored offsets of connector {cfg.name!r}: {exc}") from exc
+        self._cleanup.append(f"deleted {removed} stored offset row(s) of {cfg.name!r} from {cfg.offsets_table}")
+
+    def cleanup_report(self) -> list[str]:
+        return list(self._cleanup)
+
+
+class PostgresSinkTask(SinkTask):
+    """Writes the records of its assigned partitions. Every hook runs on the task's
+    runner thread (never concurrently); the task owns one connection."""
+
+    def __init__(self) -> None:
+        self._config: PostgresSinkConfig | None = None
+        self._conn: psycopg.Connection | None = None
+        self._writer: Writer | None = None
+        self._buffer: list[SinkRecord] = []
+        self._assigned: set[TopicPartition] = set()
+        # exactly.once: (topic, partition) -> next offset committed in PostgreSQL
+        self._stored: dict[tuple[str, int], int] = {}
+
+    def version(self) -> str:
+        return VERSION
+
+    @property
+    def config(self) -> PostgresSinkConfig:
+        if self._config is None:
+            raise RuntimeError("PostgresSinkTask used before start()")
+        return self._config
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self, config: Mapping[str, Any]) -> None:
+        """Validate the task configuration and connect (task runner thread, once, after
+        ``initialize``; blocks up to ``connection.timeout.ms``). With ``exactly.once`` the
+        offsets table is created if missing.
+
+        Raises:
+            ConfigError: invalid configuration (``name`` is required with ``exactly.once``).
+            ConnectError: the database is unreachable (host/port named, no password).
+        """
+        self._config = load_config(config, for_task=True)
+        self._writer = Writer(self._config)
+        self._conn = db.connect(self._config)
+        if self._config.exactly_once:
+            try:
+                offsets.ensure_table(self._conn, self._config.offsets_table)
+            except psycopg.Error as exc:
+                self._drop_connection()
+                raise ConnectError(f"cannot create offsets table {self._config.offsets_table!r}: {exc}") from exc
+
+    def open(self, partitions: Sequence[TopicPartition]) -> None:
+        """Track the new partitions; with ``exactly.once`` read their stored next offsets
+        and rewind the consumer to them with ``context.offset`` (partitions without a
+        stored offset keep the consumer's position). Task runner thread.
+
+        Raises:
+            RetriableError: the database could not be read (transient error).
+        """
+        self._assigned.update(partitions)
+        if not self.config.exactly_once or not partitions:
+            return
+        try:
+            stored = self._load_offsets(partitions)
+        except _TRANSIENT as exc:
+            self._drop_connection()
+            raise self._retriable("reading stored offsets", exc) from exc
+        if stored:
+            self.context.offset(stored)
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        """Buffer ``records``; once ``batch.size`` are buffered, write them all in one
+        transaction (task runner thread; blocks for the write).
+
+        Raises:
+            RetriableError: transient database error; nothing was committed and this
+                call's records are no longer buffered (the runtime redelivers them).
+            DataError: a record cannot be mapped to a row and there is no errant record reporter.
+            ConnectError: any other database error, a missing table (without
+                ``auto.create``) or missing columns.
+        """
+        if not records:
+            return
+        mark = len(self._buffer)
+        self._buffer.extend(records)
+        if len(self._buffer) >= self.config.batch_size:
+            self._write(restore_to=mark)
+
+    def flush(self, offsets: Offsets) -> None:
+        """Write everything buffered (one transaction; task runner thread). Raises as
+        :meth:`put`, except that on error the buffer is kept for the next attempt (those
+        records were accepted by earlier ``put`` calls and will not be redelivered)."""
+        self._write(restore_to=len(self._buffer))
+
+    def pre_commit(self, offsets: Offsets) -> Offsets:
+        """Write the buffer, then return what Kafka may commit: ``offsets`` unchanged
+        (every record passed to ``put`` is now committed in PostgreSQL), or ``{}`` with
+        ``exactly.once`` (offsets live in ``offsets.table``). Task runner thread, every
+        ``offset.flush.interval.ms`` and, with ``context.is_closing()`` true, before
+        partitions close; both write everything.
+
+        Raises:
+            RetriableError / ConnectError / DataError: as :meth:`flush`; the runtime then
+                commits nothing this time.
+        """
+        self.flush(offsets)
+        return {} if self.config.exactly_once else dict(offsets)
+
+    def close(self, partitions: Sequence[TopicPartition]) -> None:
+        """Forget ``partitions``: drop their buffered records (uncommitted: whoever gets
+        the partitions next re-reads them) and their stored-offset cache. Task runner
+        thread; no I/O."""
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._assigned.difference_update(partitions)
+        for key in gone:
+            self._stored.pop(key, None)
+        if self._buffer:
+            self._buffer = [r for r in self._buffer if (r.original_topic, r.original_kafka_partition) not in gone]
+
+    def stop(self, connector_deleted: bool = False) -> None:
+        """Close the connection (task runner thread, last hook). Buffered records are
+        dropped: never committed, so their offsets were not either. Nothing is provisioned
+        per task, so ``connector_deleted`` changes nothing here (the connector deletes the
+        stored offsets)."""
+        self._buffer = []
+        self._drop_connection()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection:
+        """The open connection, reconnecting if needed; with ``exactly.once`` a new
+        connection first re-reads the stored offsets of the assigned partitions (a commit
+        whose outcome was unknown may have succeeded).
+
+        Raises:
+            psycopg.OperationalError: the database cannot be reached (transient here).
+        """
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        self._drop_connection()
+        try:
+            conn = db.connect(self.config)
+        except ConnectError as exc:
+            raise psycopg.OperationalError(str(exc)) from None
+        if self.config.exactly_once:
+            try:
+                stored = offsets.load(conn, self.config.offsets_table, self.config.name or "", self._assigned)
+            except BaseException:
+                conn.close()
+                raise
+            self._stored = {(tp.topic, tp.partition): offset for tp, offset in stored.items()}
+        self._conn = conn
+        return conn
+
+    def _load_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        cfg = self.config
+        stored = offsets.load(self._connection(), cfg.offsets_table, cfg.name or "", partitions)
+        for tp, offset in stored.items():
+            self._stored[(tp.topic, tp.partition)] = offset
+        return stored
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if self._writer is not None:
+            self._writer.reset()
+        if conn is not None:
+            with contextlib.suppress(Exception):  # closing a broken connection
+                conn.close()
+
+    def _retriable(self, doing: str, exc: BaseException) -> RetriableError:
+        detail = db.scrub(self.config, " ".join(str(exc).split()))
+        return RetriableError(
+            f"transient PostgreSQL error while {doing} ({db.describe(self.config)}): {detail};"
+            " nothing was committed, the batch will be retried",
+            delay=timedelta(milliseconds=self.config.retry_backoff_ms),
+        )
+
+    def _pending(self) -> tuple[list[SinkRecord], dict[tuple[str, int], int]]:
+        """Buffered records not yet committed, and (``exactly.once``) the next offset per
+        partition they reach. Records below a partition's stored offset were committed
+        before (redelivered) and are left out."""
+        buffer = self._buffer
+        if not self.config.exactly_once or not buffer:
+            return buffer, {}
+        stored = self._stored
+        partitions = set(map(_partition_key, buffer))
+        if len(partitions) == 1:  # the common case, checked with whole-list operations
+            (key,) = partitions
+            offsets_ = list(map(_offset, buffer))
+            floor = stored.get(key)
+            if floor is None or min(offsets_) >= floor:
+                return buffer, {key: max(offsets_) + 1}
+        next_offsets: dict[tuple[str, int], int] = {}
+        keep: list[SinkRecord] = []
+        for record in buffer:
+            key = (record.original_topic, record.original_kafka_partition)  # type: ignore[assignment]
+            offset = record.original_kafka_offset
+            floor = stored.get(key)
+            if floor is not None and offset < floor:  # type: ignore[operator]
+                continue
+            keep.append(record)
+            if offset >= next_offsets.get(key, -1):  # type: ignore[operator]
+                next_offsets[key] = offset + 1  # type: ignore[operator]
+        return keep, next_offsets
+
+    def _write(self, restore_to: int) -> None:
+        """Write the whole buffer in one transaction (rows, and offsets with ``exactly.once``).
+
+        On failure the buffer is truncated back to ``restore_to`` records (the ones not
+        handed over by the failing ``put``) and the connection's caches are reset.
+        """
+        if not self._buffer:
+            return
+        cfg = self.config
+        writer = self._writer
+        assert writer is not None
+        try:
+            conn = self._connection()
+            records, next_offsets = self._pending()
+            plan = writer.prepare(conn, records) if records else None
+            if plan is not None:
+                self._reject(plan.rejects)
+            if (plan is None or not plan.batches) and not next_offsets:
+                self._buffer = []  # nothing to write (e.g. only skipped tombstones)
+                return
+            try:
+                self._transaction(conn, plan, next_offsets)
+            except ShapeChanged:  # rolled back; plan again, checking every record's keys
+                writer.reset()
+                self._transaction(conn, writer.prepare(conn, records, trust_shape=False), next_offsets)
+        except _TRANSIENT as exc:
+            self._drop_connection()
+            del self._buffer[restore_to:]
+            raise self._retriable("writing", exc) from exc
+        except psycopg.Error as exc:
+            writer.reset()
+            del self._buffer[restore_to:]
+            detail = db.scrub(cfg, " ".join(str(exc).split()))
+            raise ConnectError(f"PostgreSQL rejected the write ({type(exc).__name__}): {detail}") from exc
+        except ConnectError:
+            writer.reset()
+            del self._buffer[restore_to:]
+            raise
+        self._buffer = []
+        self._stored.update(next_offsets)
+
+    def _transaction(
+        self, conn: psycopg.Connection, plan: Plan | None, next_offsets: dict[tuple[str, int], int]
+    ) -> None:
+        """One transaction: the plan's rows and, with ``exactly.once``, the offsets."""
+        cfg = self.config
+        assert self._writer is not None
+        with conn.transaction(), conn.cursor() as cur:
+            if plan is not None:
+                self._writer.execute(cur, plan)
+            if cfg.exactly_once:
+                offsets.store(
+                    cur,
+                    cfg.offsets_table,
+                    cfg.name or "",
+                    {TopicPartition(t, p): o for (t, p), o in next_offsets.items()},
+                )
+
+    def _reject(self, rejects: Rejects) -> None:
+        """Report unmappable records to the errant record reporter and wait until each
+        report is durable; without a reporter raise :class:`DataError`."""
+        if not rejects:
+            return
+        reporter = self.context.errant_record_reporter()
+        if reporter is None:
+            record, message = rejects[0]
+            raise DataError(
+                f"record {record.topic}-{record.kafka_partition}@{record.kafka_offset} cannot be written:"
+                f" {message} ({len(rejects)} such record(s) in the batch)"
+            )
+        futures = [reporter.report(record, DataError(message)) for record, message in rejects]
+        for future in futures:
+            future.result()

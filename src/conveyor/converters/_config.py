@@ -1,0 +1,158 @@
+"""Reading plugin configuration the way Kafka's ``ConfigDef`` parses it.
+
+Shared by converters, transformations and predicates. Values come from a manifest, so
+each reader accepts both Kafka Connect's strings (``"false"``, ``"5"``, ``"a,b"``) and
+the Python values YAML gives (``False``, ``5``, ``["a", "b"]``).
+
+Rules mirrored from ``org.apache.kafka.common.config.ConfigDef#parseType``:
+
+* ``STRING`` values are trimmed.
+* ``BOOLEAN`` accepts ``true``/``false`` in any case, nothing else.
+* ``LIST`` splits a string on commas with the whitespace around them removed; an
+  empty string is the empty list; a trailing comma leaves an empty last element.
+* A key without a default that is missing (or null) is an error:
+  ``Missing required configuration "<key>" which has no default value.``
+
+Every error is a :class:`~conveyor.api.ConfigError` keyed by the *local* key (as the
+plugin sees it); callers that own a prefix re-key it with :func:`prefixed_error`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from conveyor.api.errors import ConfigError
+
+#: Marks a key that has no default: missing means error.
+REQUIRED: Any = object()
+
+_COMMA = re.compile(r"\s*,\s*")
+
+
+def missing(key: str) -> ConfigError:
+    """Kafka's error for a required key that is absent."""
+    return ConfigError({key: f'Missing required configuration "{key}" which has no default value.'})
+
+
+def invalid(key: str, value: Any, reason: str) -> ConfigError:
+    """Kafka's ``ConfigException(name, value, message)`` text."""
+    return ConfigError({key: f"Invalid value {_show(value)} for configuration {key}: {reason}"})
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def as_text(value: Any) -> str:
+    """A scalar as Kafka Connect would have written it in a properties file."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def get_string(config: Mapping[str, Any], key: str, default: Any = REQUIRED) -> Any:
+    """A ``STRING`` key, trimmed; ``default`` (which may be ``None``) when absent."""
+    value = config.get(key)
+    if value is None:
+        if default is REQUIRED:
+            raise missing(key)
+        return default
+    if isinstance(value, (list, tuple, dict, set)):
+        raise invalid(key, value, "Expected value to be a string, but it was a " + type(value).__name__)
+    return as_text(value).strip()
+
+
+def get_bool(config: Mapping[str, Any], key: str, default: Any = REQUIRED) -> Any:
+    """A ``BOOLEAN`` key: ``True``/``False`` or ``"true"``/``"false"`` in any case."""
+    value = config.get(key)
+    if value is None:
+        if default is REQUIRED:
+            raise missing(key)
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "true":
+            return True
+        if text == "false":
+            return False
+    raise invalid(key, value, "Expected value to be either true or false")
+
+
+def get_int(config: Mapping[str, Any], key: str, default: Any = REQUIRED, *, minimum: int | None = None) -> Any:
+    """An ``INT`` key: an integer or its decimal text."""
+    value = config.get(key)
+    if value is None:
+        if default is REQUIRED:
+            raise missing(key)
+        return default
+    if isinstance(value, bool):
+        raise invalid(key, value, "Not a number of type INT")
+    if isinstance(value, int):
+        result = value
+    elif isinstance(value, str):
+        try:
+            result = int(value.strip())
+        except ValueError:
+            raise invalid(key, value, "Not a number of type INT") from None
+    else:
+        raise invalid(key, value, "Expected value to be a 32-bit integer, but it was a " + type(value).__name__)
+    if minimum is not None and result < minimum:
+        raise invalid(key, value, f"Value must be at least {minimum}")
+    return result
+
+
+def get_list(config: Mapping[str, Any], key: str, default: Any = REQUIRED) -> Any:
+    """A ``LIST`` key: a comma-separated string or a sequence, as a list of strings."""
+    value = config.get(key)
+    if value is None:
+        if default is REQUIRED:
+            raise missing(key)
+        return default
+    return parse_list(key, value)
+
+
+def parse_list(key: str, value: Any) -> list[str]:
+    """Kafka's ``LIST`` parsing of one value."""
+    if isinstance(value, str):
+        text = value.strip()
+        return _COMMA.split(text) if text else []
+    if isinstance(value, (list, tuple)):
+        return [as_text(item).strip() for item in value]
+    raise invalid(key, value, "Expected a comma separated list.")
+
+
+def get_choice(config: Mapping[str, Any], key: str, choices: tuple[str, ...], default: Any = REQUIRED) -> Any:
+    """A ``STRING`` key that must be one of ``choices``, compared case-insensitively;
+    returns the choice as spelled in ``choices``."""
+    value = get_string(config, key, default)
+    if value is None:
+        return None
+    for choice in choices:
+        if choice.lower() == str(value).lower():
+            return choice
+    raise invalid(key, value, "String must be one of (case insensitive): " + ", ".join(choices))
+
+
+def prefixed_error(prefix: str, error: ConfigError) -> ConfigError:
+    """``error`` with every key moved under ``prefix`` (``"regex"`` → ``"transforms.r.regex"``)."""
+    renamed = {}
+    for key, message in error.errors.items():
+        full = prefix + key
+        renamed[full] = message.replace(f"configuration {key}:", f"configuration {full}:").replace(
+            f'configuration "{key}"', f'configuration "{full}"'
+        )
+    return ConfigError(renamed)
+
+
+def sub_config(config: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The keys under ``prefix`` with the prefix removed (Kafka's ``originalsWithPrefix``)."""
+    n = len(prefix)
+    return {key[n:]: value for key, value in config.items() if key.startswith(prefix)}

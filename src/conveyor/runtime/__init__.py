@@ -1,0 +1,1 @@
+"""Conveyor's runtime (private): the Spark driver, task runners and control plane."""

@@ -1,0 +1,94 @@
+"""The runner's side of the control API: report status, receive directives.
+
+A daemon thread posts the latest :class:`TaskReport` to
+``POST /internal/tasks/<id>/sync`` about once a second; the driver answers with the
+current :class:`Directive`, holding the request up to ``wait_ms`` until the directive
+changes (long-poll), so a drain or stop reaches the task within milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+from conveyor.runtime.protocol import Action, Directive, TaskReport
+
+log = logging.getLogger(__name__)
+
+
+class ControlLink:
+    """Keeps one task in touch with its driver.
+
+    The report callable must return a finished snapshot (built by the task thread);
+    the link never reads the runner's live state.
+
+    Attributes:
+        directive: the latest directive (read by the task thread each loop).
+        driver_lost: set when the driver has not answered for ``driver_timeout_s``;
+            the runner then stops its task as on a plain stop.
+    """
+
+    def __init__(
+        self,
+        control_url: str,
+        task_id: int,
+        report: Callable[[], TaskReport | None],
+        wait_ms: int = 1000,
+        driver_timeout_s: float = 30.0,
+    ) -> None:
+        self._url = f"{control_url.rstrip('/')}/internal/tasks/{task_id}/sync"
+        self._report = report
+        self._wait_ms = wait_ms
+        self._driver_timeout_s = driver_timeout_s
+        self.directive = Directive()
+        self.changed = threading.Event()
+        self.driver_lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"control-link-{task_id}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def sync_now(self, wait_ms: int = 0) -> None:
+        """Post the current report right away (e.g. the final one). Errors are logged."""
+        try:
+            self._sync(wait_ms)
+        except Exception as exc:  # noqa: BLE001 - a final report that fails is only logged
+            log.warning("could not report to the driver at %s: %s", self._url, exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _sync(self, wait_ms: int) -> None:
+        report = self._report()
+        if report is None:
+            time.sleep(wait_ms / 1000)
+            return
+        body = json.dumps(report.to_json()).encode()
+        url = f"{self._url}?directive_version={self.directive.version}&wait_ms={wait_ms}"
+        req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=wait_ms / 1000 + 10) as resp:
+            directive = Directive.from_json(json.loads(resp.read()))
+        if directive.version != self.directive.version:
+            self.directive = directive
+            self.changed.set()
+
+    def _loop(self) -> None:
+        last_ok = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self._sync(self._wait_ms)
+                last_ok = time.monotonic()
+            except Exception as exc:  # noqa: BLE001 - the link must outlive any one failure
+                if time.monotonic() - last_ok > self._driver_timeout_s and not self.driver_lost:
+                    log.error("driver unreachable for %.0fs (%s): stopping the task", self._driver_timeout_s, exc)
+                    self.driver_lost = True
+                    self.directive = Directive(Action.STOP, self.directive.version + 1)
+                    self.changed.set()
+                self._stop.wait(1.0)

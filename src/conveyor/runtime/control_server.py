@@ -1,0 +1,143 @@
+"""The driver's HTTP control API.
+
+Public endpoints (the operator, ``conveyor`` commands and people use them):
+
+* ``GET /status`` — shaped like Kafka Connect's ``GET /connectors/<name>/status``, with
+  Conveyor's extras per task (assignment, committed offsets, lag, counters).
+* ``GET /metrics`` — Prometheus text format.
+* ``GET /healthz`` — 200 while the driver serves.
+* ``POST /stop?connector_deleted=true|false`` — stop every task (closing commits), then
+  the connector; with ``connector_deleted=true`` both clean up what they provisioned.
+  Answers with what was committed and removed once everything has stopped.
+* ``POST /pause``, ``POST /resume``, ``POST /tasks/<id>/restart``.
+
+Internal: ``POST /internal/tasks/<id>/sync?directive_version=N&wait_ms=M`` — a task
+runner posts its report and long-polls for its next directive.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlparse
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from conveyor.runtime.protocol import TaskReport
+
+if TYPE_CHECKING:
+    from conveyor.runtime.driver import Driver
+
+log = logging.getLogger(__name__)
+_SYNC = re.compile(r"^/internal/tasks/(\d+)/sync$")
+_RESTART = re.compile(r"^/tasks/(\d+)/restart$")
+MAX_WAIT_MS = 30_000
+
+
+class ControlError(Exception):
+    """An HTTP error answer: ``status`` and a message for the JSON body."""
+
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _flag(query: dict[str, list[str]], name: str) -> bool:
+    value = query.get(name, ["false"])[-1].lower()
+    if value not in ("true", "false"):
+        raise ControlError(HTTPStatus.BAD_REQUEST, f"{name} must be true or false, got {value!r}")
+    return value == "true"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ControlServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("control api: " + format, *args)
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        self._dispatch("POST")
+
+    def _dispatch(self, method: str) -> None:
+        url = urlparse(self.path)
+        query = parse_qs(url.query)
+        driver = self.server.driver
+        try:
+            if method == "GET" and url.path == "/status":
+                return self._json(HTTPStatus.OK, driver.status())
+            if method == "GET" and url.path == "/healthz":
+                return self._json(HTTPStatus.OK, {"status": "ok"})
+            if method == "GET" and url.path == "/metrics":
+                body = generate_latest(driver.metrics_registry)
+                return self._send(HTTPStatus.OK, body, CONTENT_TYPE_LATEST)
+            if method == "POST" and (m := _SYNC.match(url.path)):
+                report = TaskReport.from_json(self._body())
+                version = int(query.get("directive_version", ["-1"])[-1])
+                wait_ms = min(int(query.get("wait_ms", ["0"])[-1]), MAX_WAIT_MS)
+                directive = driver.sync(int(m.group(1)), report, version, wait_ms)
+                return self._json(HTTPStatus.OK, directive.to_json())
+            if method == "POST" and url.path == "/stop":
+                return self._json(HTTPStatus.OK, driver.stop(connector_deleted=_flag(query, "connector_deleted")))
+            if method == "POST" and url.path == "/pause":
+                return self._json(HTTPStatus.ACCEPTED, driver.pause())
+            if method == "POST" and url.path == "/resume":
+                return self._json(HTTPStatus.ACCEPTED, driver.resume())
+            if method == "POST" and (m := _RESTART.match(url.path)):
+                return self._json(HTTPStatus.ACCEPTED, driver.restart_task(int(m.group(1))))
+            raise ControlError(HTTPStatus.NOT_FOUND, f"no such endpoint: {method} {url.path}")
+        except ControlError as exc:
+            self._json(exc.status, {"error_code": exc.status.value, "message": str(exc)})
+        except (ValueError, KeyError) as exc:
+            self._json(HTTPStatus.BAD_REQUEST, {"error_code": 400, "message": f"bad request: {exc}"})
+        except Exception as exc:  # noqa: BLE001 - answer 500 rather than drop the connection
+            log.exception("control api: %s %s failed", method, url.path)
+            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error_code": 500, "message": str(exc)})
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        data = json.loads(self.rfile.read(length) or b"{}")
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object")
+        return data
+
+    def _json(self, status: HTTPStatus, payload: Any) -> None:
+        self._send(status, json.dumps(payload, indent=None).encode(), "application/json")
+
+    def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class ControlServer(ThreadingHTTPServer):
+    """Serves the control API for one driver on a daemon thread."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, driver: Driver, host: str, port: int) -> None:
+        super().__init__((host, port), _Handler)
+        self.driver = driver
+        self._thread = threading.Thread(target=self.serve_forever, name="control-api", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.server_address[1]
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()

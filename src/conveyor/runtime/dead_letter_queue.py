@@ -1,0 +1,118 @@
+"""The dead-letter queue: tolerated bad records, as they were read, with context headers.
+
+Headers are Kafka Connect's (``DeadLetterQueueReporter``) when
+``errors.deadletterqueue.context.headers.enable=true``: ``__connect.errors.topic``,
+``.partition``, ``.offset``, ``.connector.name``, ``.task.id``, ``.stage``,
+``.class.name``, ``.exception.class.name``, ``.exception.message``,
+``.exception.stacktrace``, all UTF-8 strings.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from concurrent.futures import Future
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conveyor.runtime.tolerance import FailedRecord, Reporter, Stage
+
+log = logging.getLogger(__name__)
+HEADER_PREFIX = "__connect.errors."
+
+
+def context_headers(
+    failed: FailedRecord, stage: Stage, cls_name: str, error: BaseException, connector: str, task_id: int
+) -> list[tuple[str, bytes]]:
+    """The ``__connect.errors.*`` headers describing one failure."""
+    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    values = {
+        "topic": failed.topic,
+        "partition": str(failed.partition),
+        "offset": str(failed.offset),
+        "connector.name": connector,
+        "task.id": str(task_id),
+        "stage": stage.value,
+        "class.name": cls_name,
+        "exception.class.name": f"{type(error).__module__}.{type(error).__qualname__}",
+        "exception.message": str(error),
+        "exception.stacktrace": trace,
+    }
+    return [(HEADER_PREFIX + k, v.encode("utf-8")) for k, v in values.items()]
+
+
+def ensure_topic(admin: AdminClient, topic: str, replication_factor: int) -> None:
+    """Create ``topic`` (1 partition) unless it exists; the replication factor is capped
+    at the number of brokers, with a warning, so a one-broker development cluster works.
+
+    Raises:
+        KafkaException: when creation fails for another reason than "already exists".
+    """
+    metadata = admin.list_topics(timeout=10)
+    if topic in metadata.topics:
+        return
+    brokers = len(metadata.brokers)
+    rf = replication_factor
+    if rf > brokers:
+        log.warning("dead-letter queue %s: replication factor %d > %d brokers; using %d", topic, rf, brokers, brokers)
+        rf = brokers
+    futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=rf)])
+    try:
+        futures[topic].result(timeout=30)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+class DeadLetterQueue(Reporter):
+    """Writes failed records to ``errors.deadletterqueue.topic.name``."""
+
+    def __init__(
+        self, producer_config: dict[str, Any], topic: str, connector: str, task_id: int, context_headers_enabled: bool
+    ) -> None:
+        self._producer = Producer({**producer_config, "enable.idempotence": True, "linger.ms": 5})
+        self.topic = topic
+        self._connector = connector
+        self._task_id = task_id
+        self._headers_enabled = context_headers_enabled
+        self.sent = 0
+        self._closed = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name=f"dlq-{connector}-{task_id}", daemon=True)
+        self._poller.start()
+
+    def _poll(self) -> None:
+        """Serve delivery callbacks so that report futures complete without the task
+        thread's help (a task may wait on one inside ``put``)."""
+        while not self._closed.is_set():
+            self._producer.poll(0.1)
+
+    def report(self, failed: FailedRecord, stage: Stage, cls_name: str, error: BaseException) -> Future[None]:
+        future: Future[None] = Future()
+        headers = list(failed.headers or [])
+        if self._headers_enabled:
+            headers += context_headers(failed, stage, cls_name, error, self._connector, self._task_id)
+
+        def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+            if err is None:
+                future.set_result(None)
+            else:
+                future.set_exception(KafkaException(err))
+
+        self._producer.produce(
+            self.topic, key=failed.key, value=failed.value, headers=headers, on_delivery=on_delivery,
+            **({"timestamp": failed.timestamp} if failed.timestamp else {}),
+        )
+        self.sent += 1
+        return future
+
+    def flush(self, timeout_s: float) -> None:
+        """Send what is queued; delivery callbacks complete the report futures."""
+        self._producer.flush(timeout_s)
+
+    def close(self) -> None:
+        self._producer.flush(10.0)
+        self._closed.set()
+        self._poller.join(timeout=5)

@@ -1,0 +1,45 @@
+"""What runs inside the Spark task: pick the runner for the connector's kind and run it.
+
+The Spark job of a task has one partition holding one :class:`TaskSpec`; the function
+below is its ``mapPartitions`` body and yields the task's final report as JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from conveyor.api import SinkConnector
+from conveyor.runtime.plugins import load_connector_class
+from conveyor.runtime.protocol import TaskReport, TaskSpec
+
+
+def configure_worker_logging() -> None:
+    """Log to the Python worker's stderr (Spark's executor log) once per process."""
+    root = logging.getLogger()
+    if not any(getattr(h, "_conveyor", False) for h in root.handlers):
+        handler = logging.StreamHandler()
+        handler._conveyor = True  # type: ignore[attr-defined]
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(name)s] %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(os.environ.get("CONVEYOR_LOG_LEVEL", "INFO"))
+        logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def run_task(spec: TaskSpec) -> TaskReport:
+    """Run one task to its end and return its final report."""
+    connector_cls = load_connector_class(spec.connector_class)
+    if issubclass(connector_cls, SinkConnector):
+        from conveyor.runtime.sink_runner import SinkTaskRunner
+
+        return SinkTaskRunner(spec).run()
+    raise NotImplementedError(f"source connectors are not supported by this runtime yet: {spec.connector_class}")
+
+
+def run_task_partition(specs: Iterable[TaskSpec]) -> Iterator[dict[str, Any]]:
+    """``mapPartitions`` body of a task's Spark job."""
+    configure_worker_logging()
+    for spec in specs:
+        yield run_task(spec).to_json()

@@ -1,0 +1,126 @@
+"""What the driver and the task runners exchange.
+
+A :class:`TaskSpec` travels to the executor inside the Spark job (pickled). While the
+task runs, its runner syncs with the driver's control API: it posts a
+:class:`TaskReport` and receives the current :class:`Directive` (long-poll).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class TaskState(str, enum.Enum):
+    """Kafka Connect's task states, plus Conveyor's ``DRAINED`` (closed for re-placement)."""
+
+    UNASSIGNED = "UNASSIGNED"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    FAILED = "FAILED"
+    RESTARTING = "RESTARTING"
+    STOPPED = "STOPPED"
+    DRAINED = "DRAINED"
+
+    @property
+    def is_final(self) -> bool:
+        """The runner has returned (its Spark job is over) in this state."""
+        return self in (TaskState.FAILED, TaskState.STOPPED, TaskState.DRAINED)
+
+
+class Action(str, enum.Enum):
+    """What the driver wants a running task to do."""
+
+    RUN = "run"
+    PAUSE = "pause"
+    STOP = "stop"
+    DRAIN = "drain"
+
+
+@dataclass(frozen=True)
+class Directive:
+    """The driver's current wish for one task; ``version`` grows with every change."""
+
+    action: Action = Action.RUN
+    version: int = 0
+    connector_deleted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"action": self.action.value, "version": self.version, "connector_deleted": self.connector_deleted}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Directive:
+        return cls(Action(data["action"]), int(data["version"]), bool(data.get("connector_deleted", False)))
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything an executor needs to run one task.
+
+    Attributes:
+        connector: connector name.
+        namespace: Kubernetes namespace (``default`` locally).
+        task_id: 0-based task id.
+        attempt: grows each time the driver (re)launches this task.
+        connector_class: entry-point name or dotted path, resolved on the executor.
+        connector_config: the connector's whole ``spec.config`` (runtime keys included).
+        task_config: what ``task_configs`` returned for this task, plus ``name``.
+        bootstrap_servers: Kafka bootstrap servers.
+        control_url: base URL of the driver's control API.
+        closing_timeout_s: seconds a closing commit may take (``shutdown.gracePeriodSeconds``).
+    """
+
+    connector: str
+    namespace: str
+    task_id: int
+    attempt: int
+    connector_class: str
+    connector_config: dict[str, Any]
+    task_config: dict[str, Any]
+    bootstrap_servers: str
+    control_url: str
+    closing_timeout_s: float = 60.0
+
+
+@dataclass
+class TaskReport:
+    """A runner's account of its task, posted to the driver about once a second.
+
+    Offsets are next-offsets keyed ``"topic:partition"``; counters are totals since the
+    runner started.
+    """
+
+    task_id: int
+    attempt: int
+    state: TaskState
+    worker_id: str
+    trace: str | None = None
+    assignment: list[str] = field(default_factory=list)
+    committed: dict[str, int] = field(default_factory=dict)
+    consumed: dict[str, int] = field(default_factory=dict)
+    lag: dict[str, int] = field(default_factory=dict)
+    records_read: int = 0
+    records_put: int = 0
+    records_skipped: int = 0
+    dlq_records: int = 0
+    commits: int = 0
+    closing_commits: int = 0
+    last_closing_commit: dict[str, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["state"] = self.state.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskReport:
+        data = dict(data)
+        data["state"] = TaskState(data["state"])
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def tp_key(topic: str, partition: int) -> str:
+    """The ``"topic:partition"`` form used in reports and status."""
+    return f"{topic}:{partition}"

@@ -1,0 +1,110 @@
+"""The runtime's own keys in ``spec.config`` (Kafka Connect's worker/connector keys).
+
+Validated once on the driver; a bad value names its key and the expected type.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from conveyor.api import ConfigError, ConnectorConfig, parse_config
+
+
+class ErrorTolerance(str, enum.Enum):
+    """``errors.tolerance``: ``none`` fails the task on the first bad record; ``all`` skips it."""
+
+    NONE = "none"
+    ALL = "all"
+
+
+class CommonSettings(ConnectorConfig):
+    """Keys every connector understands."""
+
+    offset_flush_interval_ms: int = Field(
+        60_000, alias="offset.flush.interval.ms", ge=1, description="Milliseconds between offset commits."
+    )
+    errors_tolerance: ErrorTolerance = Field(ErrorTolerance.NONE, alias="errors.tolerance")
+    errors_retry_timeout: int = Field(
+        0, alias="errors.retry.timeout", ge=-1, description="Milliseconds to retry a failed operation; -1 forever."
+    )
+    errors_retry_delay_max_ms: int = Field(60_000, alias="errors.retry.delay.max.ms", ge=0)
+    errors_log_enable: bool = Field(False, alias="errors.log.enable")
+    errors_log_include_messages: bool = Field(False, alias="errors.log.include.messages")
+    key_converter: str = Field("org.apache.kafka.connect.storage.StringConverter", alias="key.converter")
+    value_converter: str = Field("org.apache.kafka.connect.json.JsonConverter", alias="value.converter")
+
+    @property
+    def offset_flush_interval(self) -> timedelta:
+        return timedelta(milliseconds=self.offset_flush_interval_ms)
+
+
+class SinkSettings(CommonSettings):
+    """Keys of sink connectors (Kafka Connect's ``SinkConnectorConfig``)."""
+
+    topics: list[str] = Field(default_factory=list, description="Topics to consume, comma-separated.")
+    topics_regex: str | None = Field(None, alias="topics.regex", description="Regex of topics to consume.")
+    dlq_topic: str | None = Field(None, alias="errors.deadletterqueue.topic.name")
+    dlq_replication_factor: int = Field(3, alias="errors.deadletterqueue.topic.replication.factor", ge=-1)
+    dlq_context_headers: bool = Field(False, alias="errors.deadletterqueue.context.headers.enable")
+    max_poll_records: int = Field(
+        500, alias="consumer.override.max.poll.records", ge=1, description="Largest batch handed to put()."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_topics(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("topics"), str):
+            data = dict(data)
+            data["topics"] = [t.strip() for t in data["topics"].split(",") if t.strip()]
+        return data
+
+    @model_validator(mode="after")
+    def _one_topic_source(self) -> SinkSettings:
+        if bool(self.topics) == bool(self.topics_regex):
+            raise ValueError("exactly one of 'topics' and 'topics.regex' must be set")
+        if self.topics_regex is not None:
+            try:
+                re.compile(self.topics_regex)
+            except re.error as exc:
+                raise ValueError(f"topics.regex is not a valid regex: {exc}") from None
+        if self.dlq_topic and self.dlq_topic in self.topics:
+            raise ValueError("errors.deadletterqueue.topic.name must not be one of the consumed topics")
+        return self
+
+    @property
+    def subscription(self) -> list[str]:
+        """What to pass to ``Consumer.subscribe``: topic names or one ``^regex``."""
+        if self.topics_regex is not None:
+            return ["^" + self.topics_regex.lstrip("^")]
+        return list(self.topics)
+
+
+def prefixed(config: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The keys under ``prefix`` with the prefix removed, values as strings for librdkafka."""
+    return {k[len(prefix) :]: _as_client_value(v) for k, v in config.items() if k.startswith(prefix)}
+
+
+def _as_client_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+def parse_sink_settings(config: Mapping[str, Any]) -> SinkSettings:
+    """Validate the runtime keys of a sink connector's config.
+
+    Raises:
+        ConfigError: naming each invalid key.
+    """
+    try:
+        return parse_config(SinkSettings, config)
+    except ConfigError:
+        raise
+    except ValueError as exc:  # pragma: no cover - model validators surface through parse_config
+        raise ConfigError({"<config>": str(exc)}) from None

@@ -1,0 +1,610 @@
+"""Runs one sink task inside a Spark executor: Kafka Connect's ``WorkerSinkTask``.
+
+Consumer group ``connect-<name>``, auto-commit off, cooperative-sticky assignor. One
+thread (the Spark task's) runs the consumer, every task hook and the commits, so the
+rebalance callbacks below run on it too (librdkafka serves them inside ``consume``).
+
+Closing-aware commits (KIP-275), the sequence for every trigger:
+
+* revoke (rebalance): ``pre_commit(offsets of the revoked partitions)`` with
+  ``is_closing()`` true → synchronous commit → ``close(revoked)``.
+* stop, drain, driver shutdown, ``state: stopped``, reconfiguration: the same for every
+  assigned partition, then ``stop(connector_deleted)``, then the consumer leaves the group.
+* a failing ``put``: the same closing commit of what earlier ``put`` calls processed,
+  then ``close`` and ``stop``; the task reports ``FAILED``.
+* lost partitions (session expired): ``close(lost)`` and no commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from conveyor.api import ConnectError, Header, RetriableError, SinkTask, TimestampType, TopicPartition
+from conveyor.converters import ByteArrayConverter, load_converter
+from conveyor.runtime.control_link import ControlLink
+from conveyor.runtime.dead_letter_queue import DeadLetterQueue
+from conveyor.runtime.plugins import load_connector_class
+from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, tp_key
+from conveyor.runtime.settings import SinkSettings, parse_sink_settings, prefixed
+from conveyor.runtime.sink_context import (
+    InternalSinkRecord,
+    RunnerErrantRecordReporter,
+    RunnerSinkContext,
+    failed_record,
+)
+from conveyor.runtime.tolerance import LogReporter, Reporter, Stage, ToleranceOperator, class_name
+from conveyor.transforms.chain import TransformationChain
+
+log = logging.getLogger(__name__)
+
+_TIMESTAMP_TYPES = {0: TimestampType.NO_TIMESTAMP_TYPE, 1: TimestampType.CREATE_TIME, 2: TimestampType.LOG_APPEND_TIME}
+_JAVA_ONLY_CONSUMER_KEYS = {"max.poll.records", "key.deserializer", "value.deserializer"}
+DEFAULT_RETRY_BACKOFF_S = 1.0
+POLL_TIMEOUT_S = 0.2
+REPORT_INTERVAL_S = 0.5
+
+
+class TaskFailed(Exception):
+    """The task must stop as ``FAILED``; ``__cause__`` is the reason."""
+
+
+def consumer_config(spec: TaskSpec) -> dict[str, Any]:
+    """librdkafka settings of a sink task's consumer (``consumer.override.*`` applied last)."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": spec.bootstrap_servers,
+        "group.id": f"connect-{spec.connector}",
+        "client.id": f"connector-consumer-{spec.connector}-{spec.task_id}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "partition.assignment.strategy": "cooperative-sticky",
+        "enable.partition.eof": False,
+    }
+    overrides = prefixed(spec.connector_config, "consumer.override.")
+    config.update({k: v for k, v in overrides.items() if k not in _JAVA_ONLY_CONSUMER_KEYS})
+    return config
+
+
+def producer_config(spec: TaskSpec) -> dict[str, Any]:
+    """librdkafka settings for producers a sink task owns (the dead-letter queue)."""
+    return {
+        "bootstrap.servers": spec.bootstrap_servers,
+        "client.id": f"connector-dlq-producer-{spec.connector}-{spec.task_id}",
+        **prefixed(spec.connector_config, "producer.override."),
+    }
+
+
+class SinkTaskRunner:
+    """One run of one sink task; ``run()`` returns its final report and never raises
+    for a failure of the task itself (that is reported as ``FAILED``)."""
+
+    def __init__(self, spec: TaskSpec, worker_id: str | None = None) -> None:
+        self.spec = spec
+        self.worker_id = worker_id or f"{os.environ.get('POD_NAME') or socket.gethostname()}/{os.getpid()}"
+        self.state = TaskState.UNASSIGNED
+        self.trace: str | None = None
+        self.settings: SinkSettings | None = None
+        self.task: SinkTask | None = None
+        self.consumer: Consumer | None = None
+        self.context: RunnerSinkContext | None = None
+        self.tolerance: ToleranceOperator | None = None
+        self.link = ControlLink(spec.control_url, spec.task_id, lambda: self._report_cache)
+        self.current: dict[TopicPartition, int] = {}
+        self.committed: dict[TopicPartition, int] = {}
+        self._committed_assigned: dict[TopicPartition, int] = {}
+        self._tps: dict[tuple[str, int], TopicPartition] = {}
+        self._retry_batch: list[InternalSinkRecord] | None = None
+        self._retry_offsets: dict[TopicPartition, int] = {}
+        self._retry_at = 0.0
+        self._paused_for_retry = False
+        self._paused_by_directive = False
+        self._next_commit = 0.0
+        self.records_read = 0
+        self.records_put = 0
+        self.commits = 0
+        self.closing_commits = 0
+        self.last_closing_commit: dict[str, int] | None = None
+        self._report_cache: TaskReport | None = None
+        self._report_at = 0.0
+        self._stopping = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def run(self) -> TaskReport:
+        self.report(fresh=True)
+        self.link.start()
+        final = TaskState.STOPPED
+        connector_deleted = False
+        try:
+            self._start()
+            final, connector_deleted = self._loop()
+            self._close_all(closing=True)
+        except TaskFailed as exc:
+            final = TaskState.FAILED
+            self._record_failure(exc.__cause__ or exc)
+            self._close_all_quietly()
+        except Exception as exc:  # noqa: BLE001 - anything else is a task failure too
+            final = TaskState.FAILED
+            self._record_failure(exc)
+            self._close_all_quietly()
+        self._stop_task(connector_deleted)
+        self._shutdown_clients()
+        self.state = final
+        report = self.report(fresh=True)
+        self.link.sync_now()
+        self.link.stop()
+        return report
+
+    def _start(self) -> None:
+        spec = self.spec
+        self.settings = parse_sink_settings(spec.connector_config)
+        connector_cls = load_connector_class(spec.connector_class)
+        task_cls = connector_cls().task_class()
+        self.task = task_cls()
+        reporters: list[Reporter] = []
+        if self.settings.errors_log_enable:
+            reporters.append(LogReporter(spec.connector, spec.task_id, self.settings.errors_log_include_messages))
+        if self.settings.dlq_topic:
+            reporters.append(
+                DeadLetterQueue(
+                    producer_config(spec),
+                    self.settings.dlq_topic,
+                    spec.connector,
+                    spec.task_id,
+                    self.settings.dlq_context_headers,
+                )
+            )
+        self.tolerance = ToleranceOperator(self.settings, reporters)
+        self.context = RunnerSinkContext(spec.task_config, RunnerErrantRecordReporter(self.tolerance, self.task))
+        self.key_converter = load_converter(spec.connector_config, "key", self.settings.key_converter)
+        self.value_converter = load_converter(spec.connector_config, "value", self.settings.value_converter)
+        self.chain = TransformationChain.from_config(spec.connector_config)
+        self.task.initialize(self.context)
+        self.task.start(spec.task_config)
+        self.consumer = Consumer(consumer_config(spec), logger=log)
+        self.consumer.subscribe(
+            self.settings.subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        self.state = TaskState.RUNNING
+        self._next_commit = time.monotonic() + self.settings.offset_flush_interval_ms / 1000
+
+    def _loop(self) -> tuple[TaskState, bool]:
+        """Poll, deliver and commit until a stop or drain directive; returns the final
+        state and whether the connector is being deleted."""
+        assert self.settings and self.consumer and self.context
+        interval = self.settings.offset_flush_interval_ms / 1000
+        while True:
+            directive = self.link.directive
+            if directive.action is Action.STOP:
+                return TaskState.STOPPED, directive.connector_deleted
+            if directive.action is Action.DRAIN:
+                return TaskState.DRAINED, False
+            self._follow_pause(directive.action is Action.PAUSE)
+            now = time.monotonic()
+            if self.context.commit_requested or now >= self._next_commit:
+                self.context.commit_requested = False
+                self._commit(closing=False)
+                self._next_commit = now + interval
+            self._apply_pause_requests()
+            self._apply_rewinds()
+            msgs = self.consumer.consume(self.settings.max_poll_records, self._poll_timeout(now))
+            self._raise_callback_error()
+            batch, offsets = self._convert(msgs) if msgs else ([], {})
+            self.records_read += len(msgs)
+            if self._retry_batch is not None:
+                self._retry_batch.extend(batch)
+                self._retry_offsets.update(offsets)
+                if time.monotonic() >= self._retry_at:
+                    batch, offsets = self._retry_batch, self._retry_offsets
+                    self._deliver(batch, offsets)
+            elif not self._paused_by_directive:
+                self._deliver(batch, offsets)
+            self.report()
+
+    def _poll_timeout(self, now: float) -> float:
+        if self._retry_batch is not None:
+            return max(0.0, min(POLL_TIMEOUT_S, self._retry_at - now))
+        return POLL_TIMEOUT_S
+
+    # ------------------------------------------------------------------ records
+
+    def _tp(self, topic: str, partition: int) -> TopicPartition:
+        key = (topic, partition)
+        tp = self._tps.get(key)
+        if tp is None:
+            tp = self._tps[key] = TopicPartition(topic, partition)
+        return tp
+
+    def _convert(self, msgs: list[Message]) -> tuple[list[InternalSinkRecord], dict[TopicPartition, int]]:
+        """Messages → records after conversion and transformations. Offsets advance for
+        every message, including those dropped by a transformation or tolerated."""
+        assert self.tolerance is not None
+        key_conv, value_conv, chain = self.key_converter, self.value_converter, self.chain
+        key_raw = isinstance(key_conv, ByteArrayConverter)
+        value_raw = isinstance(value_conv, ByteArrayConverter)
+        transform = not chain.is_empty
+        records: list[InternalSinkRecord] = []
+        last: dict[tuple[str, int], int] = {}
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                self._consume_error(err)
+                continue
+            topic = msg.topic()
+            partition = msg.partition()
+            offset = msg.offset()
+            last[(topic, partition)] = offset
+            raw_headers = msg.headers()
+            headers = tuple(Header(k, v) for k, v in raw_headers) if raw_headers else ()
+            if key_raw:
+                key, key_schema = msg.key(), None
+            else:
+                key, key_schema = self._to_connect(key_conv, Stage.KEY_CONVERTER, msg, topic, headers, msg.key())
+                if key is _FAILED:
+                    continue
+            if value_raw:
+                value, value_schema = msg.value(), None
+            else:
+                value, value_schema = self._to_connect(
+                    value_conv, Stage.VALUE_CONVERTER, msg, topic, headers, msg.value()
+                )
+                if value is _FAILED:
+                    continue
+            ts_type, ts = msg.timestamp()
+            record = InternalSinkRecord(
+                topic, partition, key, value, offset, ts if ts_type else None, _TIMESTAMP_TYPES[ts_type],
+                headers, key_schema, value_schema, topic, partition, offset, msg,
+            )
+            if transform:
+                record = self._transform(record, msg)
+                if record is None:
+                    continue
+            records.append(record)
+        return records, {self._tp(t, p): off + 1 for (t, p), off in last.items()}
+
+    def _to_connect(
+        self, converter: Any, stage: Stage, msg: Message, topic: str, headers: tuple[Header, ...], data: bytes | None
+    ) -> tuple[Any, Any]:
+        assert self.tolerance is not None
+        try:
+            sv = converter.to_connect_data(topic, headers, data)
+        except Exception as exc:  # noqa: BLE001 - tolerance decides
+            try:
+                sv = self.tolerance.retry(lambda: converter.to_connect_data(topic, headers, data), exc)
+            except Exception as final:  # noqa: BLE001
+                self._tolerate(msg, stage, class_name(converter), final)
+                return _FAILED, None
+        return sv.value, sv.schema
+
+    def _transform(self, record: InternalSinkRecord, msg: Message) -> InternalSinkRecord | None:
+        assert self.tolerance is not None
+        try:
+            return self.chain.apply(record)
+        except Exception as exc:  # noqa: BLE001 - tolerance decides
+            try:
+                return self.tolerance.retry(lambda: self.chain.apply(record), exc)
+            except Exception as final:  # noqa: BLE001
+                cls = getattr(final, "transformation_class", None) or class_name(self.chain)
+                self._tolerate(msg, Stage.TRANSFORMATION, cls, final)
+                return None
+
+    def _tolerate(self, msg: Message, stage: Stage, cls_name: str, error: BaseException) -> None:
+        assert self.tolerance is not None
+        try:
+            self.tolerance.failed(failed_record(msg), stage, cls_name, error)
+        except ConnectError as exc:
+            raise TaskFailed(str(exc)) from exc
+
+    def _consume_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            raise TaskFailed(f"fatal consumer error: {err}") from KafkaException(err)
+        log.warning("task %s-%d: consumer error: %s", self.spec.connector, self.spec.task_id, err)
+
+    def _deliver(self, batch: list[InternalSinkRecord], offsets: dict[TopicPartition, int]) -> None:
+        """``put`` a batch; on RetriableError keep it for redelivery with consumption paused."""
+        assert self.task and self.context
+        try:
+            self.task.put(batch)
+        except RetriableError as exc:
+            delay = exc.delay or self.context.retry_timeout
+            self.context.retry_timeout = None
+            backoff = delay.total_seconds() if delay is not None else DEFAULT_RETRY_BACKOFF_S
+            log.info("task %s-%d: put() asked for a retry in %.3fs: %s", self.spec.connector, self.spec.task_id,
+                     backoff, exc)
+            self._retry_batch, self._retry_offsets = batch, offsets
+            self._retry_at = time.monotonic() + backoff
+            self._pause_for_retry(True)
+            return
+        except Exception as exc:  # noqa: BLE001 - the task fails
+            raise TaskFailed(f"put() failed: {exc}") from exc
+        if self._retry_batch is not None:
+            self._retry_batch, self._retry_offsets = None, {}
+            self._pause_for_retry(False)
+        self.current.update(offsets)
+        self.records_put += len(batch)
+        if self.context.commit_requested:
+            self.context.commit_requested = False
+            self._commit(closing=False)
+
+    # ------------------------------------------------------------------ commits
+
+    def _commit(self, closing: bool, partitions: Sequence[TopicPartition] | None = None) -> None:
+        """``pre_commit`` then commit what it returned, validated as Kafka Connect does
+        (``WorkerSinkTask.commitOffsets``): only assigned partitions, never past what was
+        consumed and put. Synchronous."""
+        assert self.task and self.context and self.consumer and self.tolerance
+        scope = set(self.context.assigned if partitions is None else partitions)
+        offsets = {tp: off for tp, off in self.current.items() if tp in scope}
+        self.tolerance.await_reports(self.spec.closing_timeout_s)
+        self.context.closing = closing
+        try:
+            requested = self.task.pre_commit(offsets)
+        except Exception as exc:  # noqa: BLE001 - a failed pre_commit skips this commit
+            log.error("task %s-%d: pre_commit failed, nothing committed: %s", self.spec.connector,
+                      self.spec.task_id, exc)
+            return
+        finally:
+            self.context.closing = False
+        to_commit: dict[TopicPartition, int] = {}
+        for tp, off in (requested or {}).items():
+            if tp not in scope:
+                log.warning("task %s-%d: ignoring offset for %s: partition not assigned", self.spec.connector,
+                            self.spec.task_id, tp)
+            elif tp not in self.current or off > self.current[tp]:
+                log.warning("task %s-%d: ignoring offset %d for %s: not yet consumed", self.spec.connector,
+                            self.spec.task_id, off, tp)
+            elif self._committed_assigned.get(tp) != off:
+                to_commit[tp] = off
+        if to_commit:
+            try:
+                self.consumer.commit(
+                    offsets=[KafkaTopicPartition(tp.topic, tp.partition, off) for tp, off in to_commit.items()],
+                    asynchronous=False,
+                )
+            except KafkaException as exc:
+                # As Kafka Connect: a failed commit (e.g. the group is rebalancing) is logged and the
+                # same offsets are offered again at the next commit; only a fatal error fails the task.
+                if exc.args[0].fatal():
+                    raise TaskFailed(f"offset commit failed fatally: {exc.args[0].str()}") from exc
+                log.warning("task %s-%d: offset commit failed, will retry at the next commit: %s",
+                            self.spec.connector, self.spec.task_id, exc.args[0].str())
+                return
+            self.committed.update(to_commit)
+            self._committed_assigned.update(to_commit)
+        self.commits += 1
+        if closing:
+            self.closing_commits += 1
+            self.last_closing_commit = {tp_key(tp.topic, tp.partition): off for tp, off in to_commit.items()}
+
+    def _close_partitions(self, partitions: list[TopicPartition], commit: bool) -> None:
+        assert self.task and self.context
+        partitions = [tp for tp in partitions if tp in self.context.assigned]
+        if not partitions:
+            return
+        if commit:
+            self._commit(closing=True, partitions=partitions)
+        self.task.close(partitions)
+        for tp in partitions:
+            self.context.assigned.discard(tp)
+            self.context.paused_by_task.discard(tp)
+            self.current.pop(tp, None)
+            self._committed_assigned.pop(tp, None)
+            self.context.rewinds.pop(tp, None)
+        self._drop_from_retry(set(partitions))
+
+    def _close_all(self, closing: bool) -> None:
+        if self.task is not None and self.context is not None:
+            self._close_partitions(sorted(self.context.assigned), commit=closing)
+
+    def _close_all_quietly(self) -> None:
+        """After a failure: still commit what earlier ``put`` calls processed."""
+        try:
+            self._close_all(closing=True)
+        except Exception:  # noqa: BLE001 - already failing; keep the first error
+            log.exception("task %s-%d: closing commit after failure failed", self.spec.connector, self.spec.task_id)
+
+    def _stop_task(self, connector_deleted: bool) -> None:
+        if self.task is None:
+            return
+        try:
+            self.task.stop(connector_deleted=connector_deleted)
+        except Exception as exc:  # noqa: BLE001 - reported, not fatal
+            log.exception("task %s-%d: stop() failed", self.spec.connector, self.spec.task_id)
+            if self.trace is None:
+                self.trace = f"stop(connector_deleted={connector_deleted}) failed: {exc}"
+
+    def _shutdown_clients(self) -> None:
+        self._stopping = True
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except Exception:  # noqa: BLE001
+                log.exception("task %s-%d: consumer close failed", self.spec.connector, self.spec.task_id)
+        if self.tolerance is not None:
+            self.tolerance.close()
+        self.chain_close()
+
+    def chain_close(self) -> None:
+        chain = getattr(self, "chain", None)
+        if chain is not None:
+            chain.close()
+
+    # ------------------------------------------------------------------ rebalance callbacks
+
+    def _on_assign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        assert self.task and self.context
+        if self._stopping:
+            return
+        new = [self._tp(p.topic, p.partition) for p in partitions]
+        self.context.assigned.update(new)
+        try:
+            self.task.open(new)
+        except Exception as exc:  # noqa: BLE001 - open failing fails the task
+            self._callback_error = TaskFailed(f"open() failed: {exc}")
+            self._callback_error.__cause__ = exc
+        assign = []
+        for tp in new:
+            rewind = self.context.rewinds.pop(tp, None)
+            if rewind is not None:
+                self.current[tp] = rewind
+                assign.append(KafkaTopicPartition(tp.topic, tp.partition, rewind))
+            else:
+                assign.append(KafkaTopicPartition(tp.topic, tp.partition, OFFSET_INVALID))
+        consumer.incremental_assign(assign)
+        if self._paused_by_directive or self._paused_for_retry:
+            consumer.pause(assign)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        if self.task is None or self._stopping:
+            return
+        revoked = [self._tp(p.topic, p.partition) for p in partitions]
+        try:
+            self._close_partitions(revoked, commit=True)
+        except Exception as exc:  # noqa: BLE001
+            self._callback_error = TaskFailed(f"closing partitions on revoke failed: {exc}")
+            self._callback_error.__cause__ = exc
+        consumer.incremental_unassign(partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        if self.task is None or self._stopping:
+            return
+        lost = [self._tp(p.topic, p.partition) for p in partitions]
+        log.warning("task %s-%d: partitions lost, closing without commit: %s", self.spec.connector,
+                    self.spec.task_id, ", ".join(map(str, lost)))
+        try:
+            self._close_partitions(lost, commit=False)
+        except Exception as exc:  # noqa: BLE001
+            self._callback_error = TaskFailed(f"closing lost partitions failed: {exc}")
+            self._callback_error.__cause__ = exc
+        consumer.incremental_unassign(partitions)
+
+    _callback_error: TaskFailed | None = None
+
+    # ------------------------------------------------------------------ pausing and rewinds
+
+    def _raise_callback_error(self) -> None:
+        if self._callback_error is not None:
+            error, self._callback_error = self._callback_error, None
+            raise error
+
+    def _follow_pause(self, paused: bool) -> None:
+        if paused == self._paused_by_directive:
+            return
+        self._paused_by_directive = paused
+        self.state = TaskState.PAUSED if paused else TaskState.RUNNING
+        self._refresh_pause()
+
+    def _pause_for_retry(self, paused: bool) -> None:
+        self._paused_for_retry = paused
+        self._refresh_pause()
+
+    def _refresh_pause(self) -> None:
+        assert self.consumer and self.context
+        assigned = [KafkaTopicPartition(tp.topic, tp.partition) for tp in self.context.assigned]
+        if not assigned:
+            return
+        if self._paused_by_directive or self._paused_for_retry:
+            self.consumer.pause(assigned)
+        else:
+            resume = [p for p in assigned if self._tp(p.topic, p.partition) not in self.context.paused_by_task]
+            if resume:
+                self.consumer.resume(resume)
+
+    def _apply_pause_requests(self) -> None:
+        assert self.consumer and self.context
+        requests, self.context.pause_requests = self.context.pause_requests, []
+        for pause, tps in requests:
+            kafka_tps = [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps if tp in self.context.assigned]
+            if not kafka_tps:
+                continue
+            if pause:
+                self.consumer.pause(kafka_tps)
+            elif not (self._paused_by_directive or self._paused_for_retry):
+                self.consumer.resume(kafka_tps)
+
+    def _apply_rewinds(self) -> None:
+        assert self.consumer and self.context
+        if not self.context.rewinds:
+            return
+        rewinds, self.context.rewinds = self.context.rewinds, {}
+        for tp, off in rewinds.items():
+            if tp not in self.context.assigned:
+                log.warning("task %s-%d: ignoring rewind of %s: not assigned", self.spec.connector,
+                            self.spec.task_id, tp)
+                continue
+            self.consumer.seek(KafkaTopicPartition(tp.topic, tp.partition, off))
+            self.current[tp] = off
+        self._drop_from_retry(set(rewinds))
+
+    def _drop_from_retry(self, partitions: set[TopicPartition]) -> None:
+        if self._retry_batch is None or not partitions:
+            return
+        self._retry_batch = [r for r in self._retry_batch if self._tp(r.original_topic, r.original_kafka_partition)
+                             not in partitions]  # type: ignore[arg-type]
+        self._retry_offsets = {tp: off for tp, off in self._retry_offsets.items() if tp not in partitions}
+
+    # ------------------------------------------------------------------ reporting
+
+    def _record_failure(self, exc: BaseException) -> None:
+        self.trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        log.error("task %s-%d failed: %s: %s", self.spec.connector, self.spec.task_id, type(exc).__name__, exc)
+
+    def report(self, fresh: bool = False) -> TaskReport:
+        """Publish the task's current report (for the control link); rebuilt at most
+        every 0.5 s unless ``fresh``. Called on the task thread only."""
+        now = time.monotonic()
+        if not fresh and self._report_cache is not None and now - self._report_at < REPORT_INTERVAL_S:
+            return self._report_cache
+        assigned = sorted(self.context.assigned) if self.context else []
+        report = TaskReport(
+            task_id=self.spec.task_id,
+            attempt=self.spec.attempt,
+            state=self.state,
+            worker_id=self.worker_id,
+            trace=self.trace,
+            assignment=[tp_key(tp.topic, tp.partition) for tp in assigned],
+            committed={tp_key(tp.topic, tp.partition): off for tp, off in self.committed.items()},
+            consumed={tp_key(tp.topic, tp.partition): off for tp, off in self.current.items()},
+            lag=self._lag(assigned),
+            records_read=self.records_read,
+            records_put=self.records_put,
+            records_skipped=self.tolerance.failed_count if self.tolerance else 0,
+            dlq_records=sum(getattr(r, "sent", 0) for r in self.tolerance.reporters) if self.tolerance else 0,
+            commits=self.commits,
+            closing_commits=self.closing_commits,
+            last_closing_commit=self.last_closing_commit,
+        )
+        self._report_cache, self._report_at = report, now
+        return report
+
+    def _lag(self, assigned: list[TopicPartition]) -> dict[str, int]:
+        if self.consumer is None or self._stopping:
+            return {}
+        lag = {}
+        for tp in assigned:
+            try:
+                _low, high = self.consumer.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition),
+                                                                 cached=True)
+            except KafkaException:
+                continue
+            if high is None or high < 0:
+                continue
+            lag[tp_key(tp.topic, tp.partition)] = max(0, high - self.current.get(tp, self.committed.get(tp, high)))
+        return lag
+
+
+_FAILED = object()
+
+
+def run_sink_task(spec: TaskSpec) -> TaskReport:
+    """Entry point used inside the Spark task."""
+    return SinkTaskRunner(spec).run()

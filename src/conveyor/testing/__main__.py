@@ -1,0 +1,131 @@
+"""Command line of the test harness.
+
+``python -m conveyor.testing up [--kafka] [--postgres] [--env-file PATH]``
+    Start the components (both when neither flag is given) in the foreground, print
+    ``export CONVEYOR_POSTGRES_URL=...`` / ``export CONVEYOR_KAFKA_BOOTSTRAP=...`` lines on stdout
+    as each becomes ready (everything else goes to stderr; with ``--env-file`` the same lines are
+    also written to PATH atomically once all are up), and run until SIGTERM / SIGINT (Ctrl-C),
+    then stop them.
+    Exits 1 if a component cannot start or dies while running. Always starts fresh ones: the
+    CONVEYOR_* variables of the calling environment are ignored.
+
+``python -m conveyor.testing resolve``
+    Resolve the Apache Kafka jars from Maven Central into the cache (what CI does up front) and
+    print their directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from conveyor.testing.errors import ComponentUnavailable
+
+
+class _Stop(BaseException):
+    """Raised from the signal handler; a BaseException so no `except Exception` swallows it."""
+
+
+def _raise_stop(signum, frame):
+    raise _Stop(signal.Signals(signum).name)
+
+
+def _up(args: argparse.Namespace) -> int:
+    want_kafka = args.kafka or not (args.kafka or args.postgres)
+    want_pg = args.postgres or not (args.kafka or args.postgres)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, _raise_stop)
+    started = []
+    exports: list[str] = []
+    try:
+        if want_pg:
+            from conveyor.testing.postgres import PostgresServer
+
+            pg = PostgresServer(database=args.database).start()
+            started.append(("postgres", pg))
+            exports.append(f"export CONVEYOR_POSTGRES_URL={pg.url}")
+            print(exports[-1], flush=True)
+            print(f"postgres: {pg.url} (pid {pg.pid}, log {pg.log_path})", file=sys.stderr, flush=True)
+        if want_kafka:
+            from conveyor.testing.kafka import KafkaBroker
+
+            kafka = KafkaBroker(heap=args.kafka_heap).start()
+            started.append(("kafka", kafka))
+            exports.append(f"export CONVEYOR_KAFKA_BOOTSTRAP={kafka.bootstrap_servers}")
+            print(exports[-1], flush=True)
+            print(f"kafka: {kafka.bootstrap_servers} (pid {kafka.pid}, log {kafka.log_path})",
+                  file=sys.stderr, flush=True)
+        if args.env_file:
+            _write_env_file(args.env_file, exports)
+        print("running; stop with Ctrl-C or SIGTERM", file=sys.stderr, flush=True)
+        while True:
+            for name, component in started:
+                if not component.is_running():
+                    print(f"error: {name} exited unexpectedly; see its log above", file=sys.stderr, flush=True)
+                    return 1
+            time.sleep(1.0)
+    except _Stop as s:
+        print(f"received {s}, stopping", file=sys.stderr, flush=True)
+        return 0
+    except ComponentUnavailable as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        # a second signal while stopping must not abandon the children
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for name, component in reversed(started):
+            component.stop()
+            print(f"{name} stopped", file=sys.stderr, flush=True)
+        if args.env_file and started:
+            Path(args.env_file).unlink(missing_ok=True)
+
+
+def _write_env_file(path: str, exports: list[str]) -> None:
+    """Write the export lines to ``path`` atomically (it appears only once everything is up)."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text("".join(line + "\n" for line in exports))
+    tmp.replace(target)
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    from conveyor.testing.kafka import kafka_libs
+
+    try:
+        print(kafka_libs(args.kafka_version))
+    except ComponentUnavailable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from conveyor.testing.kafka import KAFKA_VERSION
+
+    parser = argparse.ArgumentParser(prog="python -m conveyor.testing", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="run Kafka and/or PostgreSQL in the foreground and print their addresses")
+    up.add_argument("--kafka", action="store_true", help="start a Kafka broker")
+    up.add_argument("--postgres", action="store_true", help="start PostgreSQL")
+    up.add_argument("--database", default="conveyor", help="database to create (default: conveyor)")
+    up.add_argument("--kafka-heap", default="1g", help="broker JVM heap (default: 1g)")
+    up.add_argument("--env-file", metavar="PATH",
+                    help="also write the export lines to PATH once every component is up (removed on stop); "
+                         "scripts can wait for it to appear and `source` it")
+    up.set_defaults(func=_up)
+    res = sub.add_parser("resolve", help="resolve the Apache Kafka jars into the cache and print their directory")
+    res.add_argument("--kafka-version", default=KAFKA_VERSION)
+    res.set_defaults(func=_resolve)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

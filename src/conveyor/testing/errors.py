@@ -1,0 +1,46 @@
+"""Errors raised by the conveyor test harness.
+
+There is one: :class:`ComponentUnavailable`. Every helper in ``conveyor.testing`` that starts or
+reaches a real component (Kafka broker, PostgreSQL, Spark, Java, Maven) raises it, and only it,
+when that component cannot be made available. The message always says *which* component and
+*why*, and ends with a hint (what to install, which log to read) where there is one. The pytest
+fixtures turn it into a test failure, never into a skip.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ComponentUnavailable"]
+
+
+class ComponentUnavailable(RuntimeError):
+    """A real component needed by a test could not be started or reached.
+
+    Attributes:
+        component: short name of the component, e.g. ``"kafka"``, ``"postgres"``, ``"spark"``,
+            ``"java"``, ``"maven"``.
+        reason: one-line human explanation of what went wrong.
+        hint: what to do about it (may be empty).
+        log_tail: the last lines of the component's log, when there is one (may be empty).
+    """
+
+    def __init__(self, component: str, reason: str, *, hint: str = "", log_tail: str = "") -> None:
+        self.component = component
+        self.reason = reason
+        self.hint = hint
+        self.log_tail = log_tail
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [f"{self.component} unavailable: {self.reason}"]
+        if self.hint:
+            parts.append(f"hint: {self.hint}")
+        if self.log_tail:
+            parts.append(f"last lines of the {self.component} log:\n{self.log_tail.rstrip()}")
+        return "\n".join(parts)
+
+    def __reduce__(self):  # keep pickling (pytest-xdist, multiprocessing) working
+        return (_rebuild, (self.component, self.reason, self.hint, self.log_tail))
+
+
+def _rebuild(component: str, reason: str, hint: str, log_tail: str) -> ComponentUnavailable:
+    return ComponentUnavailable(component, reason, hint=hint, log_tail=log_tail)

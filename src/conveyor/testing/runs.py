@@ -1,0 +1,146 @@
+"""Running connectors inside tests: an in-process driver on the session's SparkSession,
+and polling helpers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from conveyor.manifest import ConnectorManifest
+
+T = TypeVar("T")
+
+
+def connector_manifest(
+    name: str, connector_class: str, bootstrap_servers: str, config: dict[str, Any], tasks_max: int = 1, **spec: Any
+) -> ConnectorManifest:
+    """A validated manifest from keyword arguments (``spec`` adds e.g. ``state``, ``shutdown``)."""
+    return ConnectorManifest.from_dict(
+        {
+            "apiVersion": "conveyor.dev/v1alpha1",
+            "kind": "Connector",
+            "metadata": {"name": name},
+            "spec": {
+                "class": connector_class,
+                "tasksMax": tasks_max,
+                "kafka": {"bootstrapServers": bootstrap_servers},
+                "config": config,
+                **spec,
+            },
+        }
+    )
+
+
+@contextmanager
+def running_connector(manifest: ConnectorManifest, spark: Any, stop_timeout_s: float = 60.0) -> Iterator[Any]:
+    """Start a :class:`~conveyor.runtime.driver.Driver` on ``spark`` (control API on a
+    free port) and stop it gracefully on exit, unless the test already stopped it."""
+    from conveyor.runtime.driver import Driver
+
+    driver = Driver(manifest, spark=spark, control_port=0)
+    driver.start()
+    try:
+        yield driver
+    finally:
+        try:
+            driver.stop(timeout_s=stop_timeout_s)
+        finally:
+            driver.close()
+
+
+def wait_until(predicate: Callable[[], T], timeout_s: float = 60.0, message: str = "condition", interval_s: float = 0.2) -> T:
+    """Poll ``predicate`` until it returns something truthy, and return that.
+
+    Raises:
+        AssertionError: after ``timeout_s`` seconds, naming ``message`` and the last value.
+    """
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {message}; last value: {last!r}")
+
+
+def produce(
+    bootstrap_servers: str,
+    topic: str,
+    items: list[tuple[bytes | str | None, bytes | str | None]],
+    partition: int | None = None,
+    headers: list[tuple[str, bytes]] | None = None,
+) -> None:
+    """Write ``(key, value)`` pairs to ``topic`` (optionally one partition) and wait for acks.
+
+    Raises:
+        RuntimeError: when a record is not acknowledged within 60 s.
+    """
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "enable.idempotence": True})
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for key, value in items:
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers:
+            kwargs["headers"] = headers
+        while True:
+            try:
+                producer.produce(topic, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    remaining = producer.flush(60)
+    if remaining or errors:
+        raise RuntimeError(f"produce to {topic} failed: {remaining} unacknowledged, errors: {errors[:3]}")
+
+
+def committed_offsets(bootstrap_servers: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """``{partition: committed next-offset}`` of ``group`` on ``topic`` (absent = none)."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group, "enable.auto.commit": False})
+    try:
+        result = consumer.committed([KafkaTopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in result if tp.offset >= 0}
+
+
+def consume_all(bootstrap_servers: str, topic: str, expected: int, timeout_s: float = 60.0) -> list[Any]:
+    """Read ``topic`` from the beginning until ``expected`` messages arrived (or time out);
+    returns confluent-kafka ``Message`` objects."""
+    import uuid
+
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": f"conveyor-test-reader-{uuid.uuid4()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe([topic])
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error() is None:
+                    out.append(msg)
+    finally:
+        consumer.close()
+    return out

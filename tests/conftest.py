@@ -1,0 +1,6 @@
+"""Shared pytest configuration: the conveyor test harness fixtures (real Kafka, PostgreSQL, Spark).
+
+See tests/README.md and ``conveyor.testing.pytest_plugin`` for the fixtures.
+"""
+
+pytest_plugins = ["conveyor.testing.pytest_plugin"]

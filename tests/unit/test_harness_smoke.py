@@ -1,0 +1,118 @@
+"""The test harness itself, without starting any component (fast; no Java, Kafka or PostgreSQL)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import conveyor
+from conveyor.testing import ComponentUnavailable, _support
+from conveyor.testing.kafka import KAFKA_VERSION, KafkaBroker, _random_cluster_id, render_pom
+from conveyor.testing.postgres import ExternalPostgres, find_bindir, with_database
+
+SRC = Path(conveyor.__file__).resolve().parents[1]
+
+
+def test_component_unavailable_message_and_pickling():
+    e = ComponentUnavailable("kafka", "broker exited", hint="read the log", log_tail="line1\nline2\n")
+    text = str(e)
+    assert text.startswith("kafka unavailable: broker exited")
+    assert "hint: read the log" in text and text.endswith("line1\nline2")
+    again = pickle.loads(pickle.dumps(e))
+    assert isinstance(again, ComponentUnavailable) and str(again) == text and again.component == "kafka"
+
+
+def test_free_port_is_bindable_on_loopback():
+    import socket
+
+    port = _support.free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_pom_pins_kafka_and_logging():
+    pom = render_pom()
+    assert f"<artifactId>kafka_2.13</artifactId>\n      <version>{KAFKA_VERSION}</version>" in pom
+    for artifact in ("slf4j-api", "log4j-slf4j2-impl", "log4j-core", "maven-dependency-plugin"):
+        assert f"<artifactId>{artifact}</artifactId>" in pom
+
+
+def test_cluster_id_is_a_kafka_uuid():
+    for _ in range(50):
+        cid = _random_cluster_id()
+        assert len(cid) == 22 and not cid.startswith("-")
+        assert len(base64.urlsafe_b64decode(cid + "==")) == 16
+
+
+def test_server_properties_single_node_kraft(tmp_path):
+    broker = KafkaBroker(config={"num.partitions": "4"})
+    broker.workdir, broker.port, broker.controller_port = tmp_path, 9092, 9093
+    props = broker.server_properties()
+    assert props["process.roles"] == "broker,controller"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:9093"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
+    assert props["offsets.topic.replication.factor"] == props["transaction.state.log.replication.factor"] == "1"
+    assert props["transaction.state.log.min.isr"] == "1"
+    assert props["group.initial.rebalance.delay.ms"] == "0"
+    assert "auto.create.topics.enable" not in props
+    assert props["num.partitions"] == "4"
+
+
+def test_with_database_keeps_credentials_and_query():
+    url = "postgresql://u:p%40ss@db.example:5433/main?sslmode=disable"
+    assert with_database(url, "other") == "postgresql://u:p%40ss@db.example:5433/other?sslmode=disable"
+
+
+def test_external_postgres_rejects_non_url():
+    with pytest.raises(ComponentUnavailable, match="postgresql:// URL"):
+        ExternalPostgres("host=localhost dbname=x")
+
+
+def test_missing_postgres_binaries_say_what_to_install(monkeypatch):
+    monkeypatch.setenv("CONVEYOR_PG_BINDIR", "/nonexistent/bin")
+    with pytest.raises(ComponentUnavailable, match="apt-get install postgresql"):
+        find_bindir()
+
+
+def test_bad_java_home_is_reported(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    with pytest.raises(ComponentUnavailable, match="no working bin/java") as info:
+        _support.find_java_home(17, component="spark")
+    assert info.value.component == "spark"
+
+
+def test_unavailable_component_fails_the_test_and_never_skips(tmp_path):
+    """A fixture whose component cannot start errors the test (exit code 1), with the reason."""
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["conveyor.testing.pytest_plugin"]\n')
+    (tmp_path / "test_x.py").write_text(textwrap.dedent("""
+        def test_a(postgres_url):
+            pass
+
+        def test_b(pg_database):
+            pass
+    """))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+           "CONVEYOR_PG_BINDIR": "/nonexistent/bin", "CONVEYOR_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("CONVEYOR_POSTGRES_URL", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path, env=env, check=False, capture_output=True, text=True, timeout=120,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "2 errors" in out and "skipped" not in out, out
+    assert "postgres unavailable: CONVEYOR_PG_BINDIR=/nonexistent/bin has no initdb" in out, out
+
+
+def test_cli_help():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-m", "conveyor.testing", "up", "--help"],
+                         check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0 and "--kafka" in out.stdout and "--postgres" in out.stdout
