@@ -236,21 +236,23 @@ def test_tasks_max_three_runs_three_spark_jobs_and_delivers_everything(
     kafka_bootstrap, topic_factory, spark, journal
 ):
     topic = topic_factory(partitions=6)
-    produce(kafka_bootstrap, topic, _values(600))
     name = _name()
     manifest = connector_manifest(name, RECORDING, kafka_bootstrap, _config(topic, journal), tasks_max=3)
     with running_connector(manifest, spark) as driver:
+
+        def reported_assignments():
+            tasks = driver.status()["tasks"]
+            assigned = [set(t.get("assignment", [])) for t in tasks]
+            return all(assigned) and len(set().union(*assigned)) == 6 and assigned
+
+        assignments = wait_until(reported_assignments, message="six partitions spread over three tasks")
+        assert sum(len(a) for a in assignments) == 6, "each partition owned by exactly one task"
+        produce(kafka_bootstrap, topic, _values(600))
         wait_until(lambda: len(_puts(journal)) >= 600, message="600 records put")
         tracker = spark.sparkContext.statusTracker()
         jobs = {g: [j for j in tracker.getJobIdsForGroup(f"task-{g}") if tracker.getJobInfo(j).status == "RUNNING"]
                 for g in range(3)}
         assert all(len(ids) == 1 for ids in jobs.values()), jobs
         assert len({ids[0] for ids in jobs.values()}) == 3
-        assignments = wait_until(
-            lambda: all(t.get("assignment") for t in (ts := driver.status()["tasks"]))
-            and [set(t["assignment"]) for t in ts],
-            message="every task reporting its partitions",
-        )
-        assert set().union(*assignments) == {f"{topic}:{p}" for p in range(6)}
     assert sorted(r["value"]["id"] for r in _puts(journal)) == list(range(600))
     assert {e["task"] for e in _events(journal, "put")} == {0, 1, 2}
