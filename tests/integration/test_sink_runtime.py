@@ -63,7 +63,8 @@ def test_delivers_every_record_and_commits_on_shutdown(kafka_bootstrap, topic_fa
     manifest = connector_manifest(name, RECORDING, kafka_bootstrap, _config(topic, journal))
     with running_connector(manifest, spark) as driver:
         wait_until(lambda: len(_puts(journal)) >= 100, message="100 records put")
-        status = driver.status()
+        status = wait_until(lambda: (s := driver.status())["tasks"][0]["state"] == "RUNNING" and s,
+                            message="task RUNNING in status")
         assert status["type"] == "sink"
         assert status["connector"]["state"] == "RUNNING"
         assert [t["state"] for t in status["tasks"]] == ["RUNNING"]

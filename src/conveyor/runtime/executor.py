@@ -6,8 +6,10 @@ below is its ``mapPartitions`` body and yields the task's final report as JSON.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
+import signal
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -26,6 +28,8 @@ def configure_worker_logging() -> None:
         root.addHandler(handler)
         root.setLevel(os.environ.get("CONVEYOR_LOG_LEVEL", "INFO"))
         logging.getLogger("py4j").setLevel(logging.WARNING)
+        # `kill -USR1 <python worker>` prints every thread's stack to the executor log.
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def run_task(spec: TaskSpec) -> TaskReport:

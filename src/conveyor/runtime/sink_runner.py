@@ -17,6 +17,7 @@ Closing-aware commits (KIP-275), the sequence for every trigger:
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import socket
@@ -142,6 +143,7 @@ class SinkTaskRunner:
         report = self.report(fresh=True)
         self.link.sync_now()
         self.link.stop()
+        faulthandler.cancel_dump_traceback_later()
         return report
 
     def _start(self) -> None:
@@ -184,10 +186,12 @@ class SinkTaskRunner:
         interval = self.settings.offset_flush_interval_ms / 1000
         while True:
             directive = self.link.directive
-            if directive.action is Action.STOP:
+            if directive.action in (Action.STOP, Action.DRAIN):
+                # If closing takes nearly all its time, leave the stacks in the executor log.
+                faulthandler.dump_traceback_later(max(1.0, self.spec.closing_timeout_s - 5), exit=False)
+                if directive.action is Action.DRAIN:
+                    return TaskState.DRAINED, False
                 return TaskState.STOPPED, directive.connector_deleted
-            if directive.action is Action.DRAIN:
-                return TaskState.DRAINED, False
             self._follow_pause(directive.action is Action.PAUSE)
             now = time.monotonic()
             if self.context.commit_requested or now >= self._next_commit:

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Installs what Conveyor's tests and quickstart need, idempotently; meant to be sourced
+# (`source scripts/install-deps.sh`) so that `python` on PATH afterwards is the interpreter
+# Conveyor was installed into. Used by .ci/run and examples/quickstart.sh.
+#
+#   1. system packages: postgresql, openjdk-17-jdk-headless, maven (+ ca-certificates, python3-venv
+#      when needed); apt-get runs only if something is missing
+#   2. Python: pip install -e '.[dev]' into the current interpreter, or into ./.venv when the
+#      interpreter is Debian's externally managed one (PEP 668)
+#   3. Apache Kafka broker jars from Maven Central into the harness cache (python -m conveyor.testing resolve)
+#
+# Environment: PYTHON (interpreter to use), CONVEYOR_CACHE_DIR are honoured.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export DEBIAN_FRONTEND=noninteractive
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PYTHONUNBUFFERED=1
+
+section() { printf '\n===== %s =====\n' "$*"; }
+die() { printf '\n%s: FAILED: %s\n' "${0##*/}" "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+section "1/3 system packages"
+
+installed() { dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null | grep -q '^ii'; }
+
+is_managed_python() {  # $1 = interpreter; true if pip refuses to install into it (PEP 668)
+    "$1" - <<'EOF'
+import os, sys, sysconfig
+in_venv = sys.prefix != sys.base_prefix
+marker = os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")
+sys.exit(0 if (not in_venv and os.path.exists(marker)) else 1)
+EOF
+}
+
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+    if [ -x .venv/bin/python ]; then PY="$PWD/.venv/bin/python"
+    elif command -v python3 >/dev/null; then PY=python3
+    elif command -v python >/dev/null; then PY=python
+    fi
+fi
+
+missing=()
+if command -v apt-get >/dev/null; then
+    for pkg in ca-certificates postgresql openjdk-17-jdk-headless maven; do
+        installed "$pkg" || missing+=("$pkg")
+    done
+    if [ -z "$PY" ]; then
+        missing+=(python3 python3-venv)
+    elif is_managed_python "$PY" && ! "$PY" -c 'import ensurepip' 2>/dev/null; then
+        missing+=(python3-venv)
+    fi
+else
+    echo "no apt-get: not a Debian machine, checking the tools are there"
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null \
+        || die "PostgreSQL server binaries missing (initdb)"
+    command -v mvn >/dev/null || die "maven (mvn) missing"
+    command -v java >/dev/null || [ -n "${JAVA_HOME:-}" ] || die "Java 17 missing"
+    [ -n "$PY" ] || die "python3 missing"
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}"
+    SUDO=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || die "need root (or sudo) to apt-get install ${missing[*]}"
+        SUDO=(sudo -n)
+    fi
+    # openjdk's postinst needs this directory, which slim images drop
+    "${SUDO[@]}" mkdir -p /usr/share/man/man1
+    "${SUDO[@]}" apt-get update -q
+    "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+    [ -n "$PY" ] || PY=python3
+else
+    echo "all present: postgresql, openjdk-17-jdk-headless, maven"
+fi
+first_line() { local out; out="$("$@" 2>&1 || true)"; echo "${out%%$'\n'*}"; }
+echo "postgresql: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1 || true)"
+echo "java: $(first_line java -version)"
+echo "maven: $(first_line mvn -B -v)"
+
+# ---------------------------------------------------------------------------------------------
+section "2/3 python environment: pip install -e '.[dev]'"
+
+if is_managed_python "$PY"; then
+    echo "$PY is externally managed (PEP 668): using a virtualenv in .venv"
+    [ -x .venv/bin/python ] || "$PY" -m venv .venv
+    PY="$PWD/.venv/bin/python"
+fi
+"$PY" -c 'import sys; assert sys.version_info >= (3, 10), sys.version' \
+    || die "Python 3.10+ is required ($PY is $("$PY" -V 2>&1))"
+# make `python` on PATH this interpreter (the test command below is `python -m pytest`)
+PY_BIN_DIR="$("$PY" -c 'import os, sys; print(os.path.dirname(sys.executable))')"
+export PATH="$PY_BIN_DIR:$PATH"
+if [ -f "$PY_BIN_DIR/activate" ]; then
+    export VIRTUAL_ENV="$(dirname "$PY_BIN_DIR")"
+fi
+[ "$(python -c 'import sys; print(sys.executable)' 2>/dev/null)" = "$("$PY" -c 'import sys; print(sys.executable)')" ] \
+    || die "\`python\` on PATH is not $PY (create a virtualenv or set PYTHON)"
+echo "python: $(python -c 'import sys; print(sys.executable, sys.version.split()[0])')"
+python -m pip install -q -e '.[dev]'
+python -m pip check || echo "warning: pip check reports conflicts (see above)"
+
+# ---------------------------------------------------------------------------------------------
+section "3/3 Apache Kafka broker jars (Maven Central, cached)"
+
+python -m conveyor.testing resolve || die "could not resolve the Apache Kafka jars"
+
