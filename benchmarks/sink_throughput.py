@@ -4,6 +4,10 @@
 
 * raw ceiling: one confluent-kafka consumer in this Python process reading everything
   (``consume(500)``, touching key and value), the best a Python sink could do;
+
+Every figure is steady-state records/s from the first record to the last (for the
+PostgreSQL sink: until the last row is committed), so fixed costs such as the Spark job
+launch and the consumer-group join are left out of all of them alike.
 * Conveyor with the no-op sink, 1 task and 2 tasks (bytes converters: no decoding, so
   the figure is the runtime's own overhead);
 * the PostgreSQL sink (JSON values, insert mode, 2 tasks) against a plain psycopg
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 import uuid
 from contextlib import ExitStack
@@ -33,6 +38,7 @@ from conveyor.runtime.driver import Driver
 from conveyor.testing.kafka import start_or_reuse as start_or_reuse_kafka
 from conveyor.testing.postgres import start_or_reuse as start_or_reuse_postgres
 from conveyor.testing.runs import produce
+from conveyor.testing.timing import read_timings
 
 PARTITIONS = 6
 PAD = "p" * 150
@@ -49,17 +55,21 @@ def make_topic(bootstrap: str, records: int) -> str:
 
 
 def raw_ceiling(bootstrap: str, topic: str, records: int) -> float:
+    """From the first message received to the last: the steady-state ceiling."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"raw-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "partition.assignment.strategy": "cooperative-sticky",
+        "fetch.queue.backoff.ms": 10,  # the same fetch tuning as Conveyor's sink consumers
     })
     consumer.subscribe([topic])
-    start = time.perf_counter()
+    start = None
     seen = 0
     size = 0
     while seen < records:
         for msg in consumer.consume(500, 1.0):
             if msg.error() is None:
+                if start is None:
+                    start = time.perf_counter()
                 size += len(msg.value()) + len(msg.key() or b"")
                 seen += 1
     elapsed = time.perf_counter() - start
@@ -68,26 +78,38 @@ def raw_ceiling(bootstrap: str, topic: str, records: int) -> float:
 
 
 def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int, config: dict[str, Any],
-                  spark: Any) -> float:
-    manifest = ConnectorManifest.from_dict({
-        "apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
-        "metadata": {"name": f"bench-{uuid.uuid4().hex[:6]}"},
-        "spec": {"class": cls, "tasksMax": tasks, "kafka": {"bootstrapServers": bootstrap},
-                 "config": {"topics": topic, "offset.flush.interval.ms": "5000", **config}},
-    })
-    driver = Driver(manifest, spark=spark, control_port=0)
-    start = time.perf_counter()
-    driver.start()
-    try:
-        while sum(t.get("records_put", 0) for t in driver.status()["tasks"]) < records:
-            if any(t["state"] == "FAILED" for t in driver.status()["tasks"]):
-                raise RuntimeError(json.dumps(driver.status(), indent=2))
-            time.sleep(0.02)
-        elapsed = time.perf_counter() - start
-    finally:
-        driver.stop()
-        driver.close()
-    return records / elapsed
+                  spark: Any, durable: bool) -> float:
+    """Records/s from the first ``put`` to the last ``put`` (``durable=False``) or to the
+    first ``pre_commit`` after it, when the sink has made everything durable."""
+    with tempfile.TemporaryDirectory() as tmp:
+        timings_path = f"{tmp}/timings.jsonl"
+        manifest = ConnectorManifest.from_dict({
+            "apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
+            "metadata": {"name": f"bench-{uuid.uuid4().hex[:6]}"},
+            "spec": {"class": "conveyor.testing.timing:TimedSinkConnector", "tasksMax": tasks,
+                     "kafka": {"bootstrapServers": bootstrap},
+                     "config": {"topics": topic, "offset.flush.interval.ms": "1000", "timed.connector.class": cls,
+                                "timed.path": timings_path, **config}},
+        })
+        driver = Driver(manifest, spark=spark, control_port=0)
+        driver.start()
+        try:
+            while sum(t.get("records_put", 0) for t in driver.status()["tasks"]) < records:
+                if any(t["state"] == "FAILED" for t in driver.status()["tasks"]):
+                    raise RuntimeError(json.dumps(driver.status(), indent=2))
+                time.sleep(0.05)
+            time.sleep(1.5)  # let a periodic pre_commit make the tail durable
+        finally:
+            driver.stop()
+            driver.close()
+        timings = [t for t in read_timings(timings_path) if t["records"]]
+    assert sum(t["records"] for t in timings) == records, timings
+    start = min(t["first_put"] for t in timings)
+    if durable:
+        end = max(next(at for at, seen in t["pre_commit_ends"] if seen == t["records"]) for t in timings)
+    else:
+        end = max(t["last_put_end"] for t in timings)
+    return records / (end - start)
 
 
 def plain_psycopg_load(url: str, records: int) -> float:
@@ -121,13 +143,13 @@ def main() -> None:
         topic = make_topic(bootstrap, n)
         raw = raw_ceiling(bootstrap, topic, n)
         bytes_conv = {"key.converter": "bytes", "value.converter": "bytes"}
-        noop1 = run_connector(bootstrap, topic, n, "noop-sink", 1, bytes_conv, spark)
-        noop2 = run_connector(bootstrap, topic, n, "noop-sink", 2, bytes_conv, spark)
+        noop1 = run_connector(bootstrap, topic, n, "noop-sink", 1, bytes_conv, spark, durable=False)
+        noop2 = run_connector(bootstrap, topic, n, "noop-sink", 2, bytes_conv, spark, durable=False)
         plain = plain_psycopg_load(pg_url, n)
         pg_sink = run_connector(bootstrap, topic, n, "postgres-sink", 2, {
             "connection.url": pg_url, "auto.create": "true", "batch.size": "5000",
             "value.converter": "json", "value.converter.schemas.enable": "false",
-        }, spark)
+        }, spark, durable=True)
         spark.stop()
     print()
     print(f"{'measurement':<44}{'records/s':>12}{'ratio':>9}  target")

@@ -69,6 +69,10 @@ def consumer_config(spec: TaskSpec) -> dict[str, Any]:
         "auto.offset.reset": "earliest",
         "partition.assignment.strategy": "cooperative-sticky",
         "enable.partition.eof": False,
+        # librdkafka waits this long before fetching again once its local queue is over
+        # queued.min.messages; its 1000 ms default stalls a consumer that keeps up (measured:
+        # 350k records/s instead of 1.8M in one Python process).
+        "fetch.queue.backoff.ms": 10,
     }
     overrides = prefixed(spec.connector_config, "consumer.override.")
     config.update({k: v for k, v in overrides.items() if k not in _JAVA_ONLY_CONSUMER_KEYS})
