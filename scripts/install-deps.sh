@@ -96,7 +96,8 @@ export PATH="$PY_BIN_DIR:$PATH"
 if [ -f "$PY_BIN_DIR/activate" ]; then
     export VIRTUAL_ENV="$(dirname "$PY_BIN_DIR")"
 fi
-[ "$(python -c 'import sys; print(sys.executable)' 2>/dev/null)" = "$("$PY" -c 'import sys; print(sys.executable)')" ] \
+same_interpreter='import os, sys; print(os.path.realpath(sys.executable), sys.prefix)'
+[ "$(python -c "$same_interpreter" 2>/dev/null)" = "$("$PY" -c "$same_interpreter")" ] \
     || die "\`python\` on PATH is not $PY (create a virtualenv or set PYTHON)"
 echo "python: $(python -c 'import sys; print(sys.executable, sys.version.split()[0])')"
 python -m pip install -q -e '.[dev]'
