@@ -1,7 +1,9 @@
 """The ``conveyor`` command.
 
 ``conveyor run CONNECTOR.yaml`` runs a connector's driver (local Spark by default);
-``conveyor status`` and ``conveyor stop`` talk to a running driver's control API.
+``conveyor cleanup CONNECTOR.yaml`` runs the connector-deleted stop path of a connector
+that is not running; the other commands talk to a running driver's control API
+(``--url`` or ``CONVEYOR_CONTROL_URL``).
 """
 
 from __future__ import annotations
@@ -109,24 +111,105 @@ def _call(url: str, method: str = "GET", timeout: float = 120.0) -> Any:
         raise typer.Exit(1) from None
 
 
+UrlOption = Annotated[str, typer.Option(envvar="CONVEYOR_CONTROL_URL", help="Driver control API.")]
+
+
+def _post(url: str, path: str, timeout: float = 120.0) -> Any:
+    return _call(f"{url.rstrip('/')}{path}", "POST", timeout=timeout)
+
+
+def _print(result: Any) -> None:
+    typer.echo(json.dumps(result, indent=2))
+
+
 @app.command()
-def status(
-    url: Annotated[str, typer.Option(envvar="CONVEYOR_CONTROL_URL", help="Driver control API.")] = DEFAULT_CONTROL_URL,
-) -> None:
+def status(url: UrlOption = DEFAULT_CONTROL_URL) -> None:
     """Print a running connector's status (Kafka Connect's status document)."""
-    typer.echo(json.dumps(_call(f"{url.rstrip('/')}/status"), indent=2))
+    _print(_call(f"{url.rstrip('/')}/status"))
 
 
 @app.command()
 def stop(
-    url: Annotated[str, typer.Option(envvar="CONVEYOR_CONTROL_URL", help="Driver control API.")] = DEFAULT_CONTROL_URL,
+    url: UrlOption = DEFAULT_CONTROL_URL,
     connector_deleted: Annotated[
         bool, typer.Option("--connector-deleted", help="The connector is being deleted: clean up external resources.")
     ] = False,
 ) -> None:
-    """Stop a running connector: closing commits, then stop(connector_deleted)."""
+    """Stop a running connector: closing commits, then stop(connector_deleted); the driver exits."""
     flag = "true" if connector_deleted else "false"
-    typer.echo(json.dumps(_call(f"{url.rstrip('/')}/stop?connector_deleted={flag}", "POST"), indent=2))
+    _print(_post(url, f"/stop?connector_deleted={flag}", timeout=600))
+
+
+@app.command()
+def drain(
+    url: UrlOption = DEFAULT_CONTROL_URL,
+    pod: Annotated[Optional[str], typer.Option(help="Drain the tasks on this pod (default: this pod).")] = None,
+    task: Annotated[Optional[int], typer.Option(help="Drain this task instead.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the closing commits.")] = 60.0,
+) -> None:
+    """Closing commit of the tasks hosted in this pod (for a preStop hook); blocks until
+    they are done or the timeout passes, prints what was committed, exits 1 if incomplete."""
+    from urllib.parse import quote
+
+    from conveyor.runtime.protocol import current_pod
+
+    target = f"task={task}" if task is not None else f"pod={quote(pod or current_pod())}"
+    result = _post(url, f"/drain?{target}&timeout_s={timeout}", timeout=timeout + 30)
+    _print(result)
+    raise typer.Exit(0 if result.get("complete") else 1)
+
+
+@app.command()
+def pause(url: UrlOption = DEFAULT_CONTROL_URL) -> None:
+    """Pause every task: no more put/poll; offsets are still committed."""
+    _print(_post(url, "/pause"))
+
+
+@app.command()
+def resume(url: UrlOption = DEFAULT_CONTROL_URL) -> None:
+    """Resume a paused or stopped connector."""
+    _print(_post(url, "/state?target=running", timeout=600))
+
+
+@app.command(name="stop-tasks")
+def stop_tasks(url: UrlOption = DEFAULT_CONTROL_URL) -> None:
+    """Kafka Connect's STOPPED state: tasks make closing commits and stop; the driver keeps serving."""
+    _print(_post(url, "/state?target=stopped", timeout=600))
+
+
+@app.command()
+def restart(
+    task: Annotated[int, typer.Argument(help="Task id.")],
+    url: UrlOption = DEFAULT_CONTROL_URL,
+) -> None:
+    """Restart one task (closing commit, then a new run)."""
+    _print(_post(url, f"/tasks/{task}/restart"))
+
+
+@app.command()
+def cleanup(
+    manifest: Annotated[Path, typer.Argument(help="Connector manifest (YAML, kind: Connector).")],
+    timeout: Annotated[float, typer.Option(help="Seconds to keep retrying transient failures.")] = 300.0,
+    log_level: Annotated[str, typer.Option(help="Python log level.")] = "INFO",
+) -> None:
+    """Clean up after a deleted connector that is not running: start it and its tasks only
+    to stop them with connector_deleted=True. Moves no data; idempotent; exits 1 with the
+    reason when cleanup cannot finish."""
+    from dataclasses import asdict
+
+    from conveyor.runtime.cleanup import CleanupError, cleanup_connector
+    from conveyor.runtime.preflight import PreflightError
+
+    _setup_logging(log_level)
+    try:
+        result = cleanup_connector(ConnectorManifest.load(manifest), timeout_s=timeout)
+    except ManifestError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except (CleanupError, PreflightError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    _print(asdict(result))
 
 
 def main() -> None:  # pragma: no cover - console entry

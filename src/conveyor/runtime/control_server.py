@@ -9,7 +9,13 @@ Public endpoints (the operator, ``conveyor`` commands and people use them):
 * ``POST /stop?connector_deleted=true|false`` — stop every task (closing commits), then
   the connector; with ``connector_deleted=true`` both clean up what they provisioned.
   Answers with what was committed and removed once everything has stopped.
-* ``POST /pause``, ``POST /resume``, ``POST /tasks/<id>/restart``.
+* ``POST /drain?pod=<pod>`` or ``?task=<id>`` (``&timeout_s=``) — closing commit of those
+  tasks, which then run again; answers with what each committed once done (404 for an
+  unknown pod or task).
+* ``POST /pause``, ``POST /resume``, ``POST /state?target=running|paused|stopped``,
+  ``POST /tasks/<id>/restart``.
+* ``PUT /config`` — a new ``spec`` (JSON, the manifest's ``spec``): tasks close, the
+  connector restarts with it.
 
 Internal: ``POST /internal/tasks/<id>/sync?directive_version=N&wait_ms=M`` — a task
 runner posts its report and long-polls for its next directive.
@@ -27,7 +33,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
 
+from conveyor.manifest import ConnectorSpec, ConnectorState
+from conveyor.runtime.driver import OperationError
 from conveyor.runtime.protocol import TaskReport
 
 if TYPE_CHECKING:
@@ -39,19 +48,20 @@ _RESTART = re.compile(r"^/tasks/(\d+)/restart$")
 MAX_WAIT_MS = 30_000
 
 
-class ControlError(Exception):
-    """An HTTP error answer: ``status`` and a message for the JSON body."""
-
-    def __init__(self, status: HTTPStatus, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 def _flag(query: dict[str, list[str]], name: str) -> bool:
     value = query.get(name, ["false"])[-1].lower()
     if value not in ("true", "false"):
-        raise ControlError(HTTPStatus.BAD_REQUEST, f"{name} must be true or false, got {value!r}")
+        raise OperationError(HTTPStatus.BAD_REQUEST, f"{name} must be true or false, got {value!r}")
     return value == "true"
+
+
+def _optional(query: dict[str, list[str]], name: str, kind: type) -> Any:
+    if name not in query:
+        return None
+    try:
+        return kind(query[name][-1])
+    except ValueError:
+        raise OperationError(HTTPStatus.BAD_REQUEST, f"{name} must be a {kind.__name__}") from None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -66,6 +76,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         self._dispatch("POST")
+
+    def do_PUT(self) -> None:  # noqa: N802 - stdlib name
+        self._dispatch("PUT")
 
     def _dispatch(self, method: str) -> None:
         url = urlparse(self.path)
@@ -87,15 +100,32 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._json(HTTPStatus.OK, directive.to_json())
             if method == "POST" and url.path == "/stop":
                 return self._json(HTTPStatus.OK, driver.stop(connector_deleted=_flag(query, "connector_deleted")))
+            if method == "POST" and url.path == "/drain":
+                result = driver.drain(pod=query.get("pod", [None])[-1], task_id=_optional(query, "task", int),
+                                      timeout_s=_optional(query, "timeout_s", float))
+                return self._json(HTTPStatus.OK, result)
             if method == "POST" and url.path == "/pause":
-                return self._json(HTTPStatus.ACCEPTED, driver.pause())
+                return self._json(HTTPStatus.OK, driver.pause())
             if method == "POST" and url.path == "/resume":
-                return self._json(HTTPStatus.ACCEPTED, driver.resume())
+                return self._json(HTTPStatus.OK, driver.resume())
+            if method == "POST" and url.path == "/state":
+                target = query.get("target", [""])[-1]
+                try:
+                    state = ConnectorState(target)
+                except ValueError:
+                    raise OperationError(HTTPStatus.BAD_REQUEST,
+                                         "target must be one of running, paused, stopped") from None
+                return self._json(HTTPStatus.OK, driver.set_state(state))
+            if method == "PUT" and url.path == "/config":
+                spec = ConnectorSpec.model_validate(self._body())
+                return self._json(HTTPStatus.OK, driver.reconfigure(spec))
             if method == "POST" and (m := _RESTART.match(url.path)):
                 return self._json(HTTPStatus.ACCEPTED, driver.restart_task(int(m.group(1))))
-            raise ControlError(HTTPStatus.NOT_FOUND, f"no such endpoint: {method} {url.path}")
-        except ControlError as exc:
+            raise OperationError(HTTPStatus.NOT_FOUND, f"no such endpoint: {method} {url.path}")
+        except OperationError as exc:
             self._json(exc.status, {"error_code": exc.status.value, "message": str(exc)})
+        except ValidationError as exc:
+            self._json(HTTPStatus.BAD_REQUEST, {"error_code": 400, "message": f"invalid spec: {exc}"})
         except (ValueError, KeyError) as exc:
             self._json(HTTPStatus.BAD_REQUEST, {"error_code": 400, "message": f"bad request: {exc}"})
         except Exception as exc:  # noqa: BLE001 - answer 500 rather than drop the connection

@@ -1,11 +1,28 @@
 """The connector's driver (Kafka Connect's "herder" for one connector), a PySpark application.
 
 ``Driver.start()`` validates the configuration, starts the connector, asks it for task
-configurations and launches each task as its own long-running Spark job (job group
-``task-<id>``, one partition) from its own driver thread. The driver serves the control
-API; task runners report to it and take their directives from it. ``Driver.stop()``
-(SIGTERM, Ctrl-C, ``POST /stop``) gives every task a closing commit, then stops the
-connector.
+configurations and launches each task as its own long-running Spark job. The driver
+serves the control API; task runners report to it and take their directives from it.
+
+Lifecycle operations and what each task sees (every "closing commit" is ``pre_commit``
+with ``is_closing()`` true, a synchronous commit, then ``close``):
+
+==========================  ===================================================================
+operation                   tasks
+==========================  ===================================================================
+``stop()`` / SIGTERM        closing commit → ``stop(connector_deleted)``; then the connector's
+                            ``stop(connector_deleted)``; the driver exits
+``set_state(STOPPED)``      closing commit → ``stop(False)``; the connector's ``stop(False)``;
+                            the driver keeps serving (Kafka Connect's ``STOPPED``)
+``set_state(PAUSED)``       no ``put``; offsets still committed; resources kept
+``drain(pod=…|task=…)``     closing commit → ``stop(False)``; the task is launched again and
+                            resumes from the offsets it just committed
+``restart_task(id)``        as a drain of that task (a failed task just runs again)
+``reconfigure(spec)``       closing commit → ``stop(False)`` for every task, the connector's
+                            ``stop(False)``, then ``start`` with the new configuration
+task reconfiguration        (the connector calls ``context.request_task_reconfiguration()``)
+                            when ``task_configs`` changed: every task as for ``reconfigure``
+==========================  ===================================================================
 """
 
 from __future__ import annotations
@@ -17,41 +34,38 @@ import socket
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from conveyor.api import ConfigError, Connector, ConnectorContext, SinkConnector, SourceConnector
-from conveyor.manifest import ConnectorManifest, ConnectorState
+from conveyor.api import Connector, ConnectorContext
+from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState
 from conveyor.runtime.metrics import TaskMetricsCollector
-from conveyor.runtime.plugins import PluginError, load_connector_class
+from conveyor.runtime.preflight import (
+    PreflightError,
+    check_kafka,
+    connector_class,
+    prepare_sink_topics,
+    validate_config,
+)
 from conveyor.runtime.protocol import Action, Directive, TaskReport, TaskSpec, TaskState
+from conveyor.runtime.task_handles import TaskHandle, TaskLauncher, trace_of
 
 log = logging.getLogger(__name__)
 
-
-class DriverError(RuntimeError):
-    """The driver cannot start: bad configuration, unknown class, unreachable service.
-    Nothing was left running when this is raised."""
+DriverError = PreflightError
+"""Raised by :meth:`Driver.start` when the connector cannot start; nothing is left running."""
 
 
-@dataclass
-class TaskHandle:
-    """The driver's view of one task."""
+class OperationError(Exception):
+    """A control operation was refused; ``status`` is the HTTP status to answer with."""
 
-    task_id: int
-    config: dict[str, Any]
-    attempt: int = 0
-    directive: Directive = field(default_factory=Directive)
-    report: TaskReport | None = None
-    thread: threading.Thread | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-    state: TaskState = TaskState.UNASSIGNED
-    trace: str | None = None
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class _Context(ConnectorContext):
@@ -97,8 +111,10 @@ class Driver:
         self.connector_state = TaskState.UNASSIGNED
         self.connector_trace: str | None = None
         self.connector_type = "unknown"
+        self.target_state = manifest.spec.state
         self.tasks: dict[int, TaskHandle] = {}
         self._lock = threading.Condition()
+        self._ops = threading.RLock()
         self._stopping = False
         self.stopped = threading.Event()
         self.reconfiguration_requested = threading.Event()
@@ -107,13 +123,15 @@ class Driver:
         self.server: Any = None
         self.control_url = ""
         self.worker_id = ""
-        self.started_at = time.time()
         self.stop_result: dict[str, Any] | None = None
+        self._launcher: TaskLauncher | None = None
+        self._herder = threading.Thread(target=self._herd, name="herder", daemon=True)
 
     # ------------------------------------------------------------------ start
 
     def start(self) -> None:
-        """Validate, start the connector and launch its tasks.
+        """Validate, start the connector and launch its tasks (unless ``spec.state`` is
+        ``stopped``).
 
         Raises:
             DriverError: unknown connector class, invalid configuration (names the key),
@@ -121,87 +139,73 @@ class Driver:
                 left running.
         """
         spec = self.manifest.spec
+        cls, self.connector_type = connector_class(spec.connector_class)
+        connector = self._new_connector(cls)
+        validate_config(connector, self.connector_type, dict(spec.config), self.name)
+        check_kafka(spec.kafka.bootstrap_servers)
+        prepare_sink_topics(spec.kafka.bootstrap_servers, dict(spec.config))
+        self._start_control_api()
         try:
-            connector_cls = load_connector_class(spec.connector_class)
-        except PluginError as exc:
-            raise DriverError(str(exc)) from None
-        if issubclass(connector_cls, SinkConnector):
-            self.connector_type = "sink"
-        elif issubclass(connector_cls, SourceConnector):
-            raise DriverError(f"{spec.connector_class}: source connectors are not supported by this runtime yet")
-        connector = connector_cls()
+            self._ensure_spark(spec.tasks_max)
+            self._launcher = TaskLauncher(self._spark, self._spec_for, self._lock, lambda: self._stopping,
+                                          self._resume_action, self.name)
+            if self.target_state is ConnectorState.STOPPED:
+                self.connector_state = TaskState.STOPPED
+            else:
+                self._start_connector(connector)
+        except BaseException:
+            self._stop_control_api()
+            raise
+        self._herder.start()
+        log.info("connector %s %s with %d task(s); control API at %s", self.name, self.connector_state.value,
+                 len(self.tasks), self.control_url)
+
+    def _new_connector(self, cls: type[Connector]) -> Connector:
+        connector = cls()
         connector.initialize(_Context(self))
-        self._validate(connector)
-        self._check_kafka()
-        self._prepare_kafka()
+        return connector
+
+    def _start_connector(self, connector: Connector) -> None:
+        """``start`` the connector and launch its tasks.
+
+        Raises:
+            DriverError: the connector's ``start`` or ``task_configs`` raised.
+        """
+        spec = self.manifest.spec
         try:
-            connector.start(dict(spec.config))
+            connector.start({**spec.config, "name": self.name})
         except Exception as exc:
             raise DriverError(f"connector {self.name} failed to start: {exc}") from exc
         self.connector = connector
         try:
-            task_configs = connector.task_configs(spec.tasks_max)
-            if len(task_configs) > spec.tasks_max:
-                raise DriverError(f"task_configs returned {len(task_configs)} configs for tasksMax={spec.tasks_max}")
-            self._start_control_api()
-            self._ensure_spark(len(task_configs))
+            configs = self._task_configs()
         except BaseException:
             self._stop_connector(False)
-            self._stop_control_api()
             raise
         self.connector_state = TaskState.RUNNING
-        initial = Action.PAUSE if spec.state is ConnectorState.PAUSED else Action.RUN
-        for task_id, config in enumerate(task_configs):
-            handle = TaskHandle(task_id, {**config, "name": self.name}, directive=Directive(initial, 1))
-            self.tasks[task_id] = handle
-            self._launch(handle)
-        log.info("connector %s started with %d task(s); control API at %s", self.name, len(self.tasks),
-                 self.control_url)
+        self._launch_tasks(configs)
 
-    def _validate(self, connector: Connector) -> None:
-        config = dict(self.manifest.spec.config)
-        errors: dict[str, str] = {}
+    def _task_configs(self) -> list[dict[str, Any]]:
+        assert self.connector is not None
+        max_tasks = self.manifest.spec.tasks_max
         try:
-            connector.validate(config)
-        except ConfigError as exc:
-            errors.update(exc.errors)
-        if self.connector_type == "sink":
-            from conveyor.runtime.settings import parse_sink_settings
+            configs = self.connector.task_configs(max_tasks)
+        except Exception as exc:
+            raise DriverError(f"connector {self.name}: task_configs failed: {exc}") from exc
+        if len(configs) > max_tasks:
+            raise DriverError(f"connector {self.name}: task_configs returned {len(configs)} for tasksMax={max_tasks}")
+        return [{**c, "name": self.name} for c in configs]
 
-            try:
-                settings = parse_sink_settings(config)
-            except ConfigError as exc:
-                errors.update(exc.errors)
-            else:
-                errors.update(_pipeline_errors(config, settings.key_converter, settings.value_converter))
-        if errors:
-            detail = "\n".join(f"  spec.config.{key}: {msg}" for key, msg in errors.items())
-            raise DriverError(f"connector {self.name}: invalid configuration\n{detail}")
+    def _launch_tasks(self, configs: list[dict[str, Any]]) -> None:
+        assert self._launcher is not None
+        initial = self._resume_action()
+        with self._lock:
+            self.tasks = {i: TaskHandle(i, c, directive=Directive(initial, 1)) for i, c in enumerate(configs)}
+        for handle in self.tasks.values():
+            self._launcher.launch(handle)
 
-    def _check_kafka(self) -> None:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
-
-        servers = self.manifest.spec.kafka.bootstrap_servers
-        admin = AdminClient({"bootstrap.servers": servers, "socket.connection.setup.timeout.ms": 5000})
-        try:
-            admin.list_topics(timeout=10)
-        except KafkaException as exc:
-            raise DriverError(f"cannot reach Kafka at {servers}: {exc.args[0].str()}") from None
-
-    def _prepare_kafka(self) -> None:
-        """Create the dead-letter queue topic when one is configured (as Kafka Connect does)."""
-        if self.connector_type != "sink":
-            return
-        from confluent_kafka.admin import AdminClient
-
-        from conveyor.runtime.dead_letter_queue import ensure_topic
-        from conveyor.runtime.settings import parse_sink_settings
-
-        settings = parse_sink_settings(self.manifest.spec.config)
-        if settings.dlq_topic:
-            admin = AdminClient({"bootstrap.servers": self.manifest.spec.kafka.bootstrap_servers})
-            ensure_topic(admin, settings.dlq_topic, settings.dlq_replication_factor)
+    def _resume_action(self) -> Action:
+        return Action.PAUSE if self.target_state is ConnectorState.PAUSED else Action.RUN
 
     def _start_control_api(self) -> None:
         from conveyor.runtime.control_server import ControlServer
@@ -241,9 +245,7 @@ class Driver:
             self._spark = builder.getOrCreate()
         self._spark.sparkContext.setLogLevel("WARN")
 
-    # ------------------------------------------------------------------ tasks
-
-    def _spec(self, handle: TaskHandle) -> TaskSpec:
+    def _spec_for(self, handle: TaskHandle) -> TaskSpec:
         spec = self.manifest.spec
         return TaskSpec(
             connector=self.name,
@@ -258,44 +260,7 @@ class Driver:
             closing_timeout_s=float(spec.shutdown.grace_period_seconds),
         )
 
-    def _launch(self, handle: TaskHandle) -> None:
-        from pyspark import InheritableThread
-
-        handle.done.clear()
-        handle.thread = InheritableThread(
-            target=self._run_task, args=(handle,), name=f"task-{handle.task_id}", daemon=True
-        )
-        handle.thread.start()
-
-    def _run_task(self, handle: TaskHandle) -> None:
-        """Run the task's Spark job until it ends; relaunch it after a drain or restart."""
-        from conveyor.runtime.executor import run_task_partition
-
-        sc = self._spark.sparkContext
-        while True:
-            handle.attempt += 1
-            spec = self._spec(handle)
-            sc.setJobGroup(f"task-{handle.task_id}", f"{self.name} task {handle.task_id} attempt {handle.attempt}",
-                           interruptOnCancel=True)
-            try:
-                result = sc.parallelize([spec], 1).mapPartitions(run_task_partition).collect()
-                final = TaskReport.from_json(result[0])
-            except Exception as exc:  # noqa: BLE001 - the job itself failed (executor lost, bug)
-                final = TaskReport(handle.task_id, handle.attempt, TaskState.FAILED, "", trace=_trace(exc))
-            with self._lock:
-                handle.report = final
-                handle.state = final.state
-                handle.trace = final.trace
-                relaunch = final.state is TaskState.DRAINED and not self._stopping
-                if relaunch:
-                    handle.directive = Directive(Action.RUN, handle.directive.version + 1)
-                    handle.state = TaskState.RESTARTING
-                self._lock.notify_all()
-            if not relaunch:
-                handle.done.set()
-                log.info("task %s-%d ended %s", self.name, handle.task_id, final.state.value)
-                return
-            log.info("task %s-%d drained; relaunching", self.name, handle.task_id)
+    # ------------------------------------------------------------------ runner sync
 
     def sync(self, task_id: int, report: TaskReport, known_version: int, wait_ms: int) -> Directive:
         """Take a runner's report; answer its directive, waiting up to ``wait_ms`` for a
@@ -307,11 +272,7 @@ class Driver:
         deadline = time.monotonic() + wait_ms / 1000
         with self._lock:
             handle = self.tasks[task_id]
-            if report.attempt == handle.attempt:
-                handle.report = report
-                if not handle.state.is_final or report.state.is_final:
-                    handle.state = report.state
-                handle.trace = report.trace
+            if handle.take_report(report):
                 self._lock.notify_all()
             while handle.directive.version == known_version and not self._stopping:
                 remaining = deadline - time.monotonic()
@@ -323,100 +284,231 @@ class Driver:
     def _direct(self, action: Action, connector_deleted: bool = False, task_ids: list[int] | None = None) -> None:
         with self._lock:
             for handle in self.tasks.values():
-                if task_ids is None or handle.task_id in task_ids:
-                    handle.directive = Directive(action, handle.directive.version + 1, connector_deleted)
+                if (task_ids is None or handle.task_id in task_ids) and not handle.done.is_set():
+                    handle.direct(action, connector_deleted)
             self._lock.notify_all()
 
+    # ------------------------------------------------------------------ operations
+
+    def set_state(self, target: ConnectorState) -> dict[str, Any]:
+        """Move to ``running``, ``paused`` or ``stopped`` (see the module table)."""
+        with self._ops:
+            self._check_not_stopping()
+            previous, self.target_state = self.target_state, target
+            if target is ConnectorState.STOPPED:
+                if previous is not ConnectorState.STOPPED:
+                    self._stop_tasks(connector_deleted=False)
+                    self._stop_connector(False)
+                    self.connector_state = TaskState.STOPPED
+            elif previous is ConnectorState.STOPPED:
+                cls, _ = connector_class(self.manifest.spec.connector_class)
+                self._start_connector(self._new_connector(cls))
+            else:
+                self._direct(self._resume_action())
+                self.connector_state = TaskState.PAUSED if target is ConnectorState.PAUSED else TaskState.RUNNING
+            return {"name": self.name, "state": self.connector_state.value}
+
     def pause(self) -> dict[str, Any]:
-        """Pause every task: no more ``put``, offsets still committed."""
-        self._direct(Action.PAUSE)
-        self.connector_state = TaskState.PAUSED
-        return {"name": self.name, "state": "PAUSED"}
+        return self.set_state(ConnectorState.PAUSED)
 
     def resume(self) -> dict[str, Any]:
-        self._direct(Action.RUN)
-        self.connector_state = TaskState.RUNNING
-        return {"name": self.name, "state": "RUNNING"}
+        return self.set_state(ConnectorState.RUNNING)
 
-    def restart_task(self, task_id: int) -> dict[str, Any]:
-        """Restart one task: a closing commit and a new run (a failed task just reruns).
+    def drain(self, pod: str | None = None, task_id: int | None = None, timeout_s: float | None = None
+              ) -> dict[str, Any]:
+        """Closing commit of the tasks on ``pod`` (or task ``task_id``), which then run again.
+
+        Blocks until every drained task has made its closing commit or ``timeout_s``
+        (default ``shutdown.gracePeriodSeconds``) passed.
 
         Raises:
-            ControlError: 404 for an unknown task.
+            OperationError: 404 when no task matches; 409 while stopping.
         """
-        from http import HTTPStatus
+        with self._ops:
+            self._check_not_stopping()
+            with self._lock:
+                if task_id is not None:
+                    if task_id not in self.tasks:
+                        raise OperationError(HTTPStatus.NOT_FOUND, f"connector {self.name} has no task {task_id}")
+                    chosen = [self.tasks[task_id]]
+                elif pod is not None:
+                    chosen = [h for h in self.tasks.values() if h.pod == pod and not h.done.is_set()]
+                    if not chosen:
+                        raise OperationError(HTTPStatus.NOT_FOUND, f"no task of connector {self.name} runs on pod {pod}")
+                else:
+                    raise OperationError(HTTPStatus.BAD_REQUEST, "drain needs ?pod=<pod> or ?task=<id>")
+                running = [h for h in chosen if not h.done.is_set()]
+                before = {h.task_id: h.drains for h in running}
+                for handle in running:
+                    handle.direct(Action.DRAIN)
+                self._lock.notify_all()
+                timeout = timeout_s if timeout_s is not None else float(self.manifest.spec.shutdown.grace_period_seconds)
+                deadline = time.monotonic() + timeout
+                while not all(h.drains > before[h.task_id] or h.done.is_set() for h in running):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._lock.wait(remaining)
+                results = []
+                for h in chosen:
+                    drained = h.task_id in before and h.drains > before[h.task_id]
+                    results.append({
+                        "id": h.task_id,
+                        "pod": (h.last_drain.pod if drained and h.last_drain else h.pod),
+                        "drained": drained,
+                        "state": h.state.value,
+                        "committed": (h.last_drain.last_closing_commit or {}) if drained and h.last_drain else {},
+                    })
+            return {"name": self.name, "tasks": results, "complete": all(r["drained"] for r in results)}
 
-        from conveyor.runtime.control_server import ControlError
+    def restart_task(self, task_id: int) -> dict[str, Any]:
+        """Restart one task: a closing commit and a new run (a failed task just runs again).
 
-        handle = self.tasks.get(task_id)
-        if handle is None:
-            raise ControlError(HTTPStatus.NOT_FOUND, f"connector {self.name} has no task {task_id}")
-        if handle.done.is_set():
-            handle.directive = Directive(Action.RUN, handle.directive.version + 1)
-            handle.state = TaskState.RESTARTING
-            self._launch(handle)
-        else:
-            self._direct(Action.DRAIN, task_ids=[task_id])
-        return {"id": task_id, "state": "RESTARTING"}
+        Raises:
+            OperationError: 404 for an unknown task.
+        """
+        with self._ops:
+            self._check_not_stopping()
+            handle = self.tasks.get(task_id)
+            if handle is None:
+                raise OperationError(HTTPStatus.NOT_FOUND, f"connector {self.name} has no task {task_id}")
+            if handle.done.is_set():
+                assert self._launcher is not None
+                with self._lock:
+                    handle.direct(self._resume_action())
+                    handle.state = TaskState.RESTARTING
+                self._launcher.launch(handle)
+            else:
+                self._direct(Action.DRAIN, task_ids=[task_id])
+            return {"id": task_id, "state": "RESTARTING"}
+
+    def reconfigure(self, spec: ConnectorSpec) -> dict[str, Any]:
+        """Apply a new ``spec`` (configuration, ``tasksMax``, ``state``): every task makes
+        a closing commit and stops, the connector restarts with the new configuration.
+
+        Raises:
+            OperationError: 400 with the invalid keys, or 409 when the class changed.
+        """
+        with self._ops:
+            self._check_not_stopping()
+            if spec.connector_class != self.manifest.spec.connector_class:
+                raise OperationError(HTTPStatus.CONFLICT, "spec.class cannot change on a running driver")
+            cls, connector_type = connector_class(spec.connector_class)
+            candidate = self._new_connector(cls)
+            try:
+                validate_config(candidate, connector_type, dict(spec.config), self.name)
+            except PreflightError as exc:
+                raise OperationError(HTTPStatus.BAD_REQUEST, str(exc)) from None
+            log.info("reconfiguring connector %s", self.name)
+            if self.connector_state is not TaskState.STOPPED:
+                self._stop_tasks(connector_deleted=False)
+                self._stop_connector(False)
+            self.manifest = self.manifest.model_copy(update={"spec": spec})
+            self.target_state = spec.state
+            if spec.state is ConnectorState.STOPPED:
+                self.connector_state = TaskState.STOPPED
+            else:
+                self._start_connector(candidate)
+            return {"name": self.name, "state": self.connector_state.value, "tasks": len(self.tasks)}
+
+    def _herd(self) -> None:
+        """Background loop: act on the connector's requests for task reconfiguration."""
+        while not self._stopping:
+            if not self.reconfiguration_requested.wait(1.0):
+                continue
+            self.reconfiguration_requested.clear()
+            with self._ops:
+                if self._stopping or self.connector is None or self.connector_state is TaskState.STOPPED:
+                    continue
+                try:
+                    configs = self._task_configs()
+                except DriverError as exc:
+                    self.fail_connector(exc)
+                    continue
+                if configs == [h.config for h in self.tasks.values()]:
+                    continue
+                log.info("connector %s asked for task reconfiguration: %d task(s)", self.name, len(configs))
+                self._stop_tasks(connector_deleted=False)
+                self._launch_tasks(configs)
+
+    def _check_not_stopping(self) -> None:
+        if self._stopping:
+            raise OperationError(HTTPStatus.CONFLICT, f"connector {self.name} is stopping")
 
     # ------------------------------------------------------------------ stop
 
-    def stop(self, connector_deleted: bool = False, timeout_s: float | None = None) -> dict[str, Any]:
-        """Stop every task (each makes a closing commit, then ``stop(connector_deleted)``),
-        then the connector. Idempotent; returns what was committed and removed.
-        """
-        with self._lock:
-            if self._stopping:
-                already = True
-            else:
-                already = False
-                self._stopping = True
-        if already:
-            self.stopped.wait(timeout_s or self.manifest.spec.shutdown.grace_period_seconds + 30)
-            return self.stop_result or {"name": self.name, "stopped": True}
+    def _stop_tasks(self, connector_deleted: bool, timeout_s: float | None = None) -> None:
+        """STOP every task and wait for their closing commits; cancel the Spark job of a
+        task that does not finish within the grace period."""
         grace = timeout_s if timeout_s is not None else float(self.manifest.spec.shutdown.grace_period_seconds)
-        log.info("stopping connector %s (connector_deleted=%s)", self.name, connector_deleted)
         self._direct(Action.STOP, connector_deleted)
         deadline = time.monotonic() + grace
-        for handle in self.tasks.values():
+        for handle in list(self.tasks.values()):
             if not handle.done.wait(max(0.0, deadline - time.monotonic())):
                 log.error("task %s-%d did not stop within %.0fs; cancelling its Spark job", self.name,
                           handle.task_id, grace)
-                try:
-                    self._spark.sparkContext.cancelJobGroup(f"task-{handle.task_id}")
-                except Exception:  # noqa: BLE001 - Spark itself may be gone
-                    log.exception("could not cancel the Spark job of task %d", handle.task_id)
+                if self._launcher is not None:
+                    self._launcher.cancel(handle)
                 handle.done.wait(10)
-        removed = self._stop_connector(connector_deleted)
-        self.connector_state = TaskState.STOPPED
-        self.stop_result = {
-            "name": self.name,
-            "connector_deleted": connector_deleted,
-            "tasks": [
-                {
-                    "id": h.task_id,
-                    "state": h.state.value,
-                    "committed": (h.report.committed if h.report else {}),
-                    "last_closing_commit": (h.report.last_closing_commit if h.report else None),
-                    "trace": h.trace,
-                }
-                for h in self.tasks.values()
-            ],
-            "removed": removed,
-            "connector_trace": self.connector_trace,
-        }
+
+    def stop(self, connector_deleted: bool = False, timeout_s: float | None = None) -> dict[str, Any]:
+        """Stop for good: every task makes a closing commit and gets
+        ``stop(connector_deleted)``, then the connector does. Idempotent; returns what
+        each task committed at its close and what the connector reported removed."""
+        with self._lock:
+            already = self._stopping
+            self._stopping = True
+            self._lock.notify_all()
+        if already:
+            self.stopped.wait(timeout_s or self.manifest.spec.shutdown.grace_period_seconds + 30)
+            return self.stop_result or {"name": self.name, "stopped": True}
+        with self._ops:
+            log.info("stopping connector %s (connector_deleted=%s)", self.name, connector_deleted)
+            self._stop_tasks(connector_deleted, timeout_s)
+            removed = self._stop_connector(connector_deleted)
+            if connector_deleted and self.connector is None and self.connector_state is TaskState.STOPPED:
+                removed = self._cleanup_stopped_connector()
+            self.connector_state = TaskState.STOPPED
+            self.stop_result = {
+                "name": self.name,
+                "connector_deleted": connector_deleted,
+                "tasks": [
+                    {
+                        "id": h.task_id,
+                        "state": h.state.value,
+                        "committed": (h.report.committed if h.report else {}),
+                        "last_closing_commit": (h.report.last_closing_commit if h.report else None),
+                        "trace": h.trace,
+                    }
+                    for h in self.tasks.values()
+                ],
+                "removed": removed,
+                "connector_trace": self.connector_trace,
+            }
         self.stopped.set()
         return self.stop_result
 
+    def _cleanup_stopped_connector(self) -> list[str]:
+        """A connector deleted while ``stopped`` has no running instance: start one only
+        to stop it with ``connector_deleted=True``."""
+        from conveyor.runtime.cleanup import cleanup_connector
+
+        try:
+            return cleanup_connector(self.manifest).removed
+        except Exception as exc:  # noqa: BLE001 - reported in the stop result
+            self.connector_trace = trace_of(exc)
+            return []
+
     def _stop_connector(self, connector_deleted: bool) -> list[str]:
-        if self.connector is None:
+        connector, self.connector = self.connector, None
+        if connector is None:
             return []
         try:
-            self.connector.stop(connector_deleted=connector_deleted)
-            return list(self.connector.cleanup_report()) if connector_deleted else []
+            connector.stop(connector_deleted=connector_deleted)
+            return list(connector.cleanup_report()) if connector_deleted else []
         except Exception as exc:  # noqa: BLE001 - reported in the stop result
             log.exception("connector %s: stop(connector_deleted=%s) failed", self.name, connector_deleted)
-            self.connector_trace = _trace(exc)
+            self.connector_trace = trace_of(exc)
             return []
 
     def close(self) -> None:
@@ -427,9 +519,11 @@ class Driver:
             self._spark = None
 
     def fail_connector(self, error: BaseException) -> None:
+        """The connector reported a fatal error: it shows FAILED and its tasks stop."""
         self.connector_state = TaskState.FAILED
-        self.connector_trace = _trace(error)
-        threading.Thread(target=self.stop, name="connector-failed-stop", daemon=True).start()
+        self.connector_trace = trace_of(error)
+        log.error("connector %s failed: %s", self.name, error)
+        threading.Thread(target=self._stop_tasks, args=(False,), name="connector-failed", daemon=True).start()
 
     # ------------------------------------------------------------------ status
 
@@ -449,6 +543,7 @@ class Driver:
                     entry["trace"] = h.trace
                 if r is not None:
                     entry.update(
+                        pod=r.pod,
                         assignment=r.assignment,
                         committed=r.committed,
                         lag=r.lag,
@@ -480,26 +575,3 @@ def _jvm_ignoring_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _pipeline_errors(config: dict[str, Any], key_default: str, value_default: str) -> dict[str, str]:
-    """Configuration errors of the converters and transformations, found on the driver
-    so that a typo fails the start instead of every task."""
-    from conveyor.converters import load_converter
-    from conveyor.transforms.chain import TransformationChain
-
-    errors: dict[str, str] = {}
-    for side, default in (("key", key_default), ("value", value_default)):
-        try:
-            load_converter(config, side, default)  # type: ignore[arg-type]
-        except ConfigError as exc:
-            errors.update(exc.errors)
-    try:
-        TransformationChain.from_config(config).close()
-    except ConfigError as exc:
-        errors.update(exc.errors)
-    return errors
-
-
-def _trace(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

@@ -96,6 +96,7 @@ class TaskReport:
     state: TaskState
     worker_id: str
     trace: str | None = None
+    pod: str = ""
     assignment: list[str] = field(default_factory=list)
     committed: dict[str, int] = field(default_factory=dict)
     consumed: dict[str, int] = field(default_factory=dict)
@@ -119,6 +120,15 @@ class TaskReport:
         data["state"] = TaskState(data["state"])
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def current_pod() -> str:
+    """The Kubernetes pod this process runs in (``POD_NAME`` from the downward API, Spark's
+    ``SPARK_EXECUTOR_POD_NAME``), else the host name (a pod's host name is its name)."""
+    import os
+    import socket
+
+    return os.environ.get("POD_NAME") or os.environ.get("SPARK_EXECUTOR_POD_NAME") or socket.gethostname()
 
 
 def tp_key(topic: str, partition: int) -> str:

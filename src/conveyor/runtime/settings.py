@@ -52,6 +52,12 @@ class SinkSettings(CommonSettings):
     dlq_topic: str | None = Field(None, alias="errors.deadletterqueue.topic.name")
     dlq_replication_factor: int = Field(3, alias="errors.deadletterqueue.topic.replication.factor", ge=-1)
     dlq_context_headers: bool = Field(False, alias="errors.deadletterqueue.context.headers.enable")
+    closing_aware_commits: bool = Field(
+        True,
+        alias="conveyor.closing.aware.commits",
+        description="is_closing() is true in closing pre_commit calls (KIP-275). false reproduces Kafka Connect, "
+        "where it does not exist; for comparisons only.",
+    )
     max_poll_records: int = Field(
         500, alias="consumer.override.max.poll.records", ge=1, description="Largest batch handed to put()."
     )

@@ -34,7 +34,7 @@ from conveyor.converters import ByteArrayConverter, load_converter
 from conveyor.runtime.control_link import ControlLink
 from conveyor.runtime.dead_letter_queue import DeadLetterQueue
 from conveyor.runtime.plugins import load_connector_class
-from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, tp_key
+from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, current_pod, tp_key
 from conveyor.runtime.settings import SinkSettings, parse_sink_settings, prefixed
 from conveyor.runtime.sink_context import (
     InternalSinkRecord,
@@ -94,7 +94,8 @@ class SinkTaskRunner:
 
     def __init__(self, spec: TaskSpec, worker_id: str | None = None) -> None:
         self.spec = spec
-        self.worker_id = worker_id or f"{os.environ.get('POD_NAME') or socket.gethostname()}/{os.getpid()}"
+        self.pod = current_pod()
+        self.worker_id = worker_id or f"{self.pod}/{os.getpid()}"
         self.state = TaskState.UNASSIGNED
         self.trace: str | None = None
         self.settings: SinkSettings | None = None
@@ -176,7 +177,9 @@ class SinkTaskRunner:
         self.chain = TransformationChain.from_config(spec.connector_config)
         self.task.initialize(self.context)
         self.task.start(spec.task_config)
-        self.consumer = Consumer(consumer_config(spec), logger=log)
+        config = consumer_config(spec)
+        self._cooperative = "cooperative" in str(config.get("partition.assignment.strategy", ""))
+        self.consumer = Consumer(config, logger=log)
         self.consumer.subscribe(
             self.settings.subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
@@ -353,7 +356,7 @@ class SinkTaskRunner:
         scope = set(self.context.assigned if partitions is None else partitions)
         offsets = {tp: off for tp, off in self.current.items() if tp in scope}
         self.tolerance.await_reports(self.spec.closing_timeout_s)
-        self.context.closing = closing
+        self.context.closing = closing and self.settings.closing_aware_commits  # type: ignore[union-attr]
         try:
             requested = self.task.pre_commit(offsets)
         except Exception as exc:  # noqa: BLE001 - a failed pre_commit skips this commit
@@ -467,7 +470,10 @@ class SinkTaskRunner:
                 assign.append(KafkaTopicPartition(tp.topic, tp.partition, rewind))
             else:
                 assign.append(KafkaTopicPartition(tp.topic, tp.partition, OFFSET_INVALID))
-        consumer.incremental_assign(assign)
+        if self._cooperative:
+            consumer.incremental_assign(assign)
+        else:
+            consumer.assign(assign)
         if self._paused_by_directive or self._paused_for_retry:
             consumer.pause(assign)
 
@@ -480,7 +486,7 @@ class SinkTaskRunner:
         except Exception as exc:  # noqa: BLE001
             self._callback_error = TaskFailed(f"closing partitions on revoke failed: {exc}")
             self._callback_error.__cause__ = exc
-        consumer.incremental_unassign(partitions)
+        self._unassign(consumer, partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         if self.task is None or self._stopping:
@@ -493,9 +499,16 @@ class SinkTaskRunner:
         except Exception as exc:  # noqa: BLE001
             self._callback_error = TaskFailed(f"closing lost partitions failed: {exc}")
             self._callback_error.__cause__ = exc
-        consumer.incremental_unassign(partitions)
+        self._unassign(consumer, partitions)
+
+    def _unassign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        if self._cooperative:
+            consumer.incremental_unassign(partitions)
+        else:
+            consumer.unassign()
 
     _callback_error: TaskFailed | None = None
+    _cooperative = True
 
     # ------------------------------------------------------------------ pausing and rewinds
 
@@ -579,6 +592,7 @@ class SinkTaskRunner:
             state=self.state,
             worker_id=self.worker_id,
             trace=self.trace,
+            pod=self.pod,
             assignment=[tp_key(tp.topic, tp.partition) for tp in assigned],
             committed={tp_key(tp.topic, tp.partition): off for tp, off in self.committed.items()},
             consumed={tp_key(tp.topic, tp.partition): off for tp, off in self.current.items()},

@@ -16,6 +16,13 @@ Behaviour knobs (all optional, in the connector config):
 * ``request.commit.every``: call ``context.request_commit()`` every N records.
 * ``slow.put.seconds``: the first non-empty ``put`` sleeps this long (to exceed
   ``max.poll.interval.ms`` and lose the partitions).
+* ``slow.closing.pre_commit.seconds``: a closing ``pre_commit`` journals
+  ``closing_pre_commit_started`` and sleeps this long first (to kill the driver in it).
+* ``start.failures``: the connector's ``start`` raises ``ConnectError`` this many times
+  (counted in ``<journal.path>.starts``) before it succeeds, as a flaky external system.
+
+``stop(connector_deleted=True)`` of the connector reports one removed item,
+``"journal marker for <name>"``, through ``cleanup_report()``.
 """
 
 from __future__ import annotations
@@ -123,6 +130,12 @@ class RecordingSinkTask(SinkTask):
 
     def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
         closing = self.context.is_closing()
+        slow = float(self.config.get("slow.closing.pre_commit.seconds", 0))
+        if closing and slow:
+            import time
+
+            self.journal.write("closing_pre_commit_started", offsets={_tp(tp): off for tp, off in offsets.items()})
+            time.sleep(slow)
         if self.mode == "empty":
             result: dict[TopicPartition, int] = {}
         elif self.mode == "beyond":
@@ -155,7 +168,16 @@ class RecordingSinkConnector(SinkConnector):
 
             raise ConfigError({"journal.path": "required: where the journal is written"})
         self.config = dict(config)
-        _Journal(self.config["journal.path"], None).write("connector_start")
+        failures = int(self.config.get("start.failures", 0))
+        if failures:
+            counter = Path(f"{self.config['journal.path']}.starts")
+            starts = int(counter.read_text()) if counter.exists() else 0
+            counter.write_text(str(starts + 1))
+            if starts < failures:
+                _Journal(self.config["journal.path"], None).write("connector_start_failed", attempt=starts + 1)
+                raise ConnectError(f"external system unavailable (attempt {starts + 1})")
+        self.deleted = False
+        _Journal(self.config["journal.path"], None).write("connector_start", config=self.config)
 
     def validate(self, config: Mapping[str, Any]) -> None:
         if "journal.path" not in config:
@@ -171,4 +193,8 @@ class RecordingSinkConnector(SinkConnector):
         return [{**self.config, "task.id": str(i)} for i in range(max_tasks)]
 
     def stop(self, connector_deleted: bool = False) -> None:
+        self.deleted = connector_deleted
         _Journal(self.config["journal.path"], None).write("connector_stop", connector_deleted=connector_deleted)
+
+    def cleanup_report(self) -> list[str]:
+        return [f"journal marker for {self.config.get('name', 'connector')}"] if self.deleted else []

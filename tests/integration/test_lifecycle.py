@@ -1,0 +1,284 @@
+"""Closing-aware commits for every trigger, drains, states, reconfiguration, and the
+connector-deleted stop path (KIP-275, KAFKA-14651), against a real broker and Spark."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+import yaml
+
+from conveyor.manifest import ConnectorState
+from conveyor.runtime.protocol import current_pod
+from conveyor.testing.recording import read_journal
+from conveyor.testing.runs import committed_offsets, connector_manifest, produce, running_connector, wait_until
+
+pytestmark = pytest.mark.integration
+
+RECORDING = "conveyor.testing.recording:RecordingSinkConnector"
+
+
+def _name() -> str:
+    return f"life-{uuid.uuid4().hex[:8]}"
+
+
+def _config(topic, journal, **extra):
+    return {
+        "topics": topic,
+        "journal.path": str(journal),
+        "value.converter": "json",
+        "value.converter.schemas.enable": "false",
+        "consumer.override.session.timeout.ms": "6000",
+        "consumer.override.heartbeat.interval.ms": "500",
+        **extra,
+    }
+
+
+def _values(n, start=0):
+    return [(f"k{i}".encode(), json.dumps({"id": i}).encode()) for i in range(start, start + n)]
+
+
+def _events(journal, *names):
+    return [e for e in read_journal(journal) if e["event"] in names]
+
+
+def _put_ids(journal):
+    return [r["value"]["id"] for e in _events(journal, "put") for r in e["records"]]
+
+
+def _assert_is_closing_only_in_closing_commits(journal, expected_closing: int):
+    """is_closing() is true in exactly the pre_commit calls that precede a close, and
+    never in open, put or close."""
+    events = read_journal(journal)
+    closing = [e for e in events if e["event"] == "pre_commit" and e["closing"]]
+    assert len(closing) == expected_closing, [(e["task"], e["event"], e.get("closing")) for e in events]
+    for e in events:
+        if e["event"] in ("open", "put", "close"):
+            assert e["closing"] is False, e
+    for i, e in enumerate(events):
+        if e["event"] == "pre_commit" and e["closing"]:
+            following = [x for x in events[i + 1:] if x["task"] == e["task"]]
+            assert following and following[0]["event"] in ("close", "closing_pre_commit_started"), following[:2]
+
+
+def _http(url: str, method: str = "POST") -> tuple[int, dict]:
+    req = urllib.request.Request(url, method=method, data=b"")
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_drain_of_one_task_commits_closes_and_resumes_from_there(kafka_bootstrap, topic_factory, spark, tmp_path):
+    topic = topic_factory(partitions=1)
+    journal = tmp_path / "j.jsonl"
+    produce(kafka_bootstrap, topic, _values(10))
+    name = _name()
+    with running_connector(connector_manifest(name, RECORDING, kafka_bootstrap, _config(topic, journal)), spark) as d:
+        wait_until(lambda: len(_put_ids(journal)) >= 10, message="first records")
+        status, result = _http(f"{d.control_url}/drain?task=0")
+        assert status == 200 and result["complete"] is True
+        assert result["tasks"][0]["committed"] == {f"{topic}:0": 10}, "what the closing commit committed"
+        assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 1) == {0: 10}
+        wait_until(lambda: d.status()["tasks"][0]["state"] == "RUNNING" and d.status()["tasks"][0]["attempt"] == 2,
+                   message="task re-placed")
+        produce(kafka_bootstrap, topic, _values(5, start=10))
+        wait_until(lambda: len(_put_ids(journal)) >= 15, message="records after the drain")
+    assert _put_ids(journal) == list(range(15)), "resumed from the drained commit: nothing twice, nothing lost"
+    stops = _events(journal, "stop")
+    assert [s["connector_deleted"] for s in stops] == [False, False]
+    assert len(_events(journal, "start")) == 2
+    _assert_is_closing_only_in_closing_commits(journal, expected_closing=2)
+
+
+def test_drain_by_pod_drains_every_task_on_it(kafka_bootstrap, topic_factory, spark, tmp_path):
+    topic = topic_factory(partitions=2)
+    journal = tmp_path / "j.jsonl"
+    with running_connector(connector_manifest(_name(), RECORDING, kafka_bootstrap, _config(topic, journal),
+                                              tasks_max=2), spark) as d:
+        wait_until(lambda: all(t.get("pod") for t in d.status()["tasks"]), message="tasks report their pod")
+        status, result = _http(f"{d.control_url}/drain?pod={current_pod()}")
+        assert status == 200 and result["complete"] and sorted(t["id"] for t in result["tasks"]) == [0, 1]
+        assert {t["pod"] for t in result["tasks"]} == {current_pod()}
+    assert len(_events(journal, "start")) == 4, "both tasks ran again after the drain"
+
+
+def test_drain_of_unknown_pod_or_task_is_404(kafka_bootstrap, topic_factory, spark, tmp_path):
+    topic = topic_factory(partitions=1)
+    with running_connector(connector_manifest(_name(), RECORDING, kafka_bootstrap,
+                                              _config(topic, tmp_path / "j.jsonl")), spark) as d:
+        status, body = _http(f"{d.control_url}/drain?pod=no-such-pod")
+        assert status == 404 and "no-such-pod" in body["message"]
+        status, body = _http(f"{d.control_url}/drain?task=7")
+        assert status == 404 and "no task 7" in body["message"]
+        status, body = _http(f"{d.control_url}/drain")
+        assert status == 400
+
+
+def test_paused_tasks_put_nothing_and_resume_where_they_were(kafka_bootstrap, topic_factory, spark, tmp_path):
+    topic = topic_factory(partitions=1)
+    journal = tmp_path / "j.jsonl"
+    produce(kafka_bootstrap, topic, _values(5))
+    config = _config(topic, journal, **{"offset.flush.interval.ms": "300"})
+    with running_connector(connector_manifest(_name(), RECORDING, kafka_bootstrap, config), spark) as d:
+        wait_until(lambda: len(_put_ids(journal)) >= 5, message="records before pausing")
+        d.pause()
+        wait_until(lambda: d.status()["tasks"][0]["state"] == "PAUSED", message="task PAUSED")
+        produce(kafka_bootstrap, topic, _values(5, start=5))
+        commits_before = len(_events(journal, "pre_commit"))
+        wait_until(lambda: len(_events(journal, "pre_commit")) >= commits_before + 3,
+                   message="offsets still committed while paused")
+        assert len(_put_ids(journal)) == 5, "no put while paused"
+        d.resume()
+        wait_until(lambda: len(_put_ids(journal)) >= 10, message="records after resuming")
+    assert _put_ids(journal) == list(range(10))
+    assert not any(e["closing"] for e in _events(journal, "pre_commit")[:-1]), "pausing is not closing"
+
+
+def test_stopped_state_closes_tasks_keeps_connector_and_resumes(kafka_bootstrap, topic_factory, spark, tmp_path):
+    topic = topic_factory(partitions=1)
+    journal = tmp_path / "j.jsonl"
+    name = _name()
+    produce(kafka_bootstrap, topic, _values(8))
+    with running_connector(connector_manifest(name, RECORDING, kafka_bootstrap, _config(topic, journal)), spark) as d:
+        wait_until(lambda: len(_put_ids(journal)) >= 8, message="records")
+        result = d.set_state(ConnectorState.STOPPED)
+        assert result["state"] == "STOPPED"
+        assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 1) == {0: 8}
+        assert [e["connector_deleted"] for e in _events(journal, "stop", "connector_stop")] == [False, False]
+        assert d.status()["connector"]["state"] == "STOPPED"
+        produce(kafka_bootstrap, topic, _values(2, start=8))
+        d.set_state(ConnectorState.RUNNING)
+        wait_until(lambda: len(_put_ids(journal)) >= 10, message="records after restarting")
+    assert _put_ids(journal) == list(range(10))
+    assert len(_events(journal, "connector_start")) == 2
+
+
+def test_reconfiguration_closes_tasks_and_starts_them_with_the_new_config(
+    kafka_bootstrap, topic_factory, spark, tmp_path
+):
+    topic = topic_factory(partitions=2)
+    journal = tmp_path / "j.jsonl"
+    produce(kafka_bootstrap, topic, _values(6))
+    manifest = connector_manifest(_name(), RECORDING, kafka_bootstrap, _config(topic, journal))
+    with running_connector(manifest, spark) as d:
+        wait_until(lambda: len(_put_ids(journal)) >= 6, message="records")
+        new_spec = manifest.spec.model_copy(update={"tasks_max": 2,
+                                                    "config": {**manifest.spec.config, "marker": "v2"}})
+        result = d.reconfigure(new_spec)
+        assert result["tasks"] == 2
+        wait_until(lambda: len(_events(journal, "start")) >= 3, message="two new tasks")
+        produce(kafka_bootstrap, topic, _values(4, start=6))
+        wait_until(lambda: len(_put_ids(journal)) >= 10, message="records after reconfiguration")
+    starts = _events(journal, "start")
+    assert [s["config"].get("marker") for s in starts] == [None, "v2", "v2"]
+    assert sorted(_put_ids(journal)) == list(range(10)), "no record twice across the reconfiguration"
+    stops = _events(journal, "stop", "connector_stop")
+    assert all(s["connector_deleted"] is False for s in stops)
+
+
+def test_stop_with_connector_deleted_reaches_tasks_and_connector(kafka_bootstrap, topic_factory, spark, tmp_path):
+    topic = topic_factory(partitions=1)
+    journal = tmp_path / "j.jsonl"
+    produce(kafka_bootstrap, topic, _values(3))
+    name = _name()
+    with running_connector(connector_manifest(name, RECORDING, kafka_bootstrap, _config(topic, journal)), spark) as d:
+        wait_until(lambda: len(_put_ids(journal)) >= 3, message="records")
+        status, result = _http(f"{d.control_url}/stop?connector_deleted=true")
+    assert status == 200
+    assert result["connector_deleted"] is True
+    assert result["removed"] == [f"journal marker for {name}"]
+    assert result["tasks"][0]["last_closing_commit"] == {f"{topic}:0": 3}
+    tail = [e["event"] for e in read_journal(journal)][-4:]
+    assert tail == ["pre_commit", "close", "stop", "connector_stop"]
+    assert [e["connector_deleted"] for e in _events(journal, "stop", "connector_stop")] == [True, True]
+
+
+def _manifest_file(tmp_path, name, bootstrap, config) -> str:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector", "metadata": {"name": name},
+        "spec": {"class": RECORDING, "tasksMax": 2, "kafka": {"bootstrapServers": bootstrap}, "config": config},
+    }))
+    return str(path)
+
+
+def test_cleanup_command_runs_the_deleted_path_without_moving_data(kafka_bootstrap, tmp_path):
+    journal = tmp_path / "j.jsonl"
+    name = _name()
+    manifest = _manifest_file(tmp_path, name, kafka_bootstrap, {"topics": "t", "journal.path": str(journal)})
+    for _ in range(2):  # idempotent
+        result = subprocess.run([sys.executable, "-m", "conveyor.cli", "cleanup", manifest],
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+        assert report["removed"] == [f"journal marker for {name}"] and report["tasks"] == 2
+    events = read_journal(journal)
+    assert not [e for e in events if e["event"] in ("open", "put", "pre_commit")], "no data moved"
+    assert [e["connector_deleted"] for e in events if e["event"] in ("stop", "connector_stop")] == [True] * 6
+
+
+def test_cleanup_retries_transient_failures_with_backoff(kafka_bootstrap, tmp_path):
+    journal = tmp_path / "j.jsonl"
+    manifest = _manifest_file(tmp_path, _name(), kafka_bootstrap,
+                              {"topics": "t", "journal.path": str(journal), "start.failures": "2"})
+    result = subprocess.run([sys.executable, "-m", "conveyor.cli", "cleanup", manifest, "--timeout", "60"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["attempts"] == 3
+    assert len(_events(journal, "connector_start_failed")) == 2
+
+
+def test_cleanup_that_cannot_finish_exits_nonzero_with_the_reason(kafka_bootstrap, tmp_path):
+    journal = tmp_path / "j.jsonl"
+    manifest = _manifest_file(tmp_path, _name(), kafka_bootstrap,
+                              {"topics": "t", "journal.path": str(journal), "start.failures": "100"})
+    result = subprocess.run([sys.executable, "-m", "conveyor.cli", "cleanup", manifest, "--timeout", "4"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "did not finish" in result.stderr and "external system unavailable" in result.stderr
+    assert not _events(journal, "connector_stop"), "nothing half-removed"
+
+
+def test_kill_9_during_a_closing_commit_resumes_from_the_last_commit(kafka_bootstrap, topic_factory, tmp_path):
+    import os
+    import signal
+
+    topic = topic_factory(partitions=1)
+    name = _name()
+    first_journal, second_journal = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    base = _config(topic, first_journal, **{"request.commit.every": "50", "slow.closing.pre_commit.seconds": "60"})
+    manifest = _manifest_file(tmp_path, name, kafka_bootstrap, base)
+    log = open(tmp_path / "driver.log", "ab")
+    driver = subprocess.Popen([sys.executable, "-m", "conveyor.cli", "run", manifest, "--control-port", "0",
+                               "--no-progress"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: _events(first_journal, "open"), timeout_s=120, message="partition assigned")
+        produce(kafka_bootstrap, topic, _values(50))
+        wait_until(lambda: committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 1) == {0: 50},
+                   message="commit requested after 50 records")
+        produce(kafka_bootstrap, topic, _values(30, start=50))
+        wait_until(lambda: len(_put_ids(first_journal)) >= 80, message="80 records put")
+        driver.send_signal(signal.SIGTERM)
+        wait_until(lambda: _events(first_journal, "closing_pre_commit_started"), message="closing commit begun")
+    finally:
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 1) == {0: 50}, "the closing commit never ran"
+
+    second = _manifest_file(tmp_path, name, kafka_bootstrap, _config(topic, second_journal))
+    driver = subprocess.Popen([sys.executable, "-m", "conveyor.cli", "run", second, "--control-port", "0",
+                               "--no-progress"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: len(_put_ids(second_journal)) >= 30, timeout_s=120, message="redelivery after restart")
+    finally:
+        driver.send_signal(signal.SIGTERM)
+        assert driver.wait(timeout=120) == 0
+    assert _put_ids(second_journal) == list(range(50, 80)), "resumed from the last committed offset: nothing lost"
+    assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 1) == {0: 80}
