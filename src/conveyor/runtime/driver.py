@@ -47,8 +47,10 @@ from conveyor.runtime.metrics import TaskMetricsCollector
 from conveyor.runtime.preflight import (
     PreflightError,
     check_kafka,
+    check_transactions,
     connector_class,
     prepare_sink_topics,
+    prepare_source_topics,
     validate_config,
 )
 from conveyor.runtime.protocol import Action, Directive, TaskReport, TaskSpec, TaskState
@@ -125,6 +127,8 @@ class Driver:
         self.worker_id = ""
         self.stop_result: dict[str, Any] | None = None
         self._launcher: TaskLauncher | None = None
+        self._task_count_writer: Any = None
+        self.generation = 0
         self._herder = threading.Thread(target=self._herd, name="herder", daemon=True)
 
     # ------------------------------------------------------------------ start
@@ -143,7 +147,7 @@ class Driver:
         connector = self._new_connector(cls)
         validate_config(connector, self.connector_type, dict(spec.config), self.name)
         check_kafka(spec.kafka.bootstrap_servers)
-        prepare_sink_topics(spec.kafka.bootstrap_servers, dict(spec.config))
+        self._prepare_kafka()
         self._start_control_api()
         try:
             self._ensure_spark(spec.tasks_max)
@@ -159,6 +163,26 @@ class Driver:
         self._herder.start()
         log.info("connector %s %s with %d task(s); control API at %s", self.name, self.connector_state.value,
                  len(self.tasks), self.control_url)
+
+    def _prepare_kafka(self) -> None:
+        """Topics the runtime needs; with exactly-once sources, the transaction checks and
+        this driver's task-count writer (which fences an older driver's)."""
+        spec = self.manifest.spec
+        config = dict(spec.config)
+        if self.connector_type == "sink":
+            prepare_sink_topics(spec.kafka.bootstrap_servers, config)
+            return
+        from conveyor.runtime.settings import parse_source_settings
+
+        settings = parse_source_settings(config)
+        if settings.exactly_once:
+            check_transactions(spec.kafka.bootstrap_servers, settings)
+        prepare_source_topics(spec.kafka.bootstrap_servers, settings)
+        if settings.exactly_once:
+            from conveyor.runtime.fencing import TaskCountWriter
+
+            self._task_count_writer = TaskCountWriter(spec.kafka.bootstrap_servers, settings.config_storage_topic,
+                                                      self.manifest.metadata.namespace, self.name)
 
     def _new_connector(self, cls: type[Connector]) -> Connector:
         connector = cls()
@@ -198,6 +222,15 @@ class Driver:
 
     def _launch_tasks(self, configs: list[dict[str, Any]]) -> None:
         assert self._launcher is not None
+        if self._task_count_writer is not None:
+            from conveyor.runtime.fencing import start_generation
+            from conveyor.runtime.settings import parse_source_settings
+
+            settings = parse_source_settings(self.manifest.spec.config)
+            self.generation = start_generation(
+                self.manifest.spec.kafka.bootstrap_servers, settings.config_storage_topic,
+                self.manifest.metadata.namespace, self.name, len(configs), self._task_count_writer,
+            ).generation
         initial = self._resume_action()
         with self._lock:
             self.tasks = {i: TaskHandle(i, c, directive=Directive(initial, 1)) for i, c in enumerate(configs)}
@@ -258,6 +291,7 @@ class Driver:
             bootstrap_servers=spec.kafka.bootstrap_servers,
             control_url=self.control_url,
             closing_timeout_s=float(spec.shutdown.grace_period_seconds),
+            generation=self.generation,
         )
 
     # ------------------------------------------------------------------ runner sync
@@ -554,6 +588,9 @@ class Driver:
                         commits=r.commits,
                         closing_commits=r.closing_commits,
                     )
+                    if self.connector_type == "source":
+                        entry.update(records_written=r.records_written, transactions=r.transactions,
+                                     source_offsets=r.source_offsets)
                 tasks.append(entry)
         connector: dict[str, Any] = {"state": self.connector_state.value, "worker_id": self.worker_id}
         if self.connector_trace:

@@ -13,7 +13,7 @@ import signal
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from conveyor.api import SinkConnector
+from conveyor.api import SinkConnector, SourceConnector
 from conveyor.runtime.plugins import load_connector_class
 from conveyor.runtime.protocol import TaskReport, TaskSpec
 
@@ -39,7 +39,11 @@ def run_task(spec: TaskSpec) -> TaskReport:
         from conveyor.runtime.sink_runner import SinkTaskRunner
 
         return SinkTaskRunner(spec).run()
-    raise NotImplementedError(f"source connectors are not supported by this runtime yet: {spec.connector_class}")
+    if issubclass(connector_cls, SourceConnector):
+        from conveyor.runtime.source_runner import SourceTaskRunner
+
+        return SourceTaskRunner(spec).run()
+    raise TypeError(f"{spec.connector_class} is neither a sink nor a source connector")
 
 
 def run_task_partition(specs: Iterable[TaskSpec]) -> Iterator[dict[str, Any]]:

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from conveyor.api import ConfigError, Connector, SinkConnector, SourceConnector
+from conveyor.api import (
+    ConfigError,
+    Connector,
+    ConnectorTransactionBoundaries,
+    ExactlyOnceSupport,
+    SinkConnector,
+    SourceConnector,
+)
 from conveyor.runtime.plugins import PluginError, load_connector_class
 
 
@@ -30,7 +37,7 @@ def connector_class(name: str) -> tuple[type[Connector], str]:
     if issubclass(cls, SinkConnector):
         return cls, "sink"
     if issubclass(cls, SourceConnector):
-        raise PreflightError(f"{name}: source connectors are not supported by this runtime yet")
+        return cls, "source"
     raise PreflightError(f"{name} is neither a sink nor a source connector")  # pragma: no cover
 
 
@@ -54,9 +61,79 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
             errors.update(exc.errors)
         else:
             errors.update(_pipeline_errors(config, settings.key_converter, settings.value_converter))
+    elif connector_type == "source":
+        from conveyor.runtime.settings import parse_source_settings
+
+        try:
+            source = parse_source_settings(config)
+        except ConfigError as exc:
+            errors.update(exc.errors)
+        else:
+            errors.update(_pipeline_errors(config, source.key_converter, source.value_converter))
+            errors.update(_exactly_once_errors(connector, config, source))
     if errors:
         detail = "\n".join(f"  spec.config.{key}: {msg}" for key, msg in errors.items())
         raise PreflightError(f"connector {name}: invalid configuration\n{detail}")
+
+
+def _exactly_once_errors(connector: Connector, config: dict[str, Any], settings: Any) -> dict[str, str]:
+    """KIP-618's connector checks: ``required`` needs the connector's SUPPORTED, and
+    connector-defined transaction boundaries need the connector's support for them."""
+    from conveyor.runtime.settings import ExactlyOnceSupport as Level
+    from conveyor.runtime.settings import TransactionBoundary
+
+    assert isinstance(connector, SourceConnector)
+    errors: dict[str, str] = {}
+    if settings.exactly_once_support is Level.REQUIRED:
+        answer = connector.exactly_once_support(config)
+        if answer is not ExactlyOnceSupport.SUPPORTED:
+            errors["exactly.once.support"] = (
+                "required, but the connector's exactly_once_support() answered "
+                f"{answer.value if answer else 'None (unknown)'}"
+            )
+    if settings.exactly_once and settings.transaction_boundary is TransactionBoundary.CONNECTOR:
+        if connector.can_define_transaction_boundaries(config) is not ConnectorTransactionBoundaries.SUPPORTED:
+            errors["transaction.boundary"] = "connector, but the connector cannot define transaction boundaries"
+    return errors
+
+
+def check_transactions(bootstrap_servers: str, settings: Any) -> None:
+    """With exactly-once delivery: the brokers must support transactions and allow the
+    producers' ``transaction.timeout.ms``.
+
+    Raises:
+        PreflightError: explaining what the broker lacks.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    from conveyor.runtime.offsets_topic import broker_transaction_limits
+
+    usable, max_timeout = broker_transaction_limits(AdminClient({"bootstrap.servers": bootstrap_servers}))
+    if not usable:
+        raise PreflightError(
+            f"exactly.once.support={settings.exactly_once_support.value} needs transactions, but the brokers at "
+            f"{bootstrap_servers} cannot host the transaction state log (transaction.state.log.replication.factor "
+            "or .min.isr exceeds the number of brokers)"
+        )
+    if max_timeout is not None and settings.transaction_timeout_ms > max_timeout:
+        raise PreflightError(
+            f"exactly.once.support={settings.exactly_once_support.value}: the producers' transaction.timeout.ms "
+            f"({settings.transaction_timeout_ms}) exceeds the brokers' transaction.max.timeout.ms ({max_timeout}); "
+            "lower producer.override.transaction.timeout.ms or raise the broker setting"
+        )
+
+
+def prepare_source_topics(bootstrap_servers: str, settings: Any) -> None:
+    """Create the offsets topic and, with exactly-once delivery, the config topic."""
+    from confluent_kafka.admin import AdminClient
+
+    from conveyor.runtime.fencing import ensure_config_topic
+    from conveyor.runtime.offsets_topic import ensure_offsets_topic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    ensure_offsets_topic(admin, settings.offsets_storage_topic)
+    if settings.exactly_once:
+        ensure_config_topic(admin, settings.config_storage_topic)
 
 
 def _pipeline_errors(config: dict[str, Any], key_default: str, value_default: str) -> dict[str, str]:

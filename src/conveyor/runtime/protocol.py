@@ -13,7 +13,8 @@ from typing import Any
 
 
 class TaskState(str, enum.Enum):
-    """Kafka Connect's task states, plus Conveyor's ``DRAINED`` (closed for re-placement)."""
+    """Kafka Connect's task states, plus Conveyor's ``DRAINED`` (closed for re-placement)
+    and ``FENCED`` (a newer generation of the connector's tasks took over, KIP-618)."""
 
     UNASSIGNED = "UNASSIGNED"
     RUNNING = "RUNNING"
@@ -22,11 +23,12 @@ class TaskState(str, enum.Enum):
     RESTARTING = "RESTARTING"
     STOPPED = "STOPPED"
     DRAINED = "DRAINED"
+    FENCED = "FENCED"
 
     @property
     def is_final(self) -> bool:
         """The runner has returned (its Spark job is over) in this state."""
-        return self in (TaskState.FAILED, TaskState.STOPPED, TaskState.DRAINED)
+        return self in (TaskState.FAILED, TaskState.STOPPED, TaskState.DRAINED, TaskState.FENCED)
 
 
 class Action(str, enum.Enum):
@@ -69,6 +71,8 @@ class TaskSpec:
         bootstrap_servers: Kafka bootstrap servers.
         control_url: base URL of the driver's control API.
         closing_timeout_s: seconds a closing commit may take (``shutdown.gracePeriodSeconds``).
+        generation: the task generation (exactly-once sources: the task-count record's
+            generation this task belongs to; 0 otherwise).
     """
 
     connector: str
@@ -81,6 +85,7 @@ class TaskSpec:
     bootstrap_servers: str
     control_url: str
     closing_timeout_s: float = 60.0
+    generation: int = 0
 
 
 @dataclass
@@ -108,6 +113,9 @@ class TaskReport:
     commits: int = 0
     closing_commits: int = 0
     last_closing_commit: dict[str, int] | None = None
+    records_written: int = 0
+    transactions: int = 0
+    source_offsets: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -91,6 +91,64 @@ class SinkSettings(CommonSettings):
         return list(self.topics)
 
 
+class ExactlyOnceSupport(str, enum.Enum):
+    """``exactly.once.support`` (KIP-618): ``requested`` runs with transactions whatever
+    the connector declares; ``required`` refuses to start unless the connector's
+    ``exactly_once_support()`` says ``SUPPORTED``."""
+
+    REQUESTED = "requested"
+    REQUIRED = "required"
+
+
+class TransactionBoundary(str, enum.Enum):
+    """``transaction.boundary`` (KIP-618): where exactly-once transactions end."""
+
+    POLL = "poll"
+    INTERVAL = "interval"
+    CONNECTOR = "connector"
+
+
+class SourceSettings(CommonSettings):
+    """Keys of source connectors (Kafka Connect's ``SourceConnectorConfig``, KIP-618)."""
+
+    exactly_once_support: ExactlyOnceSupport | None = Field(
+        None, alias="exactly.once.support",
+        description="Unset: at-least-once with an idempotent producer. requested/required: transactions.",
+    )
+    transaction_boundary: TransactionBoundary = Field(TransactionBoundary.POLL, alias="transaction.boundary")
+    transaction_boundary_interval_ms: int | None = Field(
+        None, alias="transaction.boundary.interval.ms", ge=1,
+        description="With transaction.boundary=interval; default offset.flush.interval.ms.",
+    )
+    offsets_storage_topic: str = Field("connect-offsets", alias="offsets.storage.topic", min_length=1)
+    config_storage_topic: str = Field(
+        "conveyor-configs", alias="config.storage.topic", min_length=1,
+        description="Compacted topic of task-count records used for zombie fencing.",
+    )
+    offset_flush_timeout_ms: int = Field(5000, alias="offset.flush.timeout.ms", ge=1)
+    transaction_timeout_ms: int = Field(
+        60_000, alias="producer.override.transaction.timeout.ms", ge=1,
+        description="The producers' transaction.timeout.ms; must not exceed the brokers' transaction.max.timeout.ms.",
+    )
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.exactly_once_support is not None
+
+    @property
+    def transaction_interval_ms(self) -> int:
+        return self.transaction_boundary_interval_ms or self.offset_flush_interval_ms
+
+
+def parse_source_settings(config: Mapping[str, Any]) -> SourceSettings:
+    """Validate the runtime keys of a source connector's config.
+
+    Raises:
+        ConfigError: naming each invalid key.
+    """
+    return parse_config(SourceSettings, config)
+
+
 def prefixed(config: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """The keys under ``prefix`` with the prefix removed, values as strings for librdkafka."""
     return {k[len(prefix) :]: _as_client_value(v) for k, v in config.items() if k.startswith(prefix)}

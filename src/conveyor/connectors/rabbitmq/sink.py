@@ -1,0 +1,787 @@
+"""The RabbitMQ sink connector (entry point ``rabbitmq-sink``) and its task.
+
+Each record is published to the durable queue of its topic (``rabbitmq.queue.name.format``)
+with publisher confirms; Kafka offsets are committed only for records the broker confirmed.
+
+Delivery (at least once):
+
+* ``put`` publishes the batch without waiting for confirms (pika ``SelectConnection``, see
+  :mod:`.link`); confirms are collected whenever the task touches the connection again. When
+  ``rabbitmq.max.in.flight`` messages are unconfirmed, ``put`` first waits for confirms (up to
+  ``rabbitmq.confirm.timeout.ms``), then raises :class:`RetriableError` without publishing
+  anything of the batch.
+* ``pre_commit(offsets)`` returns, per partition, the offset of its earliest record not yet
+  confirmed (everything before it is confirmed), or the runtime's offset when every record
+  put so far is confirmed; a partition with nothing confirmed since it was opened is left
+  out. A periodic commit takes the confirms that have arrived; a closing one
+  (``context.is_closing()``) first republishes failed messages and waits, up to
+  ``rabbitmq.confirm.timeout.ms``, for the outstanding confirms of the closing partitions,
+  so that nothing is re-sent needlessly after a rebalance, drain or shutdown.
+* A message the broker nacks, or returns as unroutable (``mandatory``: its queue was deleted
+  under the running connector; it is declared again), is published again after
+  ``rabbitmq.retry.backoff.ms``; until it is confirmed its partition's commit stays before it.
+* A lost connection (broker restart, network, ``close_all_connections``) leaves the unconfirmed
+  messages in an unknown state: they are published again on the next connection. If the loss
+  interrupts ``put``, that batch is forgotten and ``put`` raises :class:`RetriableError` (the
+  runtime redelivers it); the next call reconnects. An unreachable broker during ``put`` is a
+  :class:`RetriableError` too; at ``start`` it is a :class:`ConnectError` (host:port, vhost and
+  user; never the password).
+
+Provisioning: ``start`` (connector and task) declares the durable queues of the configured
+``topics``; the task declares the queue of any other topic it sees on first use (and binds
+queues to ``rabbitmq.exchange`` when set). ``Task.stop(connector_deleted=True)`` deletes exactly
+the queues that task declared; ``Connector.stop(connector_deleted=True)`` deletes the queues of
+the configured ``topics`` (and those it declared), so a deletion cleans up even with no task
+running; a queue already deleted by hand is fine. Queues are deleted with their messages.
+A plain stop deletes nothing.
+
+Hooks: the connector's run on the driver's control thread; the task's on its runner thread,
+one at a time; the task's connection is used only inside its hooks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pika
+
+from conveyor.api import (
+    ConnectError,
+    DataError,
+    RetriableError,
+    SinkConnector,
+    SinkRecord,
+    SinkTask,
+    TopicPartition,
+)
+from conveyor.api.sink import Offsets
+from conveyor.connectors.rabbitmq.config import (
+    NullValues,
+    RabbitMQSinkConfig,
+    describe_url,
+    load_config,
+    queue_name_problem,
+    scrub,
+)
+from conveyor.connectors.rabbitmq.encoding import body_of, properties_of
+from conveyor.connectors.rabbitmq.link import BrokerRefused, Link, LinkDown
+
+VERSION = "0.1.0"
+
+log = logging.getLogger(__name__)
+
+_PENDING, _CONFIRMED, _FAILED = 0, 1, 2
+
+
+# -- shared by the connector and the task -------------------------------------------------------
+
+
+def _parameters(cfg: RabbitMQSinkConfig, role: str) -> pika.URLParameters:
+    url = cfg.url.get_secret_value()
+    params = pika.URLParameters(url)
+    query = parse_qs(urlsplit(url).query)
+    timeout = cfg.connection_timeout_ms / 1000
+    if "stack_timeout" not in query:
+        params.stack_timeout = timeout
+    if "socket_timeout" not in query:
+        params.socket_timeout = timeout
+    client = dict(params.client_properties or {})
+    client.setdefault("connection_name", f"conveyor {cfg.name or 'rabbitmq-sink'} {role}")
+    params.client_properties = client
+    return params
+
+
+def _open_budget(params: pika.ConnectionParameters) -> float:
+    """Seconds pika may take to connect, all attempts included, plus a margin."""
+    attempts = max(1, int(params.connection_attempts or 1))
+    per_attempt = float(params.stack_timeout or 15.0)
+    return attempts * per_attempt + (attempts - 1) * float(params.retry_delay or 0) + 1.0
+
+
+def _where(cfg: RabbitMQSinkConfig) -> str:
+    return describe_url(cfg.url.get_secret_value())
+
+
+def _scrub(cfg: RabbitMQSinkConfig, text: str) -> str:
+    return scrub(cfg.url.get_secret_value(), text)
+
+
+def _ignore(*_args: Any) -> None:
+    return None
+
+
+def _admin_link(cfg: RabbitMQSinkConfig, role: str) -> Link:
+    """An open link for declarations and deletions (no publishing).
+
+    Raises:
+        ConnectError: the broker cannot be reached or refuses the login.
+    """
+    params = _parameters(cfg, role)
+    link = Link(params, on_confirm=_ignore, on_return=_ignore, on_lost=_ignore)
+    try:
+        link.open(_open_budget(params))
+    except LinkDown as exc:
+        raise ConnectError(f"cannot connect to RabbitMQ at {_where(cfg)}: {_scrub(cfg, str(exc))}") from None
+    return link
+
+
+def _check_exchange(link: Link, cfg: RabbitMQSinkConfig) -> None:
+    try:
+        link.check_exchange(cfg.exchange, cfg.connection_timeout_ms / 1000)
+    except BrokerRefused as exc:
+        raise ConnectError(
+            f"rabbitmq.exchange {cfg.exchange!r} cannot be used on RabbitMQ at {_where(cfg)}:"
+            f" {exc.reply_code} {exc.reply_text} (the connector does not create exchanges)"
+        ) from None
+
+
+def _declare(link: Link, cfg: RabbitMQSinkConfig, queue: str) -> None:
+    """Declare durable ``queue`` (and bind it to ``rabbitmq.exchange`` when set).
+
+    Raises:
+        ConnectError: the broker refused (e.g. the queue exists with other settings).
+        LinkDown: the connection failed.
+    """
+    timeout = cfg.connection_timeout_ms / 1000
+    try:
+        link.declare_queue(queue, cfg.queue_arguments, timeout)
+        if cfg.exchange:
+            link.bind_queue(queue, cfg.exchange, queue, timeout)
+    except BrokerRefused as exc:
+        hint = ""
+        if exc.reply_code == 406:
+            hint = (" (a queue of that name exists with other settings: durable=false or other"
+                    " x-arguments; delete it or adjust rabbitmq.queue.arguments)")
+        what = f"durable queue {queue!r}" + (f" bound to exchange {cfg.exchange!r}" if cfg.exchange else "")
+        raise ConnectError(f"RabbitMQ at {_where(cfg)} refused to declare {what}: {exc}{hint}") from None
+
+
+def _delete_queues(link: Link, cfg: RabbitMQSinkConfig, queues: Iterable[str]) -> list[str]:
+    """Delete ``queues`` (with their messages); one report line per queue.
+
+    Raises:
+        ConnectError: the broker refused a deletion.
+        LinkDown: the connection failed.
+    """
+    timeout = cfg.connection_timeout_ms / 1000
+    lines: list[str] = []
+    for queue in queues:
+        try:
+            if link.queue_message_count(queue, timeout) is None:
+                lines.append(f"queue {queue!r} was already gone")
+                continue
+            dropped = link.delete_queue(queue, timeout)
+        except BrokerRefused as exc:
+            raise ConnectError(f"RabbitMQ at {_where(cfg)} refused to delete queue {queue!r}: {exc}") from None
+        lines.append(f"deleted queue {queue!r} ({dropped} message(s) with it)")
+    return lines
+
+
+# -- connector ----------------------------------------------------------------------------------
+
+
+class RabbitMQSinkConnector(SinkConnector):
+    """Publishes Kafka records to durable RabbitMQ queues, one queue per topic by default.
+
+    Every hook runs on the driver's control thread. The connector holds no connection
+    between hooks.
+    """
+
+    config_model = RabbitMQSinkConfig
+
+    def __init__(self) -> None:
+        self._raw: dict[str, Any] = {}
+        self._config: RabbitMQSinkConfig | None = None
+        self._declared: dict[str, None] = {}
+        self._cleanup: list[str] = []
+
+    def version(self) -> str:
+        return VERSION
+
+    def validate(self, config: Mapping[str, Any]) -> RabbitMQSinkConfig:
+        """Parse and cross-check ``config`` (no I/O).
+
+        Raises:
+            ConfigError: naming each bad key and the expected type or value.
+        """
+        return load_config(config)
+
+    def start(self, config: Mapping[str, Any]) -> None:
+        """Validate ``config``, connect once, check ``rabbitmq.exchange`` exists and declare the
+        durable queues of the configured ``topics``.
+
+        Raises:
+            ConfigError: invalid configuration.
+            ConnectError: the broker is unreachable or refuses the login (host:port named, never
+                the password), the exchange is missing, or a queue cannot be declared.
+        """
+        cfg = load_config(config)
+        self._config = cfg
+        self._raw = dict(config)
+        link = _admin_link(cfg, "connector")
+        try:
+            if cfg.exchange:
+                _check_exchange(link, cfg)
+            for queue in cfg.configured_queues():
+                _declare(link, cfg, queue)
+                self._declared[queue] = None
+        except LinkDown as exc:
+            raise ConnectError(f"lost the connection to RabbitMQ at {_where(cfg)} while declaring queues:"
+                               f" {_scrub(cfg, str(exc))}") from None
+        finally:
+            link.close()
+
+    def task_class(self) -> type[RabbitMQSinkTask]:
+        return RabbitMQSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, Any]]:
+        """``max_tasks`` (at least 1) identical configurations: the consumer group splits the
+        partitions between tasks."""
+        return [dict(self._raw) for _ in range(max(1, max_tasks))]
+
+    def stop(self, connector_deleted: bool = False) -> None:
+        """On deletion, delete the queues of the configured ``topics`` (and any this connector
+        declared), with their messages; queues already gone are fine. A plain stop does nothing.
+
+        Raises:
+            ConnectError: the broker cannot be reached or refuses a deletion (the runtime keeps
+                the finalizer and retries).
+        """
+        cfg = self._config
+        if not connector_deleted or cfg is None:
+            return
+        queues = list(dict.fromkeys([*cfg.configured_queues(), *self._declared]))
+        if not queues:
+            return
+        link = _admin_link(cfg, "connector cleanup")
+        try:
+            lines = _delete_queues(link, cfg, queues)
+        except LinkDown as exc:
+            raise ConnectError(f"lost the connection to RabbitMQ at {_where(cfg)} while deleting queues:"
+                               f" {_scrub(cfg, str(exc))}") from None
+        finally:
+            link.close()
+        for line in lines:
+            log.info("rabbitmq-sink %s: %s", cfg.name or "", line)
+        self._cleanup.extend(lines)
+
+    def cleanup_report(self) -> list[str]:
+        return list(self._cleanup)
+
+
+# -- task ---------------------------------------------------------------------------------------
+
+
+class _Msg:
+    """One record's message, from publishing until its partition's commit passes it."""
+
+    __slots__ = ("attempts", "body", "dropped", "offset", "props", "queue", "retry_at", "state", "tp")
+
+    def __init__(self, tp: TopicPartition, offset: int, queue: str, body: bytes, props: pika.BasicProperties) -> None:
+        self.tp = tp
+        self.offset = offset
+        self.queue = queue
+        self.body = body
+        self.props = props
+        self.state = _PENDING
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.dropped = False  # forgotten: partition closed or its put() failed
+
+
+class _Partition:
+    """Messages of one partition in ``put`` order, from the earliest not yet confirmed."""
+
+    __slots__ = ("entries", "floor", "pending")
+
+    def __init__(self, floor: int) -> None:
+        self.floor = floor  # offset of the first record put since the partition was opened
+        self.entries: OrderedDict[int, _Msg] = OrderedDict()
+        self.pending = 0  # published, no answer yet
+
+    def trim(self) -> None:
+        entries = self.entries
+        while entries:
+            msg = next(iter(entries.values()))
+            if msg.state != _CONFIRMED and not msg.dropped:
+                return
+            entries.popitem(last=False)
+
+    def first_unconfirmed(self) -> int | None:
+        self.trim()
+        return next(iter(self.entries)) if self.entries else None
+
+
+class RabbitMQSinkTask(SinkTask):
+    """Publishes the records of its partitions. Every hook runs on the task's runner thread
+    (never concurrently); the task owns one AMQP connection.
+
+    Attributes:
+        stats: counters (``published``, ``confirmed``, ``nacked``, ``returned``, ``resent``,
+            ``lost``: messages in flight when a connection was lost).
+        deleted: report lines of ``stop(connector_deleted=True)``.
+    """
+
+    def __init__(self) -> None:
+        self._config: RabbitMQSinkConfig | None = None
+        self._link: Link | None = None
+        self._ready: set[str] = set()  # declared (and bound) queues, believed to exist
+        self._declared: dict[str, None] = {}  # every queue this task declared, for deletion
+        self._parts: dict[TopicPartition, _Partition] = {}
+        self._inflight: OrderedDict[int, _Msg] = OrderedDict()  # delivery tag -> message
+        self._failed: deque[_Msg] = deque()  # nacked, returned or lost: to publish again
+        self._returned: set[str] = set()  # message ids returned as unroutable, confirm pending
+        self._permanent: str | None = None
+        self._failures_unlogged = 0
+        self.stats = dict.fromkeys(("published", "confirmed", "nacked", "returned", "resent", "lost"), 0)
+        self.deleted: list[str] = []
+
+    def version(self) -> str:
+        return VERSION
+
+    @property
+    def config(self) -> RabbitMQSinkConfig:
+        if self._config is None:
+            raise RuntimeError("RabbitMQSinkTask used before start()")
+        return self._config
+
+    @property
+    def declared_queues(self) -> list[str]:
+        """The queues this task declared, in order (what ``stop(connector_deleted=True)`` deletes)."""
+        return list(self._declared)
+
+    def unconfirmed(self) -> int:
+        """Messages published and not yet confirmed, plus those waiting to be published again."""
+        return len(self._inflight) + sum(1 for m in self._failed if not m.dropped)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self, config: Mapping[str, Any]) -> None:
+        """Validate the configuration, connect, check ``rabbitmq.exchange`` and declare the
+        durable queues of the configured ``topics``.
+
+        Raises:
+            ConfigError: invalid configuration.
+            ConnectError: the broker is unreachable or refuses the login (host:port, vhost,
+                user; never the password), the exchange is missing, a queue cannot be declared.
+        """
+        cfg = self._config = load_config(config)
+        try:
+            self._link = self._new_link()
+            if cfg.exchange:
+                _check_exchange(self._link, cfg)
+            for queue in cfg.configured_queues():
+                self._ensure_queue(queue)
+        except LinkDown as exc:
+            self._drop_link()
+            raise ConnectError(f"cannot connect to RabbitMQ at {_where(cfg)}: {_scrub(cfg, str(exc))}") from None
+        except ConnectError:
+            self._drop_link()
+            raise
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        """Publish ``records`` (without waiting for their confirms) and collect the confirms
+        that arrived. An empty call keeps the connection alive.
+
+        Raises:
+            RetriableError: the broker is unreachable, the connection was lost while publishing
+                (the batch is forgotten; the runtime redelivers it), or too many messages are
+                unconfirmed (nothing of the batch was published).
+            DataError: a record cannot be encoded (or a null value with
+                ``behavior.on.null.values=fail``) and there is no errant record reporter.
+            ConnectError: the broker refused a queue declaration, or closed the publishing
+                channel for good (e.g. the exchange was deleted).
+        """
+        cfg = self.config
+        if self._permanent:
+            raise ConnectError(self._permanent)
+        if not records and not self._failed:
+            if self._link is not None and self._link.is_open:
+                self._pump(0)
+            return
+        messages = self._encode(records)
+        link = self._connected()
+        try:
+            self._pump(0)
+            self._resend(force=False)
+            self._make_room()
+            for queue in dict.fromkeys(m.queue for m in messages):
+                self._ensure_queue(queue)
+            for msg in messages:
+                self._track(msg)
+                self._publish(msg)
+            self._pump(0)
+            if link.down is not None:
+                raise link.down
+        except LinkDown as exc:
+            self._forget(messages)
+            self._drop_link()
+            if exc.permanent:
+                raise ConnectError(self._permanent or str(exc)) from None
+            raise self._retriable("lost the connection while publishing", exc,
+                                  " the batch will be published again on a new connection") from None
+
+    def pre_commit(self, offsets: Offsets) -> Offsets:
+        """Return the offsets whose records RabbitMQ confirmed (see the module docstring).
+
+        With ``context.is_closing()`` true, first republish failed messages and wait up to
+        ``rabbitmq.confirm.timeout.ms`` for the outstanding confirms of these partitions
+        (reconnecting once if needed). Never raises for broker trouble: the confirmed offsets
+        are returned regardless.
+        """
+        if self._config is None:
+            return {}
+        closing = self.context.is_closing()
+        scope = set(offsets)
+        try:
+            if closing and self._has_failed(scope):
+                self._connected()
+            link = self._link
+            if link is not None and link.is_open:
+                self._pump(0)
+                self._resend(force=closing)
+                if closing:
+                    self._await_confirms(scope)
+        except (LinkDown, RetriableError) as exc:
+            log.warning("rabbitmq-sink: %s commit: %s; committing only what RabbitMQ confirmed",
+                        "closing" if closing else "periodic", _scrub(self.config, str(exc)))
+            if self._link is not None and self._link.down is not None:
+                self._drop_link()
+        result = self._committable(offsets)
+        if closing:
+            behind = {str(tp): off for tp, off in offsets.items() if result.get(tp) != off}
+            if behind:
+                log.warning("rabbitmq-sink: closing commit leaves %s behind (records not confirmed by RabbitMQ"
+                            " within %d ms; they will be consumed and published again)", behind,
+                            self.config.confirm_timeout_ms)
+        return result
+
+    def close(self, partitions: Sequence[TopicPartition]) -> None:
+        """Forget ``partitions``: their unconfirmed messages are no longer tracked (or
+        republished); whoever gets the partitions next consumes them again."""
+        for tp in partitions:
+            part = self._parts.pop(tp, None)
+            if part is not None:
+                for msg in part.entries.values():
+                    msg.dropped = True
+
+    def stop(self, connector_deleted: bool = False) -> None:
+        """Close the connection. With ``connector_deleted``, first delete exactly the queues
+        this task declared, with their messages (a queue already deleted by hand is fine).
+
+        Raises:
+            ConnectError: on deletion, the broker cannot be reached or refuses (logged by the
+                runtime; the connector's own stop deletes the configured topics' queues too).
+        """
+        cfg = self._config
+        try:
+            if connector_deleted and cfg is not None and self._declared:
+                link = self._link if self._link is not None and self._link.is_open else None
+                if link is None:
+                    self._drop_link()
+                    link = _admin_link(cfg, "task cleanup")
+                    self._link = link
+                try:
+                    self.deleted = _delete_queues(link, cfg, list(self._declared))
+                except LinkDown as exc:
+                    raise ConnectError(f"lost the connection to RabbitMQ at {_where(cfg)} while deleting"
+                                       f" queues: {_scrub(cfg, str(exc))}") from None
+                for line in self.deleted:
+                    log.info("rabbitmq-sink %s: %s", cfg.name or "", line)
+        finally:
+            self._drop_link()
+            self._inflight.clear()
+            self._failed.clear()
+            self._parts.clear()
+
+    # -- connection -----------------------------------------------------------------------
+
+    def _new_link(self) -> Link:
+        """Raises LinkDown when the broker cannot be reached."""
+        params = _parameters(self.config, "task")
+        link = Link(params, on_confirm=self._on_confirm, on_return=self._on_return, on_lost=self._on_lost)
+        link.open(_open_budget(params))
+        return link
+
+    def _connected(self) -> Link:
+        """The open link, reconnecting if needed.
+
+        Raises:
+            RetriableError: the broker cannot be reached.
+        """
+        link = self._link
+        if link is not None and link.is_open:
+            return link
+        self._drop_link()
+        if self._permanent:
+            raise ConnectError(self._permanent)
+        try:
+            self._link = self._new_link()
+        except LinkDown as exc:
+            raise self._retriable("cannot connect", exc, " will retry") from None
+        log.info("rabbitmq-sink: connected to RabbitMQ at %s", _where(self.config))
+        return self._link
+
+    def _drop_link(self) -> None:
+        link, self._link = self._link, None
+        if link is None:
+            return
+        if link.down is not None and link.down.permanent and self._permanent is None:
+            self._permanent = f"RabbitMQ at {_where(self.config)}: {_scrub(self.config, str(link.down))}"
+        link.close()
+        if self._inflight:  # the link closed without reporting a loss (e.g. closed by us)
+            self._on_lost("connection closed")
+
+    def _retriable(self, doing: str, exc: BaseException, then: str) -> RetriableError:
+        cfg = self.config
+        return RetriableError(
+            f"RabbitMQ at {_where(cfg)}: {doing}: {_scrub(cfg, str(exc))};{then}",
+            delay=timedelta(milliseconds=cfg.retry_backoff_ms),
+        )
+
+    def _pump(self, timeout: float) -> None:
+        if self._link is not None:
+            self._link.run(timeout)
+        if self._failures_unlogged:
+            log.warning("rabbitmq-sink: RabbitMQ did not take %d message(s) (nacked, returned as unroutable or"
+                        " in flight on a lost connection); they will be published again",
+                        self._failures_unlogged)
+            self._failures_unlogged = 0
+
+    # -- publishing -----------------------------------------------------------------------
+
+    def _encode(self, records: Sequence[SinkRecord]) -> list[_Msg]:
+        cfg = self.config
+        mode = cfg.delivery_mode.amqp
+        out: list[_Msg] = []
+        rejects: list[tuple[SinkRecord, str]] = []
+        for record in records:
+            if record.value is None:
+                if cfg.null_values is NullValues.IGNORE:
+                    continue
+                rejects.append((record, "null value (tombstone) with behavior.on.null.values=fail"))
+                continue
+            queue = cfg.queue_for(record.topic)
+            problem = queue_name_problem(queue)
+            if problem:
+                rejects.append((record, f"no queue for topic {record.topic!r}: {problem}"))
+                continue
+            try:
+                body, content_type = body_of(record.value)
+                props = properties_of(record, content_type, mode)
+            except DataError as exc:
+                rejects.append((record, str(exc)))
+                continue
+            out.append(_Msg(record.original_topic_partition, record.original_kafka_offset,  # type: ignore[arg-type]
+                            queue, body, props))
+        self._reject(rejects)
+        return out
+
+    def _reject(self, rejects: list[tuple[SinkRecord, str]]) -> None:
+        """Report records that cannot be published to the errant record reporter and wait until
+        each report is durable; without a reporter raise :class:`DataError`."""
+        if not rejects:
+            return
+        reporter = self.context.errant_record_reporter()
+        if reporter is None:
+            record, message = rejects[0]
+            raise DataError(
+                f"record {record.topic}-{record.kafka_partition}@{record.kafka_offset} cannot be published:"
+                f" {message} ({len(rejects)} such record(s) in the batch)"
+            )
+        futures = [reporter.report(record, DataError(message)) for record, message in rejects]
+        for future in futures:
+            future.result()
+
+    def _ensure_queue(self, queue: str) -> None:
+        if queue in self._ready:
+            return
+        assert self._link is not None
+        _declare(self._link, self.config, queue)
+        self._ready.add(queue)
+        self._declared.setdefault(queue, None)
+
+    def _track(self, msg: _Msg) -> None:
+        part = self._parts.get(msg.tp)
+        if part is None:
+            part = self._parts[msg.tp] = _Partition(msg.offset)
+        old = part.entries.pop(msg.offset, None)
+        if old is not None and old is not msg:  # the same record again (redelivered)
+            if old.state == _PENDING:
+                part.pending -= 1
+            old.dropped = True
+        part.entries[msg.offset] = msg
+
+    def _publish(self, msg: _Msg) -> None:
+        assert self._link is not None
+        tag = self._link.publish(self.config.exchange, msg.queue, msg.body, msg.props)
+        msg.state = _PENDING
+        msg.attempts += 1
+        self._inflight[tag] = msg
+        part = self._parts.get(msg.tp)
+        if part is not None:
+            part.pending += 1
+        self.stats["published"] += 1
+        if msg.attempts > 1:
+            self.stats["resent"] += 1
+
+    def _forget(self, messages: list[_Msg]) -> None:
+        """Undo the tracking of a batch whose ``put`` fails (the runtime redelivers it)."""
+        for msg in messages:
+            part = self._parts.get(msg.tp)
+            if part is not None and part.entries.get(msg.offset) is msg:
+                del part.entries[msg.offset]
+                if msg.state == _PENDING and msg.attempts:
+                    part.pending -= 1
+            msg.dropped = True
+
+    def _resend(self, *, force: bool) -> None:
+        """Publish again the failed messages that are due (all of them with ``force``)."""
+        if not self._failed:
+            return
+        now = time.monotonic()
+        due: list[_Msg] = []
+        later: deque[_Msg] = deque()
+        for msg in self._failed:
+            if msg.dropped:
+                continue
+            (due if force or msg.retry_at <= now else later).append(msg)
+        self._failed = later
+        for i, msg in enumerate(due):
+            try:
+                self._ensure_queue(msg.queue)
+                self._publish(msg)
+            except BaseException:
+                self._failed.extend(m for m in due[i:] if m.state == _FAILED)
+                raise
+
+    def _make_room(self) -> None:
+        """Wait for confirms while ``rabbitmq.max.in.flight`` messages are outstanding.
+
+        Raises:
+            RetriableError: still too many after ``rabbitmq.confirm.timeout.ms``.
+        """
+        cfg = self.config
+        limit = cfg.max_in_flight
+        if self.unconfirmed() < limit:
+            return
+        link = self._link
+        assert link is not None
+        if self._inflight:
+            link.run(cfg.confirm_timeout_ms / 1000, lambda: self.unconfirmed() < limit)
+        if link.down is not None:
+            raise link.down
+        if self.unconfirmed() >= limit:
+            blocked = " (RabbitMQ blocked publishing: memory or disk alarm)" if link.blocked else ""
+            raise RetriableError(
+                f"RabbitMQ at {_where(cfg)}: {self.unconfirmed()} message(s) still unconfirmed or awaiting"
+                f" a resend after {cfg.confirm_timeout_ms} ms (rabbitmq.max.in.flight={limit}){blocked};"
+                " the batch will be retried",
+                delay=timedelta(milliseconds=cfg.retry_backoff_ms),
+            )
+
+    def _has_failed(self, scope: set[TopicPartition]) -> bool:
+        return any(not m.dropped and m.tp in scope for m in self._failed)
+
+    def _await_confirms(self, scope: set[TopicPartition]) -> None:
+        """Closing commit: wait (bounded) until every published message of ``scope`` has an
+        answer, republishing failed ones (up to 3 rounds)."""
+        cfg = self.config
+        link = self._link
+        assert link is not None
+        parts = [self._parts[tp] for tp in scope if tp in self._parts]
+
+        def settled() -> bool:
+            return all(part.pending <= 0 for part in parts)
+
+        started = time.monotonic()
+        deadline = started + cfg.confirm_timeout_ms / 1000
+        for _round in range(3):
+            link.run(max(0.0, deadline - time.monotonic()), settled)
+            if link.down is not None or time.monotonic() >= deadline or not self._has_failed(scope):
+                break
+            self._resend(force=True)
+        log.debug("rabbitmq-sink: closing commit waited %.3fs for confirms", time.monotonic() - started)
+
+    def _committable(self, offsets: Offsets) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = {}
+        for tp, offset in offsets.items():
+            part = self._parts.get(tp)
+            first = part.first_unconfirmed() if part is not None else None
+            if first is None:
+                result[tp] = offset  # every record put so far is confirmed (or was skipped)
+            elif part is not None and first > part.floor:
+                result[tp] = min(first, offset)
+        return result
+
+    # -- link callbacks (inside Link.run, on the task's thread) ------------------------------
+
+    def _on_confirm(self, tag: int, multiple: bool, ack: bool) -> None:
+        inflight = self._inflight
+        if multiple:
+            while inflight:
+                first = next(iter(inflight))
+                if first > tag:
+                    break
+                self._settle(inflight.popitem(last=False)[1], ack)
+        else:
+            msg = inflight.pop(tag, None)
+            if msg is not None:
+                self._settle(msg, ack)
+
+    def _settle(self, msg: _Msg, ack: bool) -> None:
+        returned = msg.props.message_id in self._returned if self._returned else False
+        if returned:
+            self._returned.discard(msg.props.message_id)
+        if msg.dropped:
+            return
+        part = self._parts.get(msg.tp)
+        if part is not None:
+            part.pending -= 1
+        if ack and not returned:
+            msg.state = _CONFIRMED
+            msg.body = b""
+            self.stats["confirmed"] += 1
+            if part is not None:
+                part.trim()
+            return
+        msg.state = _FAILED
+        msg.retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000
+        self._failed.append(msg)
+        self._failures_unlogged += 1
+        self.stats["returned" if returned else "nacked"] += 1
+
+    def _on_return(self, routing_key: str, properties: Any, reply_code: int, reply_text: str) -> None:
+        if properties.message_id:
+            self._returned.add(properties.message_id)
+        if routing_key in self._ready:
+            log.warning("rabbitmq-sink: RabbitMQ returned a message for queue %r as unroutable (%d %s): the"
+                        " queue was deleted or unbound; declaring it again", routing_key, reply_code, reply_text)
+            self._ready.discard(routing_key)
+
+    def _on_lost(self, reason: str) -> None:
+        now = time.monotonic()
+        lost = 0
+        for msg in self._inflight.values():
+            if msg.dropped:
+                continue
+            part = self._parts.get(msg.tp)
+            if part is not None:
+                part.pending -= 1
+            msg.state = _FAILED
+            msg.retry_at = now  # publish again as soon as there is a connection
+            self._failed.append(msg)
+            lost += 1
+        self._inflight.clear()
+        self._returned.clear()
+        self.stats["lost"] += lost
+        with contextlib.suppress(Exception):
+            log.warning("rabbitmq-sink: connection to RabbitMQ at %s lost (%s); %d unconfirmed message(s) will be"
+                        " published again", _where(self.config), _scrub(self.config, reason), lost)

@@ -1,0 +1,549 @@
+"""Runs one source task inside a Spark executor: Kafka Connect's ``WorkerSourceTask`` and,
+with ``exactly.once.support``, its ``ExactlyOnceWorkerSourceTask`` (KIP-618).
+
+One thread (the Spark task's) calls every task hook and serves the producer's delivery
+callbacks, so ``commit_record`` runs on the task's thread.
+
+At least once (no ``exactly.once.support``): an idempotent producer; a source
+partition's offset becomes committable only up to the contiguous prefix of records the
+broker acknowledged; every ``offset.flush.interval.ms`` those offsets are written to the
+offsets topic and, once acknowledged, ``task.commit()`` runs. A clean stop flushes first.
+
+Exactly once: a transactional producer ``conveyor-<namespace>-<connector>-<task>``;
+the records of a transaction and the offsets of their source partitions are written in
+the same transaction, which ends after every non-empty ``poll`` (``poll``), every
+``transaction.boundary.interval.ms`` (``interval``) or when the task asks through its
+``TransactionContext`` (``connector``). A fenced producer stops the task as ``FENCED``.
+
+``commit_record(record, metadata)`` (KIP-416): called on the task's thread, in send
+order per source partition, with the broker's metadata once the record is acknowledged
+(exactly once: once its transaction committed), and with ``None`` right away for a record
+a transformation dropped or ``errors.tolerance=all`` skipped. Records of an aborted
+transaction get no call.
+"""
+
+from __future__ import annotations
+
+import collections
+import faulthandler
+import logging
+import time
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from conveyor.api import (
+    ConnectError,
+    ExactlyOnceSupport,
+    RecordMetadata,
+    RetriableError,
+    SourceRecord,
+    SourceTask,
+)
+from conveyor.converters import load_converter
+from conveyor.runtime.control_link import ControlLink
+from conveyor.runtime.fencing import read_task_count, transactional_id
+from conveyor.runtime.offsets_topic import TopicOffsetReader, offset_key, offset_value, partition_id, read_offsets
+from conveyor.runtime.plugins import load_connector_class
+from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, current_pod
+from conveyor.runtime.settings import SourceSettings, TransactionBoundary, parse_source_settings, prefixed
+from conveyor.runtime.source_context import RunnerSourceContext
+from conveyor.runtime.tolerance import FailedRecord, LogReporter, Reporter, Stage, ToleranceOperator, class_name
+from conveyor.transforms.chain import TransformationChain
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RETRY_BACKOFF_S = 1.0
+REPORT_INTERVAL_S = 0.5
+IDLE_SLEEP_S = 0.05
+
+
+class TaskFailed(Exception):
+    """The task must stop as ``FAILED``; ``__cause__`` is the reason."""
+
+
+class TaskFenced(Exception):
+    """A newer generation took over this task's transactional id (KIP-618)."""
+
+
+def _is_fenced(err: KafkaError) -> bool:
+    return err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
+                          KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+class _Pending:
+    """One record in flight: what ``commit_record`` gets once it is done."""
+
+    __slots__ = ("record", "partition_id", "offset", "done", "metadata")
+
+    def __init__(self, record: SourceRecord, pid: str, offset: Mapping[str, Any], done: bool) -> None:
+        self.record = record
+        self.partition_id = pid
+        self.offset = offset
+        self.done = done
+        self.metadata: RecordMetadata | None = None
+
+
+class SourceTaskRunner:
+    """One run of one source task; ``run()`` returns its final report."""
+
+    def __init__(self, spec: TaskSpec) -> None:
+        self.spec = spec
+        self.pod = current_pod()
+        import os
+
+        self.worker_id = f"{self.pod}/{os.getpid()}"
+        self.state = TaskState.UNASSIGNED
+        self.trace: str | None = None
+        self.settings: SourceSettings | None = None
+        self.task: SourceTask | None = None
+        self.producer: Producer | None = None
+        self.link = ControlLink(spec.control_url, spec.task_id, lambda: self._report_cache)
+        self.reader: TopicOffsetReader | None = None
+        self._partitions: dict[str, Mapping[str, Any]] = {}
+        self._in_flight: dict[str, collections.deque[_Pending]] = {}
+        self._txn_records: list[_Pending] = []
+        self._committable: dict[str, Mapping[str, Any]] = {}
+        self._committed: dict[str, Mapping[str, Any]] = {}
+        self._acked: collections.deque[_Pending] = collections.deque()
+        self._send_error: BaseException | None = None
+        self._in_txn = False
+        self._next_flush = 0.0
+        self._next_txn_commit = 0.0
+        self.records_polled = 0
+        self.records_written = 0
+        self.commits = 0
+        self.transactions = 0
+        self._report_cache: TaskReport | None = None
+        self._report_at = 0.0
+
+    @property
+    def exactly_once(self) -> bool:
+        return bool(self.settings and self.settings.exactly_once)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def run(self) -> TaskReport:
+        self.report(fresh=True)
+        self.link.start()
+        final = TaskState.STOPPED
+        connector_deleted = False
+        try:
+            self._start()
+            final, connector_deleted = self._loop()
+            self._finish(clean=True)
+        except TaskFenced as exc:
+            final = TaskState.FENCED
+            self.trace = f"fenced: {exc}"
+            log.error("task %s-%d fenced: %s", self.spec.connector, self.spec.task_id, exc)
+        except TaskFailed as exc:
+            final = TaskState.FAILED
+            self._record_failure(exc.__cause__ or exc)
+            self._finish_quietly()
+        except Exception as exc:  # noqa: BLE001 - anything else is a task failure too
+            final = TaskState.FAILED
+            self._record_failure(exc)
+            self._finish_quietly()
+        self._stop_task(connector_deleted)
+        if self.producer is not None:
+            self.producer.flush(5)
+        self.state = final
+        report = self.report(fresh=True)
+        self.link.sync_now()
+        self.link.stop()
+        faulthandler.cancel_dump_traceback_later()
+        return report
+
+    def _start(self) -> None:
+        spec = self.spec
+        self.settings = parse_source_settings(spec.connector_config)
+        connector_cls = load_connector_class(spec.connector_class)
+        self.task = connector_cls().task_class()()  # type: ignore[assignment]
+        reporters: list[Reporter] = []
+        if self.settings.errors_log_enable:
+            reporters.append(LogReporter(spec.connector, spec.task_id, self.settings.errors_log_include_messages))
+        self.tolerance = ToleranceOperator(self.settings, reporters)
+        self.key_converter = load_converter(spec.connector_config, "key", self.settings.key_converter)
+        self.value_converter = load_converter(spec.connector_config, "value", self.settings.value_converter)
+        self.chain = TransformationChain.from_config(spec.connector_config)
+        self.producer = Producer(self._producer_config())
+        if self.exactly_once:
+            self._init_transactions()
+        self.reader = TopicOffsetReader(
+            read_offsets(spec.bootstrap_servers, self.settings.offsets_storage_topic, spec.connector)
+        )
+        transaction_context = None
+        if self.exactly_once and self.settings.transaction_boundary is TransactionBoundary.CONNECTOR:
+            from conveyor.runtime.source_context import RunnerTransactionContext
+
+            transaction_context = RunnerTransactionContext()
+        self.context = RunnerSourceContext(spec.task_config, self.reader, transaction_context)
+        assert self.task is not None
+        self.task.initialize(self.context)
+        self.task.start(spec.task_config)
+        self.state = TaskState.RUNNING
+        now = time.monotonic()
+        self._next_flush = now + self.settings.offset_flush_interval_ms / 1000
+        self._next_txn_commit = now + self.settings.transaction_interval_ms / 1000
+
+    def _producer_config(self) -> dict[str, Any]:
+        spec = self.spec
+        assert self.settings is not None
+        config: dict[str, Any] = {
+            "bootstrap.servers": spec.bootstrap_servers,
+            "client.id": f"connector-producer-{spec.connector}-{spec.task_id}",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "partitioner": "murmur2_random",
+        }
+        if self.exactly_once:
+            config["transactional.id"] = transactional_id(spec.namespace, spec.connector, spec.task_id)
+            config["transaction.timeout.ms"] = self.settings.transaction_timeout_ms
+        config.update(prefixed(spec.connector_config, "producer.override."))
+        return config
+
+    def _init_transactions(self) -> None:
+        """Initialise the transactional producer (fencing any older holder of the id), then
+        check that no newer generation exists (else this task is a zombie)."""
+        assert self.producer and self.settings
+        try:
+            self.producer.init_transactions(60)
+        except KafkaException as exc:
+            if _is_fenced(exc.args[0]):
+                raise TaskFenced(exc.args[0].str()) from exc
+            raise
+        latest = read_task_count(self.spec.bootstrap_servers, self.settings.config_storage_topic, self.spec.connector)
+        if latest is not None and latest.generation > self.spec.generation:
+            raise TaskFenced(
+                f"generation {latest.generation} of connector {self.spec.connector} exists; this task belongs to "
+                f"generation {self.spec.generation} and will not start"
+            )
+
+    def _loop(self) -> tuple[TaskState, bool]:
+        assert self.settings and self.task and self.producer
+        while True:
+            directive = self.link.directive
+            if directive.action in (Action.STOP, Action.DRAIN):
+                faulthandler.dump_traceback_later(max(1.0, self.spec.closing_timeout_s - 5), exit=False)
+                return (TaskState.DRAINED, False) if directive.action is Action.DRAIN else (
+                    TaskState.STOPPED, directive.connector_deleted)
+            paused = directive.action is Action.PAUSE
+            self.state = TaskState.PAUSED if paused else TaskState.RUNNING
+            if not paused:
+                records = self._poll()
+                if records:
+                    self._send(records)
+                    if self.exactly_once:
+                        self._after_batch()
+            self.producer.poll(0 if not paused else IDLE_SLEEP_S)
+            self._raise_send_error()
+            self._deliver_commit_records()
+            now = time.monotonic()
+            if not self.exactly_once and now >= self._next_flush:
+                self._flush_offsets(self.settings.offset_flush_timeout_ms / 1000)
+                self._next_flush = now + self.settings.offset_flush_interval_ms / 1000
+            elif self.exactly_once and self._in_txn and self.settings.transaction_boundary is \
+                    TransactionBoundary.INTERVAL and now >= self._next_txn_commit:
+                self._commit_transaction()
+            self.report()
+
+    # ------------------------------------------------------------------ polling and sending
+
+    def _poll(self) -> list[SourceRecord]:
+        assert self.task is not None
+        try:
+            records = self.task.poll()
+        except RetriableError as exc:
+            delay = exc.delay.total_seconds() if exc.delay is not None else DEFAULT_RETRY_BACKOFF_S
+            log.info("task %s-%d: poll() asked for a retry in %.3fs: %s", self.spec.connector, self.spec.task_id,
+                     delay, exc)
+            time.sleep(delay)
+            return []
+        except Exception as exc:  # noqa: BLE001 - the task fails
+            raise TaskFailed(f"poll() failed: {exc}") from exc
+        records = records or []
+        self.records_polled += len(records)
+        return records
+
+    def _send(self, records: list[SourceRecord]) -> None:
+        assert self.producer is not None
+        transaction = getattr(self.context, "transaction", None)
+        for record in records:
+            if self.exactly_once and not self._in_txn:
+                self.producer.begin_transaction()
+                self._in_txn = True
+                self._next_txn_commit = time.monotonic() + self.settings.transaction_interval_ms / 1000  # type: ignore
+            pid = partition_id(record.source_partition)
+            self._partitions.setdefault(pid, record.source_partition)
+            outgoing = self._transform(record)
+            converted = self._convert(record, outgoing) if outgoing is not None else None
+            pending = _Pending(record, pid, record.source_offset, done=converted is None)
+            self._in_flight.setdefault(pid, collections.deque()).append(pending)
+            if converted is None:
+                self._call_commit_record(record, None)
+            else:
+                topic, key, value = converted
+                self._produce(pending, outgoing, topic, key, value)  # type: ignore[arg-type]
+            if self.exactly_once:
+                self._txn_records.append(pending)
+                if transaction is not None and transaction.after_record(record):
+                    self._end_transaction_as_asked(transaction)
+
+    def _transform(self, record: SourceRecord) -> SourceRecord | None:
+        if self.chain.is_empty:
+            return record
+        try:
+            return self.chain.apply(record)
+        except Exception as exc:  # noqa: BLE001 - tolerance decides
+            cls = getattr(exc, "transformation_class", None) or class_name(self.chain)
+            self._tolerate(record, Stage.TRANSFORMATION, cls, exc)
+            return None
+
+    def _convert(self, original: SourceRecord, record: SourceRecord) -> tuple[str, bytes | None, bytes | None] | None:
+        headers = list(record.headers)
+        try:
+            key = self.key_converter.from_connect_data(record.topic, headers, record.key_schema, record.key)
+        except Exception as exc:  # noqa: BLE001
+            self._tolerate(original, Stage.KEY_CONVERTER, class_name(self.key_converter), exc)
+            return None
+        try:
+            value = self.value_converter.from_connect_data(record.topic, headers, record.value_schema, record.value)
+        except Exception as exc:  # noqa: BLE001
+            self._tolerate(original, Stage.VALUE_CONVERTER, class_name(self.value_converter), exc)
+            return None
+        return record.topic, key, value
+
+    def _tolerate(self, record: SourceRecord, stage: Stage, cls_name: str, error: BaseException) -> None:
+        failed = FailedRecord(record.topic, record.kafka_partition if record.kafka_partition is not None else -1, -1,
+                              None, None, None, record.timestamp)
+        try:
+            self.tolerance.failed(failed, stage, cls_name, error)
+        except ConnectError as exc:
+            raise TaskFailed(str(exc)) from exc
+
+    def _produce(self, pending: _Pending, record: SourceRecord, topic: str, key: bytes | None,
+                 value: bytes | None) -> None:
+        assert self.producer is not None
+
+        def on_delivery(err: KafkaError | None, msg: Any) -> None:
+            if err is not None:
+                if self._send_error is None:
+                    self._send_error = KafkaException(err)
+                return
+            ts_type, ts = msg.timestamp()
+            pending.metadata = RecordMetadata(msg.topic(), msg.partition(), msg.offset(), ts if ts_type else None)
+            pending.done = True
+            self.records_written += 1
+            if not self.exactly_once:
+                self._acked.append(pending)
+
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
+        if record.kafka_partition is not None:
+            kwargs["partition"] = record.kafka_partition
+        if record.timestamp is not None:
+            kwargs["timestamp"] = record.timestamp
+        if record.headers:
+            kwargs["headers"] = [(h.key, h.value) for h in record.headers]
+        while True:
+            try:
+                self.producer.produce(topic, **kwargs)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+                self._raise_send_error()
+
+    def _raise_send_error(self) -> None:
+        if self._send_error is None:
+            return
+        error, self._send_error = self._send_error, None
+        err = error.args[0] if error.args else None
+        if isinstance(err, KafkaError) and _is_fenced(err):
+            raise TaskFenced(err.str()) from error
+        raise TaskFailed(f"could not write a record to Kafka: {error}") from error
+
+    # ------------------------------------------------------------------ at-least-once offsets
+
+    def _deliver_commit_records(self) -> None:
+        """Non-transactional: ``commit_record`` for acknowledged records, and the
+        contiguous acknowledged prefix of each source partition becomes committable."""
+        if self.exactly_once:
+            return
+        while self._acked:
+            pending = self._acked.popleft()
+            self._call_commit_record(pending.record, pending.metadata)
+        for pid, queue in self._in_flight.items():
+            while queue and queue[0].done:
+                self._committable[pid] = queue.popleft().offset
+
+    def _flush_offsets(self, timeout_s: float) -> None:
+        """Write the committable offsets to the offsets topic; on acknowledgement, ``commit()``."""
+        assert self.producer and self.settings and self.reader and self.task
+        changed = {pid: off for pid, off in self._committable.items() if self._committed.get(pid) != off}
+        if not changed:
+            return
+        for pid, offset in changed.items():
+            self.producer.produce(self.settings.offsets_storage_topic,
+                                  key=offset_key(self.spec.connector, self._partitions[pid]),
+                                  value=offset_value(offset))
+        remaining = self.producer.flush(timeout_s)
+        self._raise_send_error()
+        if remaining:
+            log.warning("task %s-%d: offsets not flushed within %.1fs; will retry", self.spec.connector,
+                        self.spec.task_id, timeout_s)
+            return
+        for pid, offset in changed.items():
+            self._committed[pid] = offset
+            self.reader.update(self._partitions[pid], offset)
+        self.commits += 1
+        self._call_commit()
+
+    # ------------------------------------------------------------------ transactions
+
+    def _after_batch(self) -> None:
+        assert self.settings is not None
+        transaction = getattr(self.context, "transaction", None)
+        if self.settings.transaction_boundary is TransactionBoundary.POLL and self._in_txn:
+            self._commit_transaction()
+        elif transaction is not None:
+            self._end_transaction_as_asked(transaction, batch_end=True)
+
+    def _end_transaction_as_asked(self, transaction: Any, batch_end: bool = False) -> None:
+        action = transaction.take(batch_end)
+        if action == "commit" and self._in_txn:
+            self._commit_transaction()
+        elif action == "abort" and self._in_txn:
+            self._abort_transaction()
+
+    def _commit_transaction(self) -> None:
+        """Offsets of this transaction's records go in with them; then ``commit_record``
+        for each written record and ``commit()``."""
+        assert self.producer and self.settings and self.reader and self.task
+        latest: dict[str, Mapping[str, Any]] = {}
+        for pending in self._txn_records:
+            latest[pending.partition_id] = pending.offset
+        for pid, offset in latest.items():
+            self.producer.produce(self.settings.offsets_storage_topic,
+                                  key=offset_key(self.spec.connector, self._partitions[pid]),
+                                  value=offset_value(offset))
+        try:
+            self.producer.commit_transaction(self.settings.transaction_timeout_ms / 1000)
+        except KafkaException as exc:
+            if _is_fenced(exc.args[0]):
+                raise TaskFenced(exc.args[0].str()) from exc
+            raise TaskFailed(f"transaction commit failed: {exc.args[0].str()}") from exc
+        self._in_txn = False
+        self.transactions += 1
+        records, self._txn_records = self._txn_records, []
+        self._in_flight.clear()
+        for pid, offset in latest.items():
+            self._committed[pid] = offset
+            self.reader.update(self._partitions[pid], offset)
+        for pending in records:
+            if pending.metadata is not None:
+                self._call_commit_record(pending.record, pending.metadata)
+        self.commits += 1
+        self._call_commit()
+
+    def _abort_transaction(self) -> None:
+        assert self.producer is not None
+        try:
+            self.producer.abort_transaction(60)
+        except KafkaException as exc:
+            if _is_fenced(exc.args[0]):
+                raise TaskFenced(exc.args[0].str()) from exc
+            raise TaskFailed(f"transaction abort failed: {exc.args[0].str()}") from exc
+        self._in_txn = False
+        self._txn_records = []
+        self._in_flight.clear()
+
+    # ------------------------------------------------------------------ hooks and stopping
+
+    def _call_commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
+        assert self.task is not None
+        try:
+            self.task.commit_record(record, metadata)
+        except Exception:  # noqa: BLE001 - KIP-416: logged and ignored
+            log.exception("task %s-%d: commit_record failed", self.spec.connector, self.spec.task_id)
+
+    def _call_commit(self) -> None:
+        assert self.task is not None
+        try:
+            self.task.commit()
+        except Exception:  # noqa: BLE001 - logged, as Kafka Connect does
+            log.exception("task %s-%d: commit failed", self.spec.connector, self.spec.task_id)
+
+    def _finish(self, clean: bool) -> None:
+        """On a clean stop: exactly once, commit (poll/interval) or abort (connector
+        boundaries: the task did not ask) the open transaction; otherwise flush and write
+        the final offsets."""
+        if self.producer is None or self.settings is None:
+            return
+        if self.exactly_once:
+            if self._in_txn:
+                if self.settings.transaction_boundary is TransactionBoundary.CONNECTOR:
+                    self._abort_transaction()
+                else:
+                    self._commit_transaction()
+            return
+        self.producer.flush(self.spec.closing_timeout_s)
+        self._raise_send_error()
+        self._deliver_commit_records()
+        self._flush_offsets(self.settings.offset_flush_timeout_ms / 1000)
+
+    def _finish_quietly(self) -> None:
+        try:
+            if self.exactly_once:
+                if self._in_txn and self.producer is not None:
+                    self.producer.abort_transaction(30)
+            else:
+                self._finish(clean=False)
+        except Exception:  # noqa: BLE001 - already failing; keep the first error
+            log.exception("task %s-%d: final offset flush after failure failed", self.spec.connector,
+                          self.spec.task_id)
+
+    def _stop_task(self, connector_deleted: bool) -> None:
+        if self.task is None:
+            return
+        try:
+            self.task.stop(connector_deleted=connector_deleted)
+        except Exception as exc:  # noqa: BLE001 - reported, not fatal
+            log.exception("task %s-%d: stop() failed", self.spec.connector, self.spec.task_id)
+            if self.trace is None:
+                self.trace = f"stop(connector_deleted={connector_deleted}) failed: {exc}"
+
+    def _record_failure(self, exc: BaseException) -> None:
+        self.trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        log.error("task %s-%d failed: %s: %s", self.spec.connector, self.spec.task_id, type(exc).__name__, exc)
+
+    def report(self, fresh: bool = False) -> TaskReport:
+        """Publish the task's current report for the control link (task thread only)."""
+        now = time.monotonic()
+        if not fresh and self._report_cache is not None and now - self._report_at < REPORT_INTERVAL_S:
+            return self._report_cache
+        report = TaskReport(
+            task_id=self.spec.task_id,
+            attempt=self.spec.attempt,
+            state=self.state,
+            worker_id=self.worker_id,
+            trace=self.trace,
+            pod=self.pod,
+            records_read=self.records_polled,
+            records_put=self.records_polled,
+            records_written=self.records_written,
+            records_skipped=getattr(getattr(self, "tolerance", None), "failed_count", 0),
+            commits=self.commits,
+            transactions=self.transactions,
+            source_offsets={pid: dict(off) for pid, off in self._committed.items()},
+        )
+        self._report_cache, self._report_at = report, now
+        return report
+
+
+def exactly_once_refusal(support: ExactlyOnceSupport | None, required: bool) -> str | None:
+    """Why a connector cannot run exactly once, or ``None``."""
+    if required and support is not ExactlyOnceSupport.SUPPORTED:
+        return ("exactly.once.support=required, but the connector's exactly_once_support() answered "
+                f"{support.value if support else 'None (unknown)'}")
+    return None
