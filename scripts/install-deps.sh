@@ -3,8 +3,8 @@
 # (`source scripts/install-deps.sh`) so that `python` on PATH afterwards is the interpreter
 # Conveyor was installed into. Used by .ci/run and examples/quickstart.sh.
 #
-#   1. system packages: postgresql, openjdk-17-jdk-headless, maven (+ ca-certificates, python3-venv
-#      when needed); apt-get runs only if something is missing
+#   1. system packages: postgresql, rabbitmq-server, openjdk-17-jdk-headless, maven (+ ca-certificates,
+#      python3-venv when needed); apt-get runs only if something is missing
 #   2. Python: pip install -e '.[dev]' into the current interpreter, or into ./.venv when the
 #      interpreter is Debian's externally managed one (PEP 668)
 #   3. Apache Kafka broker jars from Maven Central into the harness cache (python -m conveyor.testing resolve)
@@ -43,7 +43,7 @@ fi
 
 missing=()
 if command -v apt-get >/dev/null; then
-    for pkg in ca-certificates postgresql openjdk-17-jdk-headless maven; do
+    for pkg in ca-certificates postgresql rabbitmq-server openjdk-17-jdk-headless maven; do
         installed "$pkg" || missing+=("$pkg")
     done
     if [ -z "$PY" ]; then
@@ -56,6 +56,9 @@ else
     compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null \
         || die "PostgreSQL server binaries missing (initdb)"
     command -v mvn >/dev/null || die "maven (mvn) missing"
+    [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || command -v rabbitmq-server >/dev/null \
+        || [ -n "${CONVEYOR_RABBITMQ_HOME:-}${CONVEYOR_RABBITMQ_URL:-}" ] \
+        || die "RabbitMQ missing (install it, or set CONVEYOR_RABBITMQ_HOME to an install / CONVEYOR_RABBITMQ_URL to a broker)"
     command -v java >/dev/null || [ -n "${JAVA_HOME:-}" ] || die "Java 17 missing"
     [ -n "$PY" ] || die "python3 missing"
 fi
@@ -73,12 +76,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
     [ -n "$PY" ] || PY=python3
 else
-    echo "all present: postgresql, openjdk-17-jdk-headless, maven"
+    echo "all present: postgresql, rabbitmq-server, openjdk-17-jdk-headless, maven"
 fi
 first_line() { local out; out="$("$@" 2>&1 || true)"; echo "${out%%$'\n'*}"; }
 echo "postgresql: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1 || true)"
 echo "java: $(first_line java -version)"
 echo "maven: $(first_line mvn -B -v)"
+echo "rabbitmq: $(ls -d /usr/lib/rabbitmq/lib/rabbitmq_server-* 2>/dev/null | tail -n 1 || true)"
 
 # ---------------------------------------------------------------------------------------------
 section "2/3 python environment: pip install -e '.[dev]'"

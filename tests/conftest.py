@@ -3,4 +3,4 @@
 See tests/README.md and ``conveyor.testing.pytest_plugin`` for the fixtures.
 """
 
-pytest_plugins = ["conveyor.testing.pytest_plugin"]
+pytest_plugins = ["conveyor.testing.pytest_plugin", "conveyor.testing.pytest_rabbitmq", "conveyor.testing.pytest_s3"]

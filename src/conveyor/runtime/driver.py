@@ -143,6 +143,7 @@ class Driver:
                 left running.
         """
         spec = self.manifest.spec
+        log.info("starting connector %s (%s)", self.name, spec.connector_class)
         cls, self.connector_type = connector_class(spec.connector_class)
         connector = self._new_connector(cls)
         validate_config(connector, self.connector_type, dict(spec.config), self.name)

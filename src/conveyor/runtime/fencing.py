@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,11 +85,12 @@ def read_task_count(bootstrap_servers: str, topic: str, connector: str, timeout_
             return None
         consumer.assign([KafkaTopicPartition(topic, 0, OFFSET_BEGINNING)])
         done = False
+        deadline = time.monotonic() + timeout_s
         while not done:
-            msgs = consumer.consume(1000, timeout_s)
-            if not msgs:
+            if time.monotonic() > deadline:
                 raise TimeoutError(f"config topic {topic} not read to its end within {timeout_s:.0f}s")
-            for msg in msgs:
+            # consume() waits for a full batch or the timeout: keep the timeout short.
+            for msg in consumer.consume(1000, 0.2):
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:

@@ -119,7 +119,7 @@ def read_offsets(bootstrap_servers: str, topic: str, connector: str, timeout_s: 
         while remaining:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"offsets topic {topic} not read to its end within {timeout_s:.0f}s")
-            for msg in consumer.consume(1000, 0.5):
+            for msg in consumer.consume(1000, 0.2):  # waits for a full batch or the timeout
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:

@@ -168,12 +168,16 @@ class SourceTaskRunner:
         self.key_converter = load_converter(spec.connector_config, "key", self.settings.key_converter)
         self.value_converter = load_converter(spec.connector_config, "value", self.settings.value_converter)
         self.chain = TransformationChain.from_config(spec.connector_config)
+        began = time.monotonic()
         self.producer = Producer(self._producer_config())
         if self.exactly_once:
             self._init_transactions()
+        initialised = time.monotonic()
         self.reader = TopicOffsetReader(
             read_offsets(spec.bootstrap_servers, self.settings.offsets_storage_topic, spec.connector)
         )
+        log.info("task %s-%d: producer ready in %.2fs, offsets read in %.2fs", spec.connector, spec.task_id,
+                 initialised - began, time.monotonic() - initialised)
         transaction_context = None
         if self.exactly_once and self.settings.transaction_boundary is TransactionBoundary.CONNECTOR:
             from conveyor.runtime.source_context import RunnerTransactionContext

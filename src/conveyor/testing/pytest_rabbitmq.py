@@ -13,6 +13,10 @@ Session-scoped (started lazily by the first test that needs them, stopped at ses
 * ``rabbitmq_url`` -> ``str``: its ``amqp://`` URL,
   ``amqp://guest:guest@127.0.0.1:<port>/%2F`` for the harness's node (``guest`` may only log
   in over loopback, which is what the node listens on).
+* ``rabbitmq_node`` -> :class:`~conveyor.testing.rabbitmq.RabbitMQServer`: a node the harness
+  controls (``ctl``, ``pause``/``resume``, ``restart``), for tests that disturb the broker: the
+  session's ``rabbitmq_server`` when the harness started it, else (``$CONVEYOR_RABBITMQ_URL``
+  set) a private node started for these tests.
 
 Function-scoped:
 
@@ -73,6 +77,22 @@ def rabbitmq_server():
 def rabbitmq_url(rabbitmq_server) -> str:
     """``amqp://`` URL of the session's broker."""
     return rabbitmq_server.url
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_node(rabbitmq_server):
+    """A harness-started RabbitMQServer (the session's own, or a private one when the session
+    reuses an external broker)."""
+    from conveyor.testing.rabbitmq import RabbitMQServer
+
+    if isinstance(rabbitmq_server, RabbitMQServer):
+        yield rabbitmq_server
+        return
+    node = _start(lambda: RabbitMQServer().start())
+    try:
+        yield node
+    finally:
+        node.stop()
 
 
 @pytest.fixture

@@ -267,9 +267,8 @@ class RabbitMQEndpoint:
     def delete_queue(self, name: str) -> None:
         """Delete queue ``name`` (and its messages); no error if it does not exist."""
         pika = _pika()
-        with self.channel() as ch:
-            with contextlib.suppress(pika.exceptions.ChannelClosedByBroker):
-                ch.queue_delete(queue=name)
+        with self.channel() as ch, contextlib.suppress(pika.exceptions.ChannelClosedByBroker):
+            ch.queue_delete(queue=name)
 
     def publish(self, queue: str, body: bytes, **properties: Any) -> None:
         """Publish ``body`` to ``queue`` through the default exchange, with publisher confirms."""
@@ -345,7 +344,8 @@ class RabbitMQEndpoint:
 
     def _not_ours(self, what: str) -> ComponentUnavailable:
         return ComponentUnavailable(
-            "rabbitmq", f"{what} needs a broker started by the harness, not {self!r}",
+            "rabbitmq",
+            f"{what} needs a broker started by the harness, not {self!r}",
             hint=f"unset {ENV_URL} to let the harness start RabbitMQ",
         )
 
@@ -376,7 +376,8 @@ class ExternalRabbitMQ(RabbitMQEndpoint):
 
     def _unavailable(self, reason: str) -> ComponentUnavailable:
         return ComponentUnavailable(
-            "rabbitmq", f"the reused broker {ENV_URL}={_redact(self.url)} is not usable: {reason}",
+            "rabbitmq",
+            f"the reused broker {ENV_URL}={_redact(self.url)} is not usable: {reason}",
             hint=f"unset {ENV_URL} to let the harness start RabbitMQ",
         )
 
@@ -505,12 +506,18 @@ class RabbitMQServer(RabbitMQEndpoint):
         )
         out = subprocess.run(
             [str(self.script.parent / "rabbitmqctl"), "-q", "-n", str(self.nodename), *args],
-            check=False, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-            cwd=self.workdir, env=env,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+            env=env,
         )
         if out.returncode != 0:
-            raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed (exit {out.returncode}): "
-                               f"{(out.stderr or out.stdout).strip()}")
+            raise RuntimeError(
+                f"rabbitmqctl {' '.join(args)} failed (exit {out.returncode}): {(out.stderr or out.stdout).strip()}"
+            )
         return out.stdout
 
     def pause(self) -> None:
@@ -590,9 +597,19 @@ class RabbitMQServer(RabbitMQEndpoint):
         (w / "epmd").symlink_to(self.epmd)  # type: ignore[arg-type]
         with open(w / "epmd.log", "wb") as out:
             self._epmd_proc = subprocess.Popen(
-                [*_support.pdeathsig_prefix("KILL"), str(w / "epmd"), "-port", str(self.epmd_port),
-                 "-address", _support.LOOPBACK],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=w, env=self._env(),
+                [
+                    *_support.pdeathsig_prefix("KILL"),
+                    str(w / "epmd"),
+                    "-port",
+                    str(self.epmd_port),
+                    "-address",
+                    _support.LOOPBACK,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=w,
+                env=self._env(),
                 start_new_session=True,
             )
         self._epmd_record = _support.register_child("rabbitmq-epmd", self._epmd_proc.pid, w)
@@ -601,7 +618,8 @@ class RabbitMQServer(RabbitMQEndpoint):
         while not _support.port_open(_support.LOOPBACK, self.epmd_port):
             if self._epmd_proc.poll() is not None or time.monotonic() > deadline:
                 raise ComponentUnavailable(
-                    "rabbitmq", f"epmd ({self.epmd}) did not listen on {_support.LOOPBACK}:{self.epmd_port}",
+                    "rabbitmq",
+                    f"epmd ({self.epmd}) did not listen on {_support.LOOPBACK}:{self.epmd_port}",
                     log_tail=_support.tail(w / "epmd.log", 20),
                 )
             time.sleep(0.05)
@@ -622,12 +640,16 @@ class RabbitMQServer(RabbitMQEndpoint):
             RABBITMQ_ALLOW_INPUT="1",
             RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=f"-kernel inet_dist_use_interface {_LOOPBACK_ERL}",
         )
-        cmd = [*_support.pdeathsig_prefix("KILL"), str(self.script), "-noinput",
-               "-conveyor_workdir", str(self.workdir)]
+        cmd = [*_support.pdeathsig_prefix("KILL"), str(self.script), "-noinput", "-conveyor_workdir", str(self.workdir)]
         with open(self.workdir / "rabbitmq.log", "ab") as out:
             self._proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                cwd=self.workdir, env=env, start_new_session=True,
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                env=env,
+                start_new_session=True,
             )
         self._record = _support.register_child("rabbitmq", self._proc.pid, self.workdir)
         _support.track(self)
@@ -649,12 +671,30 @@ class RabbitMQServer(RabbitMQEndpoint):
 
     def _unavailable(self, reason: str) -> ComponentUnavailable:
         kept = _support.preserve_log(self.log_path, "rabbitmq")
+        first = _first_errors(_support.tail(self.log_path, 400)) if self.log_path else ""
+        if first:
+            reason = f"{reason}: {first}"
         return ComponentUnavailable(
             "rabbitmq",
             f"RabbitMQ node {self.nodename} ({self.script}) on {_support.LOOPBACK}:{self.amqp_port}: {reason}",
             hint=f"full log: {kept}" if kept else "",
             log_tail=_support.tail(self.log_path, 30) if self.log_path else "",
         )
+
+
+def _first_errors(log_text: str, limit: int = 3) -> str:
+    """The first ``limit`` non-empty ``[error]`` messages of a node log, joined (the boot
+    failure's reason comes first; the crash report that follows is long)."""
+    found: list[str] = []
+    for line in log_text.splitlines():
+        if "[error]" not in line:
+            continue
+        message = line.split("> ", 1)[-1].strip() if "> " in line else ""
+        if message:
+            found.append(message)
+        if len(found) >= limit:
+            break
+    return " / ".join(found)
 
 
 def start_or_reuse(*, env: Mapping[str, str] | None = None, **server_kwargs: Any) -> RabbitMQEndpoint:

@@ -118,27 +118,33 @@ def committed_offsets(bootstrap_servers: str, group: str, topic: str, partitions
 
 
 def consume_all(bootstrap_servers: str, topic: str, expected: int, timeout_s: float = 60.0) -> list[Any]:
-    """Read ``topic`` from the beginning until ``expected`` messages arrived (or time out);
-    returns confluent-kafka ``Message`` objects."""
-    import uuid
+    """Read every partition of ``topic`` from the beginning, ``read_committed``, until
+    ``expected`` messages arrived or ``timeout_s`` passed; returns confluent-kafka
+    ``Message`` objects. Partitions are assigned directly (no consumer-group join)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-    from confluent_kafka import Consumer
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap_servers,
-            "group.id": f"conveyor-test-reader-{uuid.uuid4()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    consumer.subscribe([topic])
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap_servers,
+        "group.id": "conveyor-test-reader",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "fetch.queue.backoff.ms": 10,
+    })
     out: list[Any] = []
     deadline = time.monotonic() + timeout_s
     try:
+        partitions: list[int] = []
+        while not partitions and time.monotonic() < deadline:
+            metadata = consumer.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
+            info = metadata.topics.get(topic)
+            if info is not None and info.error is None:
+                partitions = list(info.partitions)
+            else:
+                time.sleep(0.2)
+        consumer.assign([KafkaTopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         while len(out) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
+            for msg in consumer.consume(1000, 0.2):
                 if msg.error() is None:
                     out.append(msg)
     finally:

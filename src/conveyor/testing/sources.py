@@ -117,3 +117,10 @@ class SequenceSourceConnector(SourceConnector):
 
     def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> ConnectorTransactionBoundaries:
         return ConnectorTransactionBoundaries.SUPPORTED
+
+
+class UndeclaredSourceConnector(SequenceSourceConnector):
+    """Does not say whether it supports exactly-once delivery (the API default)."""
+
+    def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport | None:  # type: ignore[override]
+        return None

@@ -198,8 +198,10 @@ def _check_url(url: str) -> str | None:
     except ValueError as exc:
         return f"not a valid amqp:// URL: {scrub(url, str(exc))}"
     if parts.scheme not in ("amqp", "amqps"):
-        return f"must start with amqp:// or amqps:// (got scheme {parts.scheme!r})" if parts.scheme else (
-            "must be an amqp:// or amqps:// URL"
+        return (
+            f"must start with amqp:// or amqps:// (got scheme {parts.scheme!r})"
+            if parts.scheme
+            else ("must be an amqp:// or amqps:// URL")
         )
     if not parts.hostname:
         return "the URL names no host (amqp://user:password@HOST:5672/%2F)"
@@ -253,5 +255,7 @@ def _check_table(table: Mapping[str, Any]) -> None:
             for item in value:
                 _check_table({key: item})
         elif not isinstance(value, (str, int, bool)) and value is not None:
-            raise ValueError(f"argument {key!r}: {type(value).__name__} values are not supported "
-                             "(use strings, integers, booleans, lists or objects)")
+            raise ValueError(
+                f"argument {key!r}: {type(value).__name__} values are not supported "
+                "(use strings, integers, booleans, lists or objects)"
+            )

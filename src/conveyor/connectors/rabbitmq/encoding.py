@@ -56,8 +56,9 @@ def to_json(value: Any) -> bytes:
         DataError: ``value`` holds something JSON cannot represent.
     """
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default,
-                          allow_nan=False).encode("utf-8")
+        return json.dumps(
+            value, separators=(",", ":"), ensure_ascii=False, default=_json_default, allow_nan=False
+        ).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise DataError(f"the value cannot be written as JSON: {exc}") from None
 

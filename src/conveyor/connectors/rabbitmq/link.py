@@ -57,7 +57,7 @@ class BrokerRefused(Exception):
 def describe_error(exc: BaseException | None) -> str:
     """A one-line description of a pika connection error, unwrapping pika's wrappers."""
     seen = 0
-    while exc is not None and seen < 5:
+    while exc is not None and seen < 8:
         seen += 1
         inner = getattr(exc, "exceptions", None)
         if inner:
@@ -66,6 +66,9 @@ def describe_error(exc: BaseException | None) -> str:
         inner_one = getattr(exc, "exception", None)
         if isinstance(inner_one, BaseException):
             exc = inner_one
+            continue
+        if isinstance(exc, pika.exceptions.AMQPConnectionError) and exc.args and isinstance(exc.args[0], BaseException):
+            exc = exc.args[0]
             continue
         break
     if exc is None:
@@ -147,7 +150,9 @@ class Link:
             self._wake()
 
         self._conn = SelectConnection(
-            self._params, on_open_callback=opened, on_open_error_callback=open_failed,
+            self._params,
+            on_open_callback=opened,
+            on_open_error_callback=open_failed,
             on_close_callback=self._connection_closed,
         )
         self._conn.add_on_connection_blocked_callback(self._connection_blocked)
@@ -160,10 +165,14 @@ class Link:
             raise LinkDown(describe_error(state["error"]))
         self._opened = True
         deadline = time.monotonic() + timeout
-        self._pub = self._open_channel(deadline, publishing=True)
-        self._admin = self._open_channel(deadline, publishing=False)
+        try:
+            self._pub = self._open_channel(deadline, publishing=True)
+            self._admin = self._open_channel(deadline, publishing=False)
+        except BaseException:
+            self.close(timeout=1.0)
+            raise
 
-    def close(self, timeout: float = 2.0) -> None:
+    def close(self, timeout: float = 1.0) -> None:
         """Close the connection (waits up to ``timeout`` s for the broker's close-ok). Never raises."""
         conn = self._conn
         if conn is None:
@@ -172,8 +181,9 @@ class Link:
             if conn.is_open:
                 self._down = self._down or LinkDown("closed by the connector")
                 conn.close()
+            if conn.is_closing:  # ours or one started when the link was lost
                 self._run(timeout, lambda: conn.is_closed)
-        except Exception:  # noqa: BLE001 - closing a broken connection
+        except Exception:
             log.debug("closing the AMQP connection failed", exc_info=True)
         self._abandon()
 
@@ -207,14 +217,18 @@ class Link:
             lambda ch, done: ch.queue_declare(
                 queue=name, durable=True, arguments=dict(arguments) or None, callback=done
             ),
-            timeout, f"declaring queue {name!r}",
+            timeout,
+            f"declaring queue {name!r}",
         )
 
     def queue_message_count(self, name: str, timeout: float) -> int | None:
         """Ready messages in queue ``name`` (passive declare), ``None`` if it does not exist."""
         try:
-            frame = self._rpc(lambda ch, done: ch.queue_declare(queue=name, passive=True, callback=done),
-                              timeout, f"checking queue {name!r}")
+            frame = self._rpc(
+                lambda ch, done: ch.queue_declare(queue=name, passive=True, callback=done),
+                timeout,
+                f"checking queue {name!r}",
+            )
         except BrokerRefused as exc:
             if exc.reply_code == 404:
                 return None
@@ -224,19 +238,25 @@ class Link:
     def delete_queue(self, name: str, timeout: float) -> int:
         """Delete queue ``name`` with its messages; returns how many messages it held (RabbitMQ
         answers ``delete-ok`` with 0 for a queue that does not exist)."""
-        frame = self._rpc(lambda ch, done: ch.queue_delete(queue=name, callback=done),
-                          timeout, f"deleting queue {name!r}")
+        frame = self._rpc(
+            lambda ch, done: ch.queue_delete(queue=name, callback=done), timeout, f"deleting queue {name!r}"
+        )
         return int(frame.method.message_count)
 
     def bind_queue(self, queue: str, exchange: str, routing_key: str, timeout: float) -> None:
-        self._rpc(lambda ch, done: ch.queue_bind(queue=queue, exchange=exchange, routing_key=routing_key,
-                                                 callback=done),
-                  timeout, f"binding queue {queue!r} to exchange {exchange!r}")
+        self._rpc(
+            lambda ch, done: ch.queue_bind(queue=queue, exchange=exchange, routing_key=routing_key, callback=done),
+            timeout,
+            f"binding queue {queue!r} to exchange {exchange!r}",
+        )
 
     def check_exchange(self, name: str, timeout: float) -> None:
         """Raise :class:`BrokerRefused` (404) unless exchange ``name`` exists (passive declare)."""
-        self._rpc(lambda ch, done: ch.exchange_declare(exchange=name, passive=True, callback=done),
-                  timeout, f"checking exchange {name!r}")
+        self._rpc(
+            lambda ch, done: ch.exchange_declare(exchange=name, passive=True, callback=done),
+            timeout,
+            f"checking exchange {name!r}",
+        )
 
     def run(self, timeout: float, until: Callable[[], bool] | None = None) -> bool:
         """Run the I/O loop for up to ``timeout`` seconds (0: handle what is ready now), or
@@ -317,8 +337,10 @@ class Link:
             call(self._admin, done)
         except (pika.exceptions.ChannelWrongStateError, pika.exceptions.ConnectionWrongStateError) as exc:
             raise self._lost(LinkDown(f"{what}: {describe_error(exc)}")) from None
-        self._run(max(0.0, deadline - time.monotonic()),
-                  lambda: "ok" in box or self._admin_error is not None or self._down is not None)
+        self._run(
+            max(0.0, deadline - time.monotonic()),
+            lambda: "ok" in box or self._admin_error is not None or self._down is not None,
+        )
         if "ok" in box:
             return box["ok"]
         if self._admin_error is not None:
@@ -371,8 +393,12 @@ class Link:
         code = getattr(exc, "reply_code", 0)
         text = getattr(exc, "reply_text", str(exc))
         if self._down is None and isinstance(exc, pika.exceptions.ChannelClosedByBroker):
-            self._lost(LinkDown(f"the broker closed the publishing channel: {code} {text}",
-                                permanent=code in PERMANENT_CHANNEL_CODES))
+            self._lost(
+                LinkDown(
+                    f"the broker closed the publishing channel: {code} {text}",
+                    permanent=code in PERMANENT_CHANNEL_CODES,
+                )
+            )
         elif self._down is None and not isinstance(exc, pika.exceptions.ChannelClosedByClient):
             self._lost(LinkDown(f"publishing channel closed: {describe_error(exc)}"))
         self._wake()

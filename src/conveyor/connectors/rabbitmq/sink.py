@@ -21,11 +21,12 @@ Delivery (at least once):
   under the running connector; it is declared again), is published again after
   ``rabbitmq.retry.backoff.ms``; until it is confirmed its partition's commit stays before it.
 * A lost connection (broker restart, network, ``close_all_connections``) leaves the unconfirmed
-  messages in an unknown state: they are published again on the next connection. If the loss
-  interrupts ``put``, that batch is forgotten and ``put`` raises :class:`RetriableError` (the
-  runtime redelivers it); the next call reconnects. An unreachable broker during ``put`` is a
-  :class:`RetriableError` too; at ``start`` it is a :class:`ConnectError` (host:port, vhost and
-  user; never the password).
+  messages in an unknown state: they are published again on the next connection. ``put``
+  notices a loss (during the call, or one that happened since the previous hook), forgets its
+  batch, reconnects once right away and raises :class:`RetriableError`: the runtime redelivers
+  the batch, and the next ``put`` first publishes the unconfirmed messages again. An unreachable
+  broker during ``put`` is a :class:`RetriableError` too; at ``start`` it is a
+  :class:`ConnectError` (host:port, vhost and user; never the password).
 
 Provisioning: ``start`` (connector and task) declares the durable queues of the configured
 ``topics``; the task declares the queue of any other topic it sees on first use (and binds
@@ -36,7 +37,10 @@ running; a queue already deleted by hand is fine. Queues are deleted with their 
 A plain stop deletes nothing.
 
 Hooks: the connector's run on the driver's control thread; the task's on its runner thread,
-one at a time; the task's connection is used only inside its hooks.
+one at a time; the task's connection is used only inside its hooks. The runtime calls ``put``
+(possibly empty) every few hundred milliseconds, which also serves AMQP heartbeats; after a
+longer silence than the heartbeat timeout (e.g. a paused connector) the broker may have closed
+the connection, and the first ``put`` then reconnects and raises one :class:`RetriableError`.
 """
 
 from __future__ import annotations
@@ -157,8 +161,10 @@ def _declare(link: Link, cfg: RabbitMQSinkConfig, queue: str) -> None:
     except BrokerRefused as exc:
         hint = ""
         if exc.reply_code == 406:
-            hint = (" (a queue of that name exists with other settings: durable=false or other"
-                    " x-arguments; delete it or adjust rabbitmq.queue.arguments)")
+            hint = (
+                " (a queue of that name exists with other settings: durable=false or other"
+                " x-arguments; delete it or adjust rabbitmq.queue.arguments)"
+            )
         what = f"durable queue {queue!r}" + (f" bound to exchange {cfg.exchange!r}" if cfg.exchange else "")
         raise ConnectError(f"RabbitMQ at {_where(cfg)} refused to declare {what}: {exc}{hint}") from None
 
@@ -233,8 +239,9 @@ class RabbitMQSinkConnector(SinkConnector):
                 _declare(link, cfg, queue)
                 self._declared[queue] = None
         except LinkDown as exc:
-            raise ConnectError(f"lost the connection to RabbitMQ at {_where(cfg)} while declaring queues:"
-                               f" {_scrub(cfg, str(exc))}") from None
+            raise ConnectError(
+                f"lost the connection to RabbitMQ at {_where(cfg)} while declaring queues: {_scrub(cfg, str(exc))}"
+            ) from None
         finally:
             link.close()
 
@@ -264,8 +271,9 @@ class RabbitMQSinkConnector(SinkConnector):
         try:
             lines = _delete_queues(link, cfg, queues)
         except LinkDown as exc:
-            raise ConnectError(f"lost the connection to RabbitMQ at {_where(cfg)} while deleting queues:"
-                               f" {_scrub(cfg, str(exc))}") from None
+            raise ConnectError(
+                f"lost the connection to RabbitMQ at {_where(cfg)} while deleting queues: {_scrub(cfg, str(exc))}"
+            ) from None
         finally:
             link.close()
         for line in lines:
@@ -391,15 +399,15 @@ class RabbitMQSinkTask(SinkTask):
         that arrived. An empty call keeps the connection alive.
 
         Raises:
-            RetriableError: the broker is unreachable, the connection was lost while publishing
-                (the batch is forgotten; the runtime redelivers it), or too many messages are
-                unconfirmed (nothing of the batch was published).
+            RetriableError: the broker is unreachable, the connection was lost (the batch is
+                forgotten and the runtime redelivers it; the task has reconnected when it could),
+                or too many messages are unconfirmed (nothing of the batch was published).
             DataError: a record cannot be encoded (or a null value with
                 ``behavior.on.null.values=fail``) and there is no errant record reporter.
             ConnectError: the broker refused a queue declaration, or closed the publishing
                 channel for good (e.g. the exchange was deleted).
         """
-        cfg = self.config
+        self.config  # noqa: B018 - raises before start()
         if self._permanent:
             raise ConnectError(self._permanent)
         if not records and not self._failed:
@@ -410,6 +418,8 @@ class RabbitMQSinkTask(SinkTask):
         link = self._connected()
         try:
             self._pump(0)
+            if link.down is not None:  # lost while idle: the close arrived just now
+                raise link.down
             self._resend(force=False)
             self._make_room()
             for queue in dict.fromkeys(m.queue for m in messages):
@@ -425,8 +435,12 @@ class RabbitMQSinkTask(SinkTask):
             self._drop_link()
             if exc.permanent:
                 raise ConnectError(self._permanent or str(exc)) from None
-            raise self._retriable("lost the connection while publishing", exc,
-                                  " the batch will be published again on a new connection") from None
+            then = (
+                " reconnected; the batch and the unconfirmed messages will be published again"
+                if self._reconnect()
+                else " will reconnect and publish the batch again"
+            )
+            raise self._retriable("lost the connection", exc, then) from None
 
     def pre_commit(self, offsets: Offsets) -> Offsets:
         """Return the offsets whose records RabbitMQ confirmed (see the module docstring).
@@ -449,18 +463,24 @@ class RabbitMQSinkTask(SinkTask):
                 self._resend(force=closing)
                 if closing:
                     self._await_confirms(scope)
-        except (LinkDown, RetriableError) as exc:
-            log.warning("rabbitmq-sink: %s commit: %s; committing only what RabbitMQ confirmed",
-                        "closing" if closing else "periodic", _scrub(self.config, str(exc)))
+        except (LinkDown, ConnectError) as exc:  # RetriableError is a ConnectError
+            log.warning(
+                "rabbitmq-sink: %s commit: %s; committing only what RabbitMQ confirmed",
+                "closing" if closing else "periodic",
+                _scrub(self.config, str(exc)),
+            )
             if self._link is not None and self._link.down is not None:
                 self._drop_link()
         result = self._committable(offsets)
         if closing:
             behind = {str(tp): off for tp, off in offsets.items() if result.get(tp) != off}
             if behind:
-                log.warning("rabbitmq-sink: closing commit leaves %s behind (records not confirmed by RabbitMQ"
-                            " within %d ms; they will be consumed and published again)", behind,
-                            self.config.confirm_timeout_ms)
+                log.warning(
+                    "rabbitmq-sink: closing commit leaves %s behind (records not confirmed by RabbitMQ"
+                    " within %d ms; they will be consumed and published again)",
+                    behind,
+                    self.config.confirm_timeout_ms,
+                )
         return result
 
     def close(self, partitions: Sequence[TopicPartition]) -> None:
@@ -473,33 +493,33 @@ class RabbitMQSinkTask(SinkTask):
                     msg.dropped = True
 
     def stop(self, connector_deleted: bool = False) -> None:
-        """Close the connection. With ``connector_deleted``, first delete exactly the queues
-        this task declared, with their messages (a queue already deleted by hand is fine).
+        """Close the connection. With ``connector_deleted``, then delete exactly the queues this
+        task declared, with their messages, over a new connection (a queue already deleted by
+        hand is fine). Unconfirmed messages are dropped: their offsets were not committed.
 
         Raises:
             ConnectError: on deletion, the broker cannot be reached or refuses (logged by the
                 runtime; the connector's own stop deletes the configured topics' queues too).
         """
         cfg = self._config
+        self._inflight.clear()  # first: closing the link must not report them as lost
+        self._failed.clear()
+        self._parts.clear()
+        self._drop_link()
+        if not (connector_deleted and cfg is not None and self._declared):
+            return
+        # A connection of its own: the publishing one may be blocked by a broker alarm.
+        link = _admin_link(cfg, "task cleanup")
         try:
-            if connector_deleted and cfg is not None and self._declared:
-                link = self._link if self._link is not None and self._link.is_open else None
-                if link is None:
-                    self._drop_link()
-                    link = _admin_link(cfg, "task cleanup")
-                    self._link = link
-                try:
-                    self.deleted = _delete_queues(link, cfg, list(self._declared))
-                except LinkDown as exc:
-                    raise ConnectError(f"lost the connection to RabbitMQ at {_where(cfg)} while deleting"
-                                       f" queues: {_scrub(cfg, str(exc))}") from None
-                for line in self.deleted:
-                    log.info("rabbitmq-sink %s: %s", cfg.name or "", line)
+            self.deleted = _delete_queues(link, cfg, list(self._declared))
+        except LinkDown as exc:
+            raise ConnectError(
+                f"lost the connection to RabbitMQ at {_where(cfg)} while deleting queues: {_scrub(cfg, str(exc))}"
+            ) from None
         finally:
-            self._drop_link()
-            self._inflight.clear()
-            self._failed.clear()
-            self._parts.clear()
+            link.close()
+        for line in self.deleted:
+            log.info("rabbitmq-sink %s: %s", cfg.name or "", line)
 
     # -- connection -----------------------------------------------------------------------
 
@@ -529,6 +549,19 @@ class RabbitMQSinkTask(SinkTask):
         log.info("rabbitmq-sink: connected to RabbitMQ at %s", _where(self.config))
         return self._link
 
+    def _reconnect(self) -> bool:
+        """One immediate attempt to open a new link; False (logged) when it fails."""
+        try:
+            self._link = self._new_link()
+        except LinkDown as exc:
+            log.warning(
+                "rabbitmq-sink: reconnecting to RabbitMQ at %s failed: %s",
+                _where(self.config),
+                _scrub(self.config, str(exc)),
+            )
+            return False
+        return True
+
     def _drop_link(self) -> None:
         link, self._link = self._link, None
         if link is None:
@@ -550,9 +583,11 @@ class RabbitMQSinkTask(SinkTask):
         if self._link is not None:
             self._link.run(timeout)
         if self._failures_unlogged:
-            log.warning("rabbitmq-sink: RabbitMQ did not take %d message(s) (nacked, returned as unroutable or"
-                        " in flight on a lost connection); they will be published again",
-                        self._failures_unlogged)
+            log.warning(
+                "rabbitmq-sink: RabbitMQ did not take %d message(s) (nacked, returned as unroutable or"
+                " in flight on a lost connection); they will be published again",
+                self._failures_unlogged,
+            )
             self._failures_unlogged = 0
 
     # -- publishing -----------------------------------------------------------------------
@@ -579,8 +614,15 @@ class RabbitMQSinkTask(SinkTask):
             except DataError as exc:
                 rejects.append((record, str(exc)))
                 continue
-            out.append(_Msg(record.original_topic_partition, record.original_kafka_offset,  # type: ignore[arg-type]
-                            queue, body, props))
+            out.append(
+                _Msg(
+                    record.original_topic_partition,
+                    record.original_kafka_offset,  # type: ignore[arg-type]
+                    queue,
+                    body,
+                    props,
+                )
+            )
         self._reject(rejects)
         return out
 
@@ -670,15 +712,20 @@ class RabbitMQSinkTask(SinkTask):
         """
         cfg = self.config
         limit = cfg.max_in_flight
-        if self.unconfirmed() < limit:
+        inflight, failed = self._inflight, self._failed
+
+        def room() -> bool:
+            return len(inflight) + len(failed) < limit  # O(1): runs on every confirm frame
+
+        if room():
             return
         link = self._link
         assert link is not None
         if self._inflight:
-            link.run(cfg.confirm_timeout_ms / 1000, lambda: self.unconfirmed() < limit)
+            link.run(cfg.confirm_timeout_ms / 1000, room)
         if link.down is not None:
             raise link.down
-        if self.unconfirmed() >= limit:
+        if not room() and self.unconfirmed() >= limit:
             blocked = " (RabbitMQ blocked publishing: memory or disk alarm)" if link.blocked else ""
             raise RetriableError(
                 f"RabbitMQ at {_where(cfg)}: {self.unconfirmed()} message(s) still unconfirmed or awaiting"
@@ -762,8 +809,13 @@ class RabbitMQSinkTask(SinkTask):
         if properties.message_id:
             self._returned.add(properties.message_id)
         if routing_key in self._ready:
-            log.warning("rabbitmq-sink: RabbitMQ returned a message for queue %r as unroutable (%d %s): the"
-                        " queue was deleted or unbound; declaring it again", routing_key, reply_code, reply_text)
+            log.warning(
+                "rabbitmq-sink: RabbitMQ returned a message for queue %r as unroutable (%d %s): the"
+                " queue was deleted or unbound; declaring it again",
+                routing_key,
+                reply_code,
+                reply_text,
+            )
             self._ready.discard(routing_key)
 
     def _on_lost(self, reason: str) -> None:
@@ -783,5 +835,10 @@ class RabbitMQSinkTask(SinkTask):
         self._returned.clear()
         self.stats["lost"] += lost
         with contextlib.suppress(Exception):
-            log.warning("rabbitmq-sink: connection to RabbitMQ at %s lost (%s); %d unconfirmed message(s) will be"
-                        " published again", _where(self.config), _scrub(self.config, reason), lost)
+            log.warning(
+                "rabbitmq-sink: connection to RabbitMQ at %s lost (%s); %d unconfirmed message(s) will be"
+                " published again",
+                _where(self.config),
+                _scrub(self.config, reason),
+                lost,
+            )

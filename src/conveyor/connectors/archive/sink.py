@@ -1,0 +1,470 @@
+"""The archive sink connector (entry point ``archive-sink``) and its task.
+
+Writes every record of the consumed topics to files, ``flush.size`` records per file per
+partition, on local disk or S3 (any fsspec filesystem), in JSON Lines or Avro; like
+Confluent's S3 sink connector, with KIP-275's ``is_closing()`` so that a rebalance,
+shutdown or drain never costs a buffered partition its progress.
+
+Layout (``file.name.format`` changes only the last part)::
+
+    <archive.url>/<topic>/partition=<p>/<topic>+<p>+<start offset, 20 digits>.<jsonl|avro>
+
+``<topic>`` and ``<p>`` are where the records were consumed from (before any topic-routing
+transformation: offsets belong to that partition). A file holds consecutive records of one
+partition and is named after its first offset, so the same records always produce the same
+name.
+
+Delivery (exactly once in the archive, built on at-least-once consumption):
+
+* ``put`` encodes records into one in-memory buffer per partition and writes the buffer as
+  one complete file when it holds ``flush.size`` records, or, with ``rotate.interval.ms``,
+  when its first record is that old. A file appears whole or not at all (see
+  :mod:`.storage`).
+* ``pre_commit`` returns, per partition, the offset just after the last record of a fully
+  written file (never beyond the offsets it was given); a partition with nothing written
+  since its assignment is left out, so the runtime commits nothing for it. Committed
+  offsets are therefore always file boundaries.
+* With ``context.is_closing()`` true (KIP-275: the partitions are being revoked, the task
+  is stopping, its pod is drained), ``pre_commit`` first writes every partial buffer of the
+  partitions it is given as a (smaller) file, so everything consumed is committed and the
+  next owner re-reads nothing.
+* After a crash, or partitions *lost* without a closing commit, the next owner resumes at
+  the last committed offset, which is the first offset of the first file not committed:
+  it rewrites the same records under the same names (overwriting). When the earlier
+  owner had cut files differently (a time rotation, a closing commit whose offset commit
+  then failed), the files it left whose first offset falls inside a file the new owner has
+  just written are deleted as stale duplicates, once that file is complete: the archive
+  ends up with each record exactly once. (The only files the connector ever deletes;
+  the task lists a partition's directory once, before its first write after assignment.)
+* Records redelivered at or below an offset already processed (a batch retried after a
+  :class:`~conveyor.api.RetriableError`, a rewind) are skipped.
+
+Memory: the buffers hold the encoded records (JSON text, Avro binary) of every assigned
+partition, up to ``flush.size`` each; see :mod:`.formats`.
+
+Errors: storage unreachable (connection refused, timeouts, throttling, 5xx, local I/O
+errors) → :class:`~conveyor.api.RetriableError` from ``put`` / ``pre_commit`` with
+``retry.backoff.ms``; the buffer is kept and written at the next attempt. Configuration
+problems (missing bucket, access denied, missing credentials) → :class:`~conveyor.api.ConnectError`
+naming the URL and what to fix. A record that cannot be encoded goes to the errant
+record reporter (dead-letter queue per ``errors.tolerance``) or, without one, raises
+:class:`~conveyor.api.DataError`.
+
+Deletion: archives outlive connectors. ``stop(connector_deleted=True)`` deletes nothing;
+the connector's ``cleanup_report()`` says where the data was kept.
+
+Threads: the connector's hooks run on the driver's control thread; the task's on its
+runner thread in a Spark executor, one at a time (no locking needed).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from conveyor.api import (
+    ConnectError,
+    DataError,
+    RetriableError,
+    SinkConnector,
+    SinkRecord,
+    SinkTask,
+    TopicPartition,
+)
+from conveyor.api.sink import Offsets
+from conveyor.connectors.archive.config import (
+    ArchiveFormat,
+    ArchiveSinkConfig,
+    file_name_pattern,
+    load_config,
+    render_file_name,
+)
+from conveyor.connectors.archive.formats import AvroLayout, AvroLayouts, FileBuffer, new_buffer
+from conveyor.connectors.archive.storage import TEMP_SUFFIX, Storage
+
+VERSION = "0.1.0"
+
+log = logging.getLogger("conveyor.connectors.archive")
+
+
+class ArchiveSinkConnector(SinkConnector):
+    """Archives Kafka records to files on local disk or S3 (entry point ``archive-sink``).
+
+    Every hook runs on the driver's control thread. The connector provisions nothing:
+    ``start`` only checks the storage is usable; ``stop(connector_deleted=True)`` keeps
+    the archive (archives outlive connectors) and says so in :meth:`cleanup_report`.
+    """
+
+    config_model = ArchiveSinkConfig
+
+    def __init__(self) -> None:
+        self._raw: dict[str, Any] = {}
+        self._config: ArchiveSinkConfig | None = None
+        self._report: list[str] = []
+
+    def version(self) -> str:
+        return VERSION
+
+    def validate(self, config: Mapping[str, Any]) -> ArchiveSinkConfig:
+        """Parse and cross-check ``config``; no I/O.
+
+        Raises:
+            ConfigError: naming each bad key and the expected type or value.
+        """
+        return load_config(config)
+
+    def start(self, config: Mapping[str, Any]) -> None:
+        """Validate ``config`` and check the storage: the local directory can be created /
+        written, the S3 bucket exists and can be listed (blocks up to the storage's
+        timeouts, ~10 s to connect for S3).
+
+        Raises:
+            ConfigError: invalid configuration.
+            ConnectError: the storage is unreachable or misconfigured (missing bucket,
+                access denied); the message names the URL and what to fix.
+        """
+        self._config = load_config(config)
+        self._raw = dict(config)
+        storage = Storage(self._config)
+        try:
+            storage.check()
+        except RetriableError as exc:
+            raise ConnectError(f"cannot reach the archive storage {storage.describe()}: {exc}") from exc
+
+    def task_class(self) -> type[ArchiveSinkTask]:
+        return ArchiveSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, Any]]:
+        """``max_tasks`` (at least 1) identical configurations; the consumer group splits the
+        partitions between the tasks."""
+        return [dict(self._raw) for _ in range(max(1, max_tasks))]
+
+    def stop(self, connector_deleted: bool = False) -> None:
+        """Nothing to release. With ``connector_deleted=True`` the archived files are
+        deliberately kept (they are the archive: they outlive the connector)."""
+        if connector_deleted and self._config is not None:
+            self._report = [
+                (
+                    f"kept the archived data under {self._config.archive_url}: archives outlive their"
+                    " connector (delete it yourself if it is no longer wanted)"
+                )
+            ]
+
+    def cleanup_report(self) -> list[str]:
+        """``[]``, or after ``stop(connector_deleted=True)`` one line saying the data was kept."""
+        return list(self._report)
+
+
+class _Partition:
+    """Per-partition state of a task."""
+
+    __slots__ = ("boundaries", "buffer", "directory", "existing", "next_offset", "pattern", "tp")
+
+    def __init__(self, tp: TopicPartition, storage: Storage, config: ArchiveSinkConfig) -> None:
+        self.tp = tp
+        self.directory = storage.partition_dir(tp.topic, tp.partition)
+        ext = config.format.extension
+        self.pattern = file_name_pattern(config.file_name_format, tp.topic, tp.partition, ext)
+        self.next_offset: int | None = None  # last processed offset + 1 (redelivery filter)
+        self.buffer: FileBuffer | None = None
+        self.boundaries: list[int] = []  # next offsets after fully written files, ascending
+        # start offset -> path of files found before the first write (stale candidates)
+        self.existing: dict[int, str] | None = None
+
+
+class ArchiveSinkTask(SinkTask):
+    """Buffers and writes the records of its assigned partitions (see the module docstring).
+
+    Every hook runs on the task's runner thread, never concurrently.
+    """
+
+    def __init__(self) -> None:
+        self._config: ArchiveSinkConfig | None = None
+        self._storage: Storage | None = None
+        self._partitions: dict[tuple[str, int], _Partition] = {}
+        self._layouts = AvroLayouts()
+        self._flush_size = 1
+        self._rotate_s: float | None = None
+
+    def version(self) -> str:
+        return VERSION
+
+    @property
+    def config(self) -> ArchiveSinkConfig:
+        if self._config is None:
+            raise RuntimeError("ArchiveSinkTask used before start()")
+        return self._config
+
+    @property
+    def storage(self) -> Storage:
+        if self._storage is None:
+            raise RuntimeError("ArchiveSinkTask used before start()")
+        return self._storage
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self, config: Mapping[str, Any]) -> None:
+        """Validate the configuration and set up the filesystem (no I/O; storage problems
+        surface at the first write). Task runner thread, once, after ``initialize``.
+
+        Raises:
+            ConfigError: invalid configuration or storage options.
+        """
+        self._config = load_config(config)
+        self._storage = Storage(self._config)
+        self._flush_size = self._config.flush_size
+        self._rotate_s = self._config.rotate_interval_ms / 1000 if self._config.rotate_interval_ms > 0 else None
+
+    def open(self, partitions: Sequence[TopicPartition]) -> None:
+        """Start state for newly assigned ``partitions`` (the consumer resumes at their
+        committed offset, which is a file boundary; nothing to rewind). A partition that
+        is still open keeps its buffer. Task runner thread; no I/O."""
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            if key not in self._partitions:
+                self._partitions[key] = _Partition(tp, self.storage, self.config)
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        """Buffer ``records`` per partition; write a partition's buffer as one file when it
+        reaches ``flush.size`` records (and, first, any buffer older than
+        ``rotate.interval.ms``). Task runner thread; blocks while files are written.
+
+        Records at offsets already processed (a redelivered batch) are skipped, so calling
+        ``put`` again with the same batch after a :class:`RetriableError` is safe.
+
+        Raises:
+            RetriableError: storage unreachable; every record of the batch up to the failure
+                is kept buffered and the runtime redelivers the batch (``retry.backoff.ms``).
+            ConnectError: storage misconfigured (missing bucket, access denied).
+            DataError: a record cannot be encoded and the context has no errant record reporter.
+        """
+        now = time.monotonic()
+        if self._rotate_s is not None:
+            self._rotate_due(now, raise_errors=True)
+        flush_size = self._flush_size
+        parts = self._partitions
+        reports: list[Future[None]] = []
+        for record in records:
+            key = (record.original_topic, record.original_kafka_partition)
+            part = parts.get(key)  # type: ignore[arg-type]
+            if part is None:  # put without open (tests, or a runtime that skips open)
+                part = parts[key] = _Partition(TopicPartition(*key), self.storage, self.config)  # type: ignore[arg-type]
+            offset: int = record.original_kafka_offset  # type: ignore[assignment]
+            if part.next_offset is not None and offset < part.next_offset:
+                continue  # redelivered
+            buffer = part.buffer
+            if buffer is not None and (len(buffer.offsets) >= flush_size or not buffer.accepts(record)):
+                self._write(part)
+                buffer = None
+            if buffer is None:
+                try:
+                    buffer = part.buffer = self._new_buffer(record, offset, now)
+                except DataError as exc:  # the schemas cannot be expressed in Avro
+                    reports.append(self._reject(record, exc))
+                    part.next_offset = offset + 1
+                    self._advance_empty(part, offset)
+                    continue
+            try:
+                buffer.append(record, offset)
+            except DataError as exc:
+                reports.append(self._reject(record, exc))
+            buffer.last = offset
+            part.next_offset = offset + 1
+            if len(buffer.offsets) >= flush_size:
+                self._write(part)
+        for future in reports:
+            future.result()
+
+    def pre_commit(self, offsets: Offsets) -> Offsets:
+        """Return what Kafka may commit: per partition in ``offsets``, the offset after the
+        last record of a fully written file, at most ``offsets[tp]``; partitions with no
+        file written since they were assigned are left out. Task runner thread, every
+        ``offset.flush.interval.ms`` and before partitions close.
+
+        With ``context.is_closing()`` true (KIP-275), first writes each given partition's
+        partial buffer (its records below ``offsets[tp]``) as a file, so that all consumed
+        records are committed. Otherwise writes buffers due by ``rotate.interval.ms``.
+
+        A partition whose write fails keeps its buffer; the others' progress is still
+        returned (the failure is logged).
+
+        Raises:
+            RetriableError / ConnectError: a write failed and there is nothing to commit
+                (the runtime then commits nothing and logs the error).
+        """
+        closing = self.context.is_closing()
+        errors: list[tuple[TopicPartition, ConnectError]] = []
+        if closing:
+            for tp, limit in offsets.items():
+                part = self._partitions.get((tp.topic, tp.partition))
+                if part is None or part.buffer is None:
+                    continue
+                try:
+                    self._write(part, limit=limit)
+                except ConnectError as exc:
+                    errors.append((tp, exc))
+        elif self._rotate_s is not None:
+            errors = self._rotate_due(time.monotonic(), raise_errors=False)
+        result: dict[TopicPartition, int] = {}
+        for tp, limit in offsets.items():
+            part = self._partitions.get((tp.topic, tp.partition))
+            if part is None or not part.boundaries:
+                continue
+            i = bisect.bisect_right(part.boundaries, limit)
+            if i == 0:
+                continue
+            result[tp] = part.boundaries[i - 1]
+            del part.boundaries[: i - 1]
+        if errors:
+            if not result:
+                raise errors[0][1]
+            for tp, exc in errors:
+                log.error(
+                    "archive: %s: could not write %s's buffer, its records stay uncommitted: %s",
+                    "closing commit" if closing else "rotation",
+                    tp,
+                    exc,
+                )
+        return result
+
+    def close(self, partitions: Sequence[TopicPartition]) -> None:
+        """Forget ``partitions``: drop their buffers and state. After a closing
+        ``pre_commit`` their records are already written and committed; when the
+        partitions were *lost*, the buffered records are discarded uncommitted and their
+        next owner re-reads them. Task runner thread; no I/O."""
+        for tp in partitions:
+            self._partitions.pop((tp.topic, tp.partition), None)
+
+    def stop(self, connector_deleted: bool = False) -> None:
+        """Drop every buffer (uncommitted records are re-read by the next owner). Never
+        deletes archived files, also not with ``connector_deleted=True``: archives outlive
+        connectors. Task runner thread, last hook."""
+        self._partitions.clear()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _new_buffer(self, record: SinkRecord, offset: int, now: float) -> FileBuffer:
+        layout: AvroLayout | None = None
+        if self.config.format is ArchiveFormat.AVRO:
+            layout = self._layouts.get(record.key_schema, record.value_schema)
+        return new_buffer(self.config.format, offset, now, layout, self.config.avro_codec)
+
+    def _advance_empty(self, part: _Partition, offset: int) -> None:
+        """A rejected record with no open buffer: its offset is committable once all
+        earlier records are (it needs no file)."""
+        if part.buffer is None:
+            part.boundaries.append(offset + 1)
+
+    def _reject(self, record: SinkRecord, error: DataError) -> Future[None]:
+        reporter = self.context.errant_record_reporter()
+        if reporter is None:
+            raise DataError(
+                f"record {record.original_topic}-{record.original_kafka_partition}@{record.original_kafka_offset}"
+                f" cannot be archived: {error}"
+            )
+        return reporter.report(record, error)
+
+    def _rotate_due(self, now: float, *, raise_errors: bool) -> list[tuple[TopicPartition, ConnectError]]:
+        """Write every buffer whose first record is ``rotate.interval.ms`` old."""
+        assert self._rotate_s is not None
+        errors: list[tuple[TopicPartition, ConnectError]] = []
+        for part in list(self._partitions.values()):
+            buffer = part.buffer
+            if buffer is None or now - buffer.opened < self._rotate_s:
+                continue
+            try:
+                self._write(part)
+            except ConnectError as exc:
+                if raise_errors:
+                    raise
+                errors.append((part.tp, exc))
+        return errors
+
+    def _write(self, part: _Partition, limit: int | None = None) -> None:
+        """Write ``part``'s buffer (only its records below ``limit`` when given) as one file,
+        then record the file's end as a commit boundary and delete stale files it covers.
+
+        Raises:
+            RetriableError / ConnectError: the buffer is unchanged.
+        """
+        buffer = part.buffer
+        assert buffer is not None
+        if limit is not None and limit <= buffer.start:
+            return
+        if limit is None or limit > buffer.last:
+            count, boundary = buffer.count, buffer.last + 1
+        else:
+            count, boundary = bisect.bisect_left(buffer.offsets, limit), limit
+        if boundary <= buffer.start:
+            return
+        storage = self.storage
+        start = buffer.start
+        if count:
+            tp = part.tp
+            name = render_file_name(
+                self.config.file_name_format, tp.topic, tp.partition, start, self.config.format.extension
+            )
+            path = storage.join(part.directory, name)
+            data = buffer.payload(count, tp.topic, tp.partition)
+            if part.existing is None:
+                part.existing = self._list_existing(part, start, name)
+            storage.write(path, data)
+        if count == buffer.count:
+            part.buffer = None
+        else:
+            buffer.drop_first(count)
+            buffer.start = buffer.offsets[0] if buffer.offsets else boundary
+        part.boundaries.append(boundary)
+        if count and part.existing:
+            self._delete_stale(part, start, boundary)
+
+    def _list_existing(self, part: _Partition, start: int, start_name: str) -> dict[int, str]:
+        """Files of this partition starting after ``start`` (left by an earlier owner); also
+        removes local temporary files an interrupted write left behind. (Within a partition
+        directory only the zero-padded start offset varies, so names sort by offset and S3
+        lists only those after ``start_name``.)"""
+        storage = self.storage
+        existing: dict[int, str] = {}
+        for name in storage.list_names(part.directory, start_after=start_name):
+            match = part.pattern.fullmatch(name)
+            if match:
+                first = int(match.group(1))
+                if first > start:
+                    existing[first] = storage.join(part.directory, name)
+            elif storage.local and name.startswith(".") and name.endswith(TEMP_SUFFIX):
+                final = name[1 : -len(TEMP_SUFFIX)].rsplit(".", 1)[0]
+                if part.pattern.fullmatch(final):
+                    try:
+                        storage.delete(storage.join(part.directory, name))
+                    except ConnectError as exc:
+                        log.warning("archive: cannot remove temporary file %s: %s", name, exc)
+        return existing
+
+    def _delete_stale(self, part: _Partition, start: int, boundary: int) -> None:
+        """Delete files of an earlier owner whose first offset lies inside the file
+        ``[start, boundary)`` just written: their records up to ``boundary`` are in that
+        file, the rest are uncommitted and will be written again."""
+        assert part.existing is not None
+        for first in sorted(part.existing):
+            if first >= boundary:
+                break
+            path = part.existing[first]
+            if first <= start:  # same name as the file just written (overwritten), or passed
+                del part.existing[first]
+                continue
+            try:
+                self.storage.delete(path)
+            except ConnectError as exc:  # retried after the next write of this partition
+                log.warning("archive: cannot delete stale file %s: %s", self.storage.describe(path), exc)
+                continue
+            log.info(
+                "archive: deleted stale file %s (its records from offset %d are in the file starting at %d)",
+                self.storage.describe(path),
+                first,
+                start,
+            )
+            del part.existing[first]

@@ -1,0 +1,78 @@
+"""pytest fixtures giving tests a real S3 API (moto's server, in-process).
+
+Enable in a ``conftest.py``::
+
+    pytest_plugins = ["conveyor.testing.pytest_s3"]
+
+* ``s3_server`` (session) -> :class:`~conveyor.testing.s3.S3Server`: started on a free
+  ``127.0.0.1`` port for the session. While it runs, the environment holds fake AWS
+  credentials (:func:`~conveyor.testing.s3.fake_credentials_env`: ``AWS_ACCESS_KEY_ID=testing``,
+  ``AWS_SECRET_ACCESS_KEY=testing``, ``AWS_DEFAULT_REGION=us-east-1``, ...) so that s3fs and
+  boto3 clients created by the code under test sign their requests, and ``AWS_PROFILE`` /
+  ``AWS_ENDPOINT_URL*`` are removed so nothing reaches real AWS by accident. The previous
+  environment is restored at the end of the session.
+* ``s3_bucket`` (function) -> ``str``: the name of a new, empty bucket for this test
+  (``t-<test name>-<random>``), deleted with its objects afterwards.
+
+Point a connector at them with the endpoint URL, e.g. the archive sink::
+
+    config = {"archive.url": f"s3://{s3_bucket}/archive",
+              "archive.s3.endpoint.url": s3_server.endpoint_url}
+
+When moto cannot start, the fixtures *fail* with the
+:class:`~conveyor.testing.errors.ComponentUnavailable` message; nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import pytest
+
+from conveyor.testing.errors import ComponentUnavailable
+
+T = TypeVar("T")
+
+_AWS_VARS_TO_CLEAR = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+
+
+def _start(factory: Callable[[], T]) -> T:
+    """Call ``factory``; turn ComponentUnavailable into a test failure (never a skip)."""
+    error: ComponentUnavailable | None = None
+    try:
+        return factory()
+    except ComponentUnavailable as exc:
+        error = exc
+    pytest.fail(str(error), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[object]:
+    """The session's local S3 server (:class:`~conveyor.testing.s3.S3Server`)."""
+    from conveyor.testing.s3 import S3Server, fake_credentials_env
+
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in fake_credentials_env().items():
+            env.setenv(name, value)
+        for name in _AWS_VARS_TO_CLEAR:
+            env.delenv(name, raising=False)
+        server = _start(lambda: S3Server().start())
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh bucket for this test; deleted (with its objects) afterwards."""
+    slug = re.sub(r"[^a-z0-9]+", "-", re.sub(r"^test_?", "", request.node.name.lower())).strip("-")[:40] or "t"
+    name = f"t-{slug}-{uuid.uuid4().hex[:10]}".replace("--", "-")
+    _start(lambda: s3_server.create_bucket(name))
+    try:
+        yield name
+    finally:
+        s3_server.delete_bucket(name)
