@@ -122,7 +122,7 @@ def test_cleanup_against_an_unreachable_database_fails_with_the_reason(kafka_boo
     manifest = _audit_manifest(f"audit-{uuid.uuid4().hex[:6]}", kafka_bootstrap, url, "public.orders")
     result = _cleanup(_write(tmp_path, manifest), timeout=5)
     assert result.returncode == 1
-    assert "did not finish" in result.stderr and f"127.0.0.1:{port}" in result.stderr
+    assert "did not finish" in result.stderr and str(port) in result.stderr
     assert "hunter2" not in result.stderr
 
 

@@ -34,6 +34,7 @@ written as the strings ``"NaN"``/``"Infinity"``, as Jackson does by default.
 from __future__ import annotations
 
 import decimal as _decimal
+from math import isfinite as _isfinite
 import json as _json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -91,6 +92,45 @@ def loads(data: Any) -> Any:
             except _orjson.JSONDecodeError:
                 pass  # let the stdlib decide, with its message
     return stdlib_loads(data)
+
+
+_PLAIN_OPTIONS = 0
+if _orjson is not None:
+    _PLAIN_OPTIONS = _orjson.OPT_PASSTHROUGH_DATETIME | _orjson.OPT_PASSTHROUGH_SUBCLASS | _orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def _plain_json(value: Any) -> bytes | None:
+    """Fast path for schemaless values made only of JSON's own types: orjson's bytes, which
+    are what the full encoder would produce, or ``None`` to take the full path (bytes, maps
+    with non-string keys, datetimes, subclasses, integers beyond 64 bits, and any value
+    holding a non-finite float, which orjson would write as ``null``)."""
+    if _orjson is None:
+        return None
+    try:
+        out = _orjson.dumps(value, option=_PLAIN_OPTIONS)
+    except TypeError:
+        return None
+    if b"null" in out and _has_non_finite(value):
+        return None
+    return out
+
+
+def _has_non_finite(value: Any) -> bool:
+    kind = type(value)
+    if kind is float:
+        return not _isfinite(value)
+    if kind is dict:
+        value = value.values()
+    elif kind is not list and kind is not tuple:
+        return False
+    for item in value:
+        kind = type(item)
+        if kind is float:
+            if not _isfinite(item):
+                return True
+        elif (kind is dict or kind is list or kind is tuple) and _has_non_finite(item):
+            return True
+    return False
 
 
 def dumps(tree: Any) -> bytes:
@@ -200,7 +240,9 @@ class JsonConverter(Converter):
         if schema is None:
             if value is None:
                 return None
-            payload = dumps(_json_encode.encode_schemaless(value))
+            payload = _plain_json(value)
+            if payload is None:
+                payload = dumps(_json_encode.encode_schemaless(value))
             return b'{"schema":null,"payload":' + payload + b"}" if self.schemas_enabled else payload
         schema_json, encode = self._writer(schema)
         payload = dumps(encode(value))

@@ -62,8 +62,9 @@ class ControlLink:
             log.warning("could not report to the driver at %s: %s", self._url, exc)
 
     def stop(self) -> None:
+        """Stop syncing. Does not wait for a long-poll in flight: the daemon thread ends
+        when it returns (waiting would add up to ``wait_ms`` to every drain)."""
         self._stop.set()
-        self._thread.join(timeout=5)
 
     def _sync(self, wait_ms: int) -> None:
         report = self._report()

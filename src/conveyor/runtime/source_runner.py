@@ -103,6 +103,8 @@ class SourceTaskRunner:
         self.link = ControlLink(spec.control_url, spec.task_id, lambda: self._report_cache)
         self.reader: TopicOffsetReader | None = None
         self._partitions: dict[str, Mapping[str, Any]] = {}
+        self._pid_cache: dict[Any, str] = {}
+        self._offset_flush: dict[str, Any] | None = None
         self._in_flight: dict[str, collections.deque[_Pending]] = {}
         self._txn_records: list[_Pending] = []
         self._committable: dict[str, Mapping[str, Any]] = {}
@@ -245,9 +247,11 @@ class SourceTaskRunner:
             self._raise_send_error()
             self._deliver_commit_records()
             now = time.monotonic()
-            if not self.exactly_once and now >= self._next_flush:
-                self._flush_offsets(self.settings.offset_flush_timeout_ms / 1000)
-                self._next_flush = now + self.settings.offset_flush_interval_ms / 1000
+            if not self.exactly_once:
+                self._complete_offset_flush()
+                if now >= self._next_flush:
+                    self._flush_offsets()
+                    self._next_flush = now + self.settings.offset_flush_interval_ms / 1000
             elif self.exactly_once and self._in_txn and self.settings.transaction_boundary is \
                     TransactionBoundary.INTERVAL and now >= self._next_txn_commit:
                 self._commit_transaction()
@@ -279,8 +283,7 @@ class SourceTaskRunner:
                 self.producer.begin_transaction()
                 self._in_txn = True
                 self._next_txn_commit = time.monotonic() + self.settings.transaction_interval_ms / 1000  # type: ignore
-            pid = partition_id(record.source_partition)
-            self._partitions.setdefault(pid, record.source_partition)
+            pid = self._partition_id(record.source_partition)
             outgoing = self._transform(record)
             converted = self._convert(record, outgoing) if outgoing is not None else None
             pending = _Pending(record, pid, record.source_offset, done=converted is None)
@@ -294,6 +297,20 @@ class SourceTaskRunner:
                 self._txn_records.append(pending)
                 if transaction is not None and transaction.after_record(record):
                     self._end_transaction_as_asked(transaction)
+
+    def _partition_id(self, partition: Mapping[str, Any]) -> str:
+        """The canonical id of a source partition, cached (a JSON dump per record is slow)."""
+        try:
+            cache_key: Any = frozenset(partition.items())
+        except TypeError:  # unhashable values: no cache
+            cache_key = None
+        pid = self._pid_cache.get(cache_key) if cache_key is not None else None
+        if pid is None:
+            pid = partition_id(partition)
+            if cache_key is not None:
+                self._pid_cache[cache_key] = pid
+            self._partitions.setdefault(pid, partition)
+        return pid
 
     def _transform(self, record: SourceRecord) -> SourceRecord | None:
         if self.chain.is_empty:
@@ -381,23 +398,43 @@ class SourceTaskRunner:
             while queue and queue[0].done:
                 self._committable[pid] = queue.popleft().offset
 
-    def _flush_offsets(self, timeout_s: float) -> None:
-        """Write the committable offsets to the offsets topic; on acknowledgement, ``commit()``."""
-        assert self.producer and self.settings and self.reader and self.task
-        changed = {pid: off for pid, off in self._committable.items() if self._committed.get(pid) != off}
-        if not changed:
+    def _flush_offsets(self, wait_s: float | None = None) -> None:
+        """Write the committable offsets to the offsets topic; once the broker has them,
+        ``commit()`` runs. Without ``wait_s`` this does not wait (the data records need no
+        flush: only acknowledged prefixes are committable); one flush is in flight at a time.
+        """
+        assert self.producer and self.settings
+        if self._offset_flush is None:
+            changed = {pid: off for pid, off in self._committable.items() if self._committed.get(pid) != off}
+            if changed:
+                flush: dict[str, Any] = {"offsets": changed, "remaining": len(changed), "error": None}
+                self._offset_flush = flush
+
+                def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+                    if err is not None:
+                        flush["error"] = err
+                    flush["remaining"] -= 1
+
+                for pid, offset in changed.items():
+                    self.producer.produce(self.settings.offsets_storage_topic,
+                                          key=offset_key(self.spec.connector, self._partitions[pid]),
+                                          value=offset_value(offset), on_delivery=on_delivery)
+        if wait_s is not None:
+            self.producer.flush(wait_s)
+        self._complete_offset_flush()
+
+    def _complete_offset_flush(self) -> None:
+        """After the offset records of a flush are acknowledged: record them, ``commit()``."""
+        flush = self._offset_flush
+        if flush is None or flush["remaining"] > 0:
             return
-        for pid, offset in changed.items():
-            self.producer.produce(self.settings.offsets_storage_topic,
-                                  key=offset_key(self.spec.connector, self._partitions[pid]),
-                                  value=offset_value(offset))
-        remaining = self.producer.flush(timeout_s)
-        self._raise_send_error()
-        if remaining:
-            log.warning("task %s-%d: offsets not flushed within %.1fs; will retry", self.spec.connector,
-                        self.spec.task_id, timeout_s)
+        self._offset_flush = None
+        if flush["error"] is not None:
+            log.warning("task %s-%d: writing offsets failed, will retry: %s", self.spec.connector,
+                        self.spec.task_id, flush["error"])
             return
-        for pid, offset in changed.items():
+        assert self.reader is not None
+        for pid, offset in flush["offsets"].items():
             self._committed[pid] = offset
             self.reader.update(self._partitions[pid], offset)
         self.commits += 1
@@ -494,7 +531,8 @@ class SourceTaskRunner:
         self.producer.flush(self.spec.closing_timeout_s)
         self._raise_send_error()
         self._deliver_commit_records()
-        self._flush_offsets(self.settings.offset_flush_timeout_ms / 1000)
+        self._flush_offsets(wait_s=self.settings.offset_flush_timeout_ms / 1000)
+        self._flush_offsets(wait_s=self.settings.offset_flush_timeout_ms / 1000)  # after one already in flight
 
     def _finish_quietly(self) -> None:
         try:

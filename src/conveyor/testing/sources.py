@@ -12,7 +12,11 @@ holds. Config keys:
   JSON lines (``{"event": "commit_record", "key": ..., "metadata": {...} | null}``);
 * ``poll.delay.ms``: sleep before each poll (a slow source);
 * ``transaction.commit.every``: with ``transaction.boundary=connector``, ask for a commit
-  after every N records through the transaction context.
+  after every N records through the transaction context;
+* ``timing.path``: when set, the task appends ``{"first_poll": t, "last_done": t,
+  "records": n}`` at ``stop`` (wall-clock seconds): its first ``poll`` and the
+  ``commit_record`` with metadata of its last record (with exactly-once delivery: once
+  its transaction committed). For benchmarks.
 """
 
 from __future__ import annotations
@@ -52,8 +56,14 @@ class SequenceSourceTask(SourceTask):
             self.next_seq[stream] = (offset["seq"] + 1) if offset else 0
         self._cycle = itertools.cycle(self.streams)
         self._sent = 0
+        self.timing = config.get("timing.path")
+        self.first_poll: float | None = None
+        self.last_done: float | None = None
+        self.done_records = 0
 
     def poll(self) -> list[SourceRecord]:
+        if self.timing and self.first_poll is None:
+            self.first_poll = time.time()
         if self.delay_s:
             time.sleep(self.delay_s)
         out: list[SourceRecord] = []
@@ -80,6 +90,9 @@ class SequenceSourceTask(SourceTask):
         return out
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
+        if self.timing and metadata is not None:
+            self.done_records += 1
+            self.last_done = time.time()
         if self.journal:
             meta = None if metadata is None else {
                 "topic": metadata.topic, "partition": metadata.partition, "offset": metadata.offset,
@@ -90,6 +103,12 @@ class SequenceSourceTask(SourceTask):
     def commit(self) -> None:
         if self.journal:
             self._write({"event": "commit"})
+
+    def stop(self, connector_deleted: bool = False) -> None:
+        if self.timing:
+            with open(self.timing, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"first_poll": self.first_poll, "last_done": self.last_done,
+                                     "records": self.done_records}) + "\n")
 
     def _write(self, event: dict[str, Any]) -> None:
         with open(self.journal, "a", encoding="utf-8") as fh:  # type: ignore[arg-type]
