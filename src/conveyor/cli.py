@@ -13,7 +13,6 @@ import logging
 import signal
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path

@@ -11,7 +11,6 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from conveyor.testing.recording import read_journal
 from conveyor.testing.runs import committed_offsets, connector_manifest, produce, running_connector, wait_until

@@ -16,7 +16,6 @@ from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from conveyor.runtime.tolerance import FailedRecord, Reporter, Stage
 
@@ -42,29 +41,6 @@ def context_headers(
         "exception.stacktrace": trace,
     }
     return [(HEADER_PREFIX + k, v.encode("utf-8")) for k, v in values.items()]
-
-
-def ensure_topic(admin: AdminClient, topic: str, replication_factor: int) -> None:
-    """Create ``topic`` (1 partition) unless it exists; the replication factor is capped
-    at the number of brokers, with a warning, so a one-broker development cluster works.
-
-    Raises:
-        KafkaException: when creation fails for another reason than "already exists".
-    """
-    metadata = admin.list_topics(timeout=10)
-    if topic in metadata.topics:
-        return
-    brokers = len(metadata.brokers)
-    rf = replication_factor
-    if rf > brokers:
-        log.warning("dead-letter queue %s: replication factor %d > %d brokers; using %d", topic, rf, brokers, brokers)
-        rf = brokers
-    futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=rf)])
-    try:
-        futures[topic].result(timeout=30)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
 
 
 class DeadLetterQueue(Reporter):

@@ -28,7 +28,9 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+
+from conveyor.runtime.topics import ensure_topic, high_watermark
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +57,7 @@ class TaskCount:
 
 def ensure_config_topic(admin: AdminClient, topic: str) -> None:
     """Create the compacted, single-partition config topic unless it exists."""
-    metadata = admin.list_topics(timeout=10)
-    if topic in metadata.topics:
-        return
-    replication = min(3, len(metadata.brokers))
-    futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=replication,
-                                            config={"cleanup.policy": "compact"})])
-    try:
-        futures[topic].result(timeout=30)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
+    ensure_topic(admin, topic, 1, 3, {"cleanup.policy": "compact"})
 
 
 def read_task_count(bootstrap_servers: str, topic: str, connector: str, timeout_s: float = 30.0) -> TaskCount | None:
@@ -80,7 +72,7 @@ def read_task_count(bootstrap_servers: str, topic: str, connector: str, timeout_
     key = (TASK_COUNT_PREFIX + connector).encode()
     latest: TaskCount | None = None
     try:
-        _low, high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, 0), timeout=timeout_s)
+        high = high_watermark(consumer, KafkaTopicPartition(topic, 0), time.monotonic() + timeout_s)
         if high <= 0:
             return None
         consumer.assign([KafkaTopicPartition(topic, 0, OFFSET_BEGINNING)])

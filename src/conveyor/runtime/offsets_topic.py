@@ -17,9 +17,10 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from conveyor.api import OffsetStorageReader
+from conveyor.runtime.topics import ensure_topic, high_watermark
 
 log = logging.getLogger(__name__)
 
@@ -61,23 +62,8 @@ def decode_key(key: bytes | None) -> tuple[str, dict[str, Any]]:
 
 
 def ensure_offsets_topic(admin: AdminClient, topic: str, partitions: int = 25) -> None:
-    """Create the compacted offsets topic unless it exists (replication capped at the
-    broker count, as Kafka Connect's default of 3 would fail on a one-broker cluster).
-
-    Raises:
-        KafkaException: creation failed for another reason than "already exists".
-    """
-    metadata = admin.list_topics(timeout=10)
-    if topic in metadata.topics:
-        return
-    replication = min(3, len(metadata.brokers))
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication,
-                                            config={"cleanup.policy": "compact"})])
-    try:
-        futures[topic].result(timeout=30)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
+    """Create the compacted offsets topic (25 partitions, as Kafka Connect) unless it exists."""
+    ensure_topic(admin, topic, partitions, 3, {"cleanup.policy": "compact"})
 
 
 def read_offsets(bootstrap_servers: str, topic: str, connector: str, timeout_s: float = 30.0,
@@ -105,9 +91,10 @@ def read_offsets(bootstrap_servers: str, topic: str, connector: str, timeout_s: 
         if topic not in metadata.topics or metadata.topics[topic].error is not None:
             return {}
         partitions = list(metadata.topics[topic].partitions)
+        deadline = time.monotonic() + timeout_s
         ends = {}
         for p in partitions:
-            _low, high = consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=timeout_s)
+            high = high_watermark(consumer, KafkaTopicPartition(topic, p), deadline)
             if high > 0:
                 ends[p] = high
         if not ends:
@@ -115,7 +102,6 @@ def read_offsets(bootstrap_servers: str, topic: str, connector: str, timeout_s: 
         consumer.assign([KafkaTopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
         offsets: dict[str, dict[str, Any]] = {}
         remaining = set(ends)
-        deadline = time.monotonic() + timeout_s
         while remaining:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"offsets topic {topic} not read to its end within {timeout_s:.0f}s")

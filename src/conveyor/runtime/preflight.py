@@ -171,10 +171,10 @@ def prepare_sink_topics(bootstrap_servers: str, config: dict[str, Any]) -> None:
     """Create the dead-letter queue topic when one is configured (as Kafka Connect does)."""
     from confluent_kafka.admin import AdminClient
 
-    from conveyor.runtime.dead_letter_queue import ensure_topic
     from conveyor.runtime.settings import parse_sink_settings
+    from conveyor.runtime.topics import ensure_topic
 
     settings = parse_sink_settings(config)
     if settings.dlq_topic:
         ensure_topic(AdminClient({"bootstrap.servers": bootstrap_servers}), settings.dlq_topic,
-                     settings.dlq_replication_factor)
+                     replication_factor=settings.dlq_replication_factor)

@@ -17,12 +17,8 @@ Closing-aware commits (KIP-275), the sequence for every trigger:
 
 from __future__ import annotations
 
-import faulthandler
 import logging
-import os
-import socket
 import time
-import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,10 +27,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from conveyor.api import ConnectError, Header, RetriableError, SinkTask, TimestampType, TopicPartition
 from conveyor.converters import ByteArrayConverter, load_converter
-from conveyor.runtime.control_link import ControlLink
 from conveyor.runtime.dead_letter_queue import DeadLetterQueue
 from conveyor.runtime.plugins import load_connector_class
-from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, current_pod, tp_key
+from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, tp_key
 from conveyor.runtime.settings import SinkSettings, parse_sink_settings, prefixed
 from conveyor.runtime.sink_context import (
     InternalSinkRecord,
@@ -42,6 +37,7 @@ from conveyor.runtime.sink_context import (
     RunnerSinkContext,
     failed_record,
 )
+from conveyor.runtime.task_runner import TaskFailed, TaskRunner
 from conveyor.runtime.tolerance import LogReporter, Reporter, Stage, ToleranceOperator, class_name
 from conveyor.transforms.chain import TransformationChain
 
@@ -51,12 +47,6 @@ _TIMESTAMP_TYPES = {0: TimestampType.NO_TIMESTAMP_TYPE, 1: TimestampType.CREATE_
 _JAVA_ONLY_CONSUMER_KEYS = {"max.poll.records", "key.deserializer", "value.deserializer"}
 DEFAULT_RETRY_BACKOFF_S = 1.0
 POLL_TIMEOUT_S = 0.2
-REPORT_INTERVAL_S = 0.5
-
-
-class TaskFailed(Exception):
-    """The task must stop as ``FAILED``; ``__cause__`` is the reason."""
-
 
 def consumer_config(spec: TaskSpec) -> dict[str, Any]:
     """librdkafka settings of a sink task's consumer (``consumer.override.*`` applied last)."""
@@ -88,22 +78,17 @@ def producer_config(spec: TaskSpec) -> dict[str, Any]:
     }
 
 
-class SinkTaskRunner:
+class SinkTaskRunner(TaskRunner):
     """One run of one sink task; ``run()`` returns its final report and never raises
     for a failure of the task itself (that is reported as ``FAILED``)."""
 
-    def __init__(self, spec: TaskSpec, worker_id: str | None = None) -> None:
-        self.spec = spec
-        self.pod = current_pod()
-        self.worker_id = worker_id or f"{self.pod}/{os.getpid()}"
-        self.state = TaskState.UNASSIGNED
-        self.trace: str | None = None
+    def __init__(self, spec: TaskSpec) -> None:
+        super().__init__(spec)
         self.settings: SinkSettings | None = None
         self.task: SinkTask | None = None
         self.consumer: Consumer | None = None
         self.context: RunnerSinkContext | None = None
         self.tolerance: ToleranceOperator | None = None
-        self.link = ControlLink(spec.control_url, spec.task_id, lambda: self._report_cache)
         self.current: dict[TopicPartition, int] = {}
         self.committed: dict[TopicPartition, int] = {}
         self._committed_assigned: dict[TopicPartition, int] = {}
@@ -119,37 +104,9 @@ class SinkTaskRunner:
         self.commits = 0
         self.closing_commits = 0
         self.last_closing_commit: dict[str, int] | None = None
-        self._report_cache: TaskReport | None = None
-        self._report_at = 0.0
         self._stopping = False
 
     # ------------------------------------------------------------------ lifecycle
-
-    def run(self) -> TaskReport:
-        self.report(fresh=True)
-        self.link.start()
-        final = TaskState.STOPPED
-        connector_deleted = False
-        try:
-            self._start()
-            final, connector_deleted = self._loop()
-            self._close_all(closing=True)
-        except TaskFailed as exc:
-            final = TaskState.FAILED
-            self._record_failure(exc.__cause__ or exc)
-            self._close_all_quietly()
-        except Exception as exc:  # noqa: BLE001 - anything else is a task failure too
-            final = TaskState.FAILED
-            self._record_failure(exc)
-            self._close_all_quietly()
-        self._stop_task(connector_deleted)
-        self._shutdown_clients()
-        self.state = final
-        report = self.report(fresh=True)
-        self.link.sync_now()
-        self.link.stop()
-        faulthandler.cancel_dump_traceback_later()
-        return report
 
     def _start(self) -> None:
         spec = self.spec
@@ -192,14 +149,10 @@ class SinkTaskRunner:
         assert self.settings and self.consumer and self.context
         interval = self.settings.offset_flush_interval_ms / 1000
         while True:
-            directive = self.link.directive
-            if directive.action in (Action.STOP, Action.DRAIN):
-                # If closing takes nearly all its time, leave the stacks in the executor log.
-                faulthandler.dump_traceback_later(max(1.0, self.spec.closing_timeout_s - 5), exit=False)
-                if directive.action is Action.DRAIN:
-                    return TaskState.DRAINED, False
-                return TaskState.STOPPED, directive.connector_deleted
-            self._follow_pause(directive.action is Action.PAUSE)
+            leaving = self._leaving()
+            if leaving is not None:
+                return leaving
+            self._follow_pause(self.link.directive.action is Action.PAUSE)
             now = time.monotonic()
             if self.context.commit_requested or now >= self._next_commit:
                 self.context.commit_requested = False
@@ -412,28 +365,13 @@ class SinkTaskRunner:
             self.context.rewinds.pop(tp, None)
         self._drop_from_retry(set(partitions))
 
-    def _close_all(self, closing: bool) -> None:
+    def _close(self, clean: bool) -> None:
+        """A closing commit of every assigned partition, then ``close`` (also after a
+        failure: what earlier ``put`` calls processed is committed)."""
         if self.task is not None and self.context is not None:
-            self._close_partitions(sorted(self.context.assigned), commit=closing)
+            self._close_partitions(sorted(self.context.assigned), commit=True)
 
-    def _close_all_quietly(self) -> None:
-        """After a failure: still commit what earlier ``put`` calls processed."""
-        try:
-            self._close_all(closing=True)
-        except Exception:  # noqa: BLE001 - already failing; keep the first error
-            log.exception("task %s-%d: closing commit after failure failed", self.spec.connector, self.spec.task_id)
-
-    def _stop_task(self, connector_deleted: bool) -> None:
-        if self.task is None:
-            return
-        try:
-            self.task.stop(connector_deleted=connector_deleted)
-        except Exception as exc:  # noqa: BLE001 - reported, not fatal
-            log.exception("task %s-%d: stop() failed", self.spec.connector, self.spec.task_id)
-            if self.trace is None:
-                self.trace = f"stop(connector_deleted={connector_deleted}) failed: {exc}"
-
-    def _shutdown_clients(self) -> None:
+    def _release(self) -> None:
         self._stopping = True
         if self.consumer is not None:
             try:
@@ -575,24 +513,10 @@ class SinkTaskRunner:
 
     # ------------------------------------------------------------------ reporting
 
-    def _record_failure(self, exc: BaseException) -> None:
-        self.trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        log.error("task %s-%d failed: %s: %s", self.spec.connector, self.spec.task_id, type(exc).__name__, exc)
-
-    def report(self, fresh: bool = False) -> TaskReport:
-        """Publish the task's current report (for the control link); rebuilt at most
-        every 0.5 s unless ``fresh``. Called on the task thread only."""
-        now = time.monotonic()
-        if not fresh and self._report_cache is not None and now - self._report_at < REPORT_INTERVAL_S:
-            return self._report_cache
+    def _build_report(self, **common: Any) -> TaskReport:
         assigned = sorted(self.context.assigned) if self.context else []
-        report = TaskReport(
-            task_id=self.spec.task_id,
-            attempt=self.spec.attempt,
-            state=self.state,
-            worker_id=self.worker_id,
-            trace=self.trace,
-            pod=self.pod,
+        return TaskReport(
+            **common,
             assignment=[tp_key(tp.topic, tp.partition) for tp in assigned],
             committed={tp_key(tp.topic, tp.partition): off for tp, off in self.committed.items()},
             consumed={tp_key(tp.topic, tp.partition): off for tp, off in self.current.items()},
@@ -605,8 +529,6 @@ class SinkTaskRunner:
             closing_commits=self.closing_commits,
             last_closing_commit=self.last_closing_commit,
         )
-        self._report_cache, self._report_at = report, now
-        return report
 
     def _lag(self, assigned: list[TopicPartition]) -> dict[str, int]:
         if self.consumer is None or self._stopping:
@@ -627,6 +549,3 @@ class SinkTaskRunner:
 _FAILED = object()
 
 
-def run_sink_task(spec: TaskSpec) -> TaskReport:
-    """Entry point used inside the Spark task."""
-    return SinkTaskRunner(spec).run()

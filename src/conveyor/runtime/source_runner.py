@@ -25,10 +25,8 @@ transaction get no call.
 from __future__ import annotations
 
 import collections
-import faulthandler
 import logging
 import time
-import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,36 +34,26 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from conveyor.api import (
     ConnectError,
-    ExactlyOnceSupport,
     RecordMetadata,
     RetriableError,
     SourceRecord,
     SourceTask,
 )
 from conveyor.converters import load_converter
-from conveyor.runtime.control_link import ControlLink
 from conveyor.runtime.fencing import read_task_count, transactional_id
 from conveyor.runtime.offsets_topic import TopicOffsetReader, offset_key, offset_value, partition_id, read_offsets
 from conveyor.runtime.plugins import load_connector_class
-from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, current_pod
+from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState
 from conveyor.runtime.settings import SourceSettings, TransactionBoundary, parse_source_settings, prefixed
 from conveyor.runtime.source_context import RunnerSourceContext
+from conveyor.runtime.task_runner import TaskFailed, TaskFenced, TaskRunner
 from conveyor.runtime.tolerance import FailedRecord, LogReporter, Reporter, Stage, ToleranceOperator, class_name
 from conveyor.transforms.chain import TransformationChain
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RETRY_BACKOFF_S = 1.0
-REPORT_INTERVAL_S = 0.5
 IDLE_SLEEP_S = 0.05
-
-
-class TaskFailed(Exception):
-    """The task must stop as ``FAILED``; ``__cause__`` is the reason."""
-
-
-class TaskFenced(Exception):
-    """A newer generation took over this task's transactional id (KIP-618)."""
 
 
 def _is_fenced(err: KafkaError) -> bool:
@@ -86,21 +74,14 @@ class _Pending:
         self.metadata: RecordMetadata | None = None
 
 
-class SourceTaskRunner:
+class SourceTaskRunner(TaskRunner):
     """One run of one source task; ``run()`` returns its final report."""
 
     def __init__(self, spec: TaskSpec) -> None:
-        self.spec = spec
-        self.pod = current_pod()
-        import os
-
-        self.worker_id = f"{self.pod}/{os.getpid()}"
-        self.state = TaskState.UNASSIGNED
-        self.trace: str | None = None
+        super().__init__(spec)
         self.settings: SourceSettings | None = None
         self.task: SourceTask | None = None
         self.producer: Producer | None = None
-        self.link = ControlLink(spec.control_url, spec.task_id, lambda: self._report_cache)
         self.reader: TopicOffsetReader | None = None
         self._partitions: dict[str, Mapping[str, Any]] = {}
         self._pid_cache: dict[Any, str] = {}
@@ -118,45 +99,12 @@ class SourceTaskRunner:
         self.records_written = 0
         self.commits = 0
         self.transactions = 0
-        self._report_cache: TaskReport | None = None
-        self._report_at = 0.0
 
     @property
     def exactly_once(self) -> bool:
         return bool(self.settings and self.settings.exactly_once)
 
     # ------------------------------------------------------------------ lifecycle
-
-    def run(self) -> TaskReport:
-        self.report(fresh=True)
-        self.link.start()
-        final = TaskState.STOPPED
-        connector_deleted = False
-        try:
-            self._start()
-            final, connector_deleted = self._loop()
-            self._finish(clean=True)
-        except TaskFenced as exc:
-            final = TaskState.FENCED
-            self.trace = f"fenced: {exc}"
-            log.error("task %s-%d fenced: %s", self.spec.connector, self.spec.task_id, exc)
-        except TaskFailed as exc:
-            final = TaskState.FAILED
-            self._record_failure(exc.__cause__ or exc)
-            self._finish_quietly()
-        except Exception as exc:  # noqa: BLE001 - anything else is a task failure too
-            final = TaskState.FAILED
-            self._record_failure(exc)
-            self._finish_quietly()
-        self._stop_task(connector_deleted)
-        if self.producer is not None:
-            self.producer.flush(5)
-        self.state = final
-        report = self.report(fresh=True)
-        self.link.sync_now()
-        self.link.stop()
-        faulthandler.cancel_dump_traceback_later()
-        return report
 
     def _start(self) -> None:
         spec = self.spec
@@ -230,12 +178,10 @@ class SourceTaskRunner:
     def _loop(self) -> tuple[TaskState, bool]:
         assert self.settings and self.task and self.producer
         while True:
-            directive = self.link.directive
-            if directive.action in (Action.STOP, Action.DRAIN):
-                faulthandler.dump_traceback_later(max(1.0, self.spec.closing_timeout_s - 5), exit=False)
-                return (TaskState.DRAINED, False) if directive.action is Action.DRAIN else (
-                    TaskState.STOPPED, directive.connector_deleted)
-            paused = directive.action is Action.PAUSE
+            leaving = self._leaving()
+            if leaving is not None:
+                return leaving
+            paused = self.link.directive.action is Action.PAUSE
             self.state = TaskState.PAUSED if paused else TaskState.RUNNING
             if not paused:
                 records = self._poll()
@@ -515,18 +461,19 @@ class SourceTaskRunner:
         except Exception:  # noqa: BLE001 - logged, as Kafka Connect does
             log.exception("task %s-%d: commit failed", self.spec.connector, self.spec.task_id)
 
-    def _finish(self, clean: bool) -> None:
-        """On a clean stop: exactly once, commit (poll/interval) or abort (connector
-        boundaries: the task did not ask) the open transaction; otherwise flush and write
-        the final offsets."""
+    def _close(self, clean: bool) -> None:
+        """Exactly once: commit (poll/interval boundaries) or abort (connector boundaries:
+        the task did not ask) the open transaction; after a failure, abort it. Otherwise
+        flush the producer and write the final offsets."""
         if self.producer is None or self.settings is None:
             return
         if self.exactly_once:
-            if self._in_txn:
-                if self.settings.transaction_boundary is TransactionBoundary.CONNECTOR:
-                    self._abort_transaction()
-                else:
-                    self._commit_transaction()
+            if not self._in_txn:
+                return
+            if clean and self.settings.transaction_boundary is not TransactionBoundary.CONNECTOR:
+                self._commit_transaction()
+            else:
+                self._abort_transaction()
             return
         self.producer.flush(self.spec.closing_timeout_s)
         self._raise_send_error()
@@ -534,43 +481,13 @@ class SourceTaskRunner:
         self._flush_offsets(wait_s=self.settings.offset_flush_timeout_ms / 1000)
         self._flush_offsets(wait_s=self.settings.offset_flush_timeout_ms / 1000)  # after one already in flight
 
-    def _finish_quietly(self) -> None:
-        try:
-            if self.exactly_once:
-                if self._in_txn and self.producer is not None:
-                    self.producer.abort_transaction(30)
-            else:
-                self._finish(clean=False)
-        except Exception:  # noqa: BLE001 - already failing; keep the first error
-            log.exception("task %s-%d: final offset flush after failure failed", self.spec.connector,
-                          self.spec.task_id)
+    def _release(self) -> None:
+        if self.producer is not None:
+            self.producer.flush(5)
 
-    def _stop_task(self, connector_deleted: bool) -> None:
-        if self.task is None:
-            return
-        try:
-            self.task.stop(connector_deleted=connector_deleted)
-        except Exception as exc:  # noqa: BLE001 - reported, not fatal
-            log.exception("task %s-%d: stop() failed", self.spec.connector, self.spec.task_id)
-            if self.trace is None:
-                self.trace = f"stop(connector_deleted={connector_deleted}) failed: {exc}"
-
-    def _record_failure(self, exc: BaseException) -> None:
-        self.trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        log.error("task %s-%d failed: %s: %s", self.spec.connector, self.spec.task_id, type(exc).__name__, exc)
-
-    def report(self, fresh: bool = False) -> TaskReport:
-        """Publish the task's current report for the control link (task thread only)."""
-        now = time.monotonic()
-        if not fresh and self._report_cache is not None and now - self._report_at < REPORT_INTERVAL_S:
-            return self._report_cache
-        report = TaskReport(
-            task_id=self.spec.task_id,
-            attempt=self.spec.attempt,
-            state=self.state,
-            worker_id=self.worker_id,
-            trace=self.trace,
-            pod=self.pod,
+    def _build_report(self, **common: Any) -> TaskReport:
+        return TaskReport(
+            **common,
             records_read=self.records_polled,
             records_put=self.records_polled,
             records_written=self.records_written,
@@ -579,13 +496,3 @@ class SourceTaskRunner:
             transactions=self.transactions,
             source_offsets={pid: dict(off) for pid, off in self._committed.items()},
         )
-        self._report_cache, self._report_at = report, now
-        return report
-
-
-def exactly_once_refusal(support: ExactlyOnceSupport | None, required: bool) -> str | None:
-    """Why a connector cannot run exactly once, or ``None``."""
-    if required and support is not ExactlyOnceSupport.SUPPORTED:
-        return ("exactly.once.support=required, but the connector's exactly_once_support() answered "
-                f"{support.value if support else 'None (unknown)'}")
-    return None

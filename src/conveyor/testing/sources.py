@@ -105,7 +105,7 @@ class SequenceSourceTask(SourceTask):
             self._write({"event": "commit"})
 
     def stop(self, connector_deleted: bool = False) -> None:
-        if self.timing:
+        if getattr(self, "timing", None):
             with open(self.timing, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps({"first_poll": self.first_poll, "last_done": self.last_done,
                                      "records": self.done_records}) + "\n")

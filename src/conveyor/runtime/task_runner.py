@@ -1,0 +1,148 @@
+"""What sink and source task runners share: the control link, the sequence of one run,
+and the final report.
+
+One run, on the Spark task's thread: ``_start`` → ``_loop`` until a stop or drain
+directive → ``_close(clean=True)`` (the closing commit or final offset flush) →
+``task.stop(connector_deleted)`` → ``_release`` → the final report. A failure skips to
+``_close(clean=False)`` and ends ``FAILED``; a fenced producer ends ``FENCED`` without
+closing (a newer generation owns the task's work, KIP-618).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import os
+import time
+from typing import Any
+
+from conveyor.runtime.control_link import ControlLink
+from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, current_pod
+from conveyor.runtime.task_handles import trace_of
+
+log = logging.getLogger(__name__)
+
+REPORT_INTERVAL_S = 0.5
+
+
+class TaskFailed(Exception):
+    """The task must stop as ``FAILED``; ``__cause__`` is the reason."""
+
+
+class TaskFenced(Exception):
+    """A newer generation took over this task's transactional id (KIP-618)."""
+
+
+class TaskRunner:
+    """Base of :class:`SinkTaskRunner` and :class:`SourceTaskRunner`; ``run()`` returns the
+    final report and never raises for a failure of the task itself."""
+
+    def __init__(self, spec: TaskSpec) -> None:
+        self.spec = spec
+        self.pod = current_pod()
+        self.worker_id = f"{self.pod}/{os.getpid()}"
+        self.state = TaskState.UNASSIGNED
+        self.trace: str | None = None
+        self.task: Any = None
+        self.link = ControlLink(spec.control_url, spec.task_id, lambda: self._report_cache)
+        self._report_cache: TaskReport | None = None
+        self._report_at = 0.0
+
+    @property
+    def where(self) -> str:
+        """``<connector>-<task>`` for log lines."""
+        return f"{self.spec.connector}-{self.spec.task_id}"
+
+    def run(self) -> TaskReport:
+        self.report(fresh=True)
+        self.link.start()
+        final = TaskState.STOPPED
+        connector_deleted = False
+        try:
+            self._start()
+            final, connector_deleted = self._loop()
+            self._close(clean=True)
+        except TaskFenced as exc:
+            final = TaskState.FENCED
+            self.trace = f"fenced: {exc}"
+            log.error("task %s fenced: %s", self.where, exc)
+        except TaskFailed as exc:
+            final = TaskState.FAILED
+            self._record_failure(exc.__cause__ or exc)
+            self._close_quietly()
+        except Exception as exc:  # noqa: BLE001 - anything else is a task failure too
+            final = TaskState.FAILED
+            self._record_failure(exc)
+            self._close_quietly()
+        self._stop_task(connector_deleted)
+        self._release()
+        self.state = final
+        report = self.report(fresh=True)
+        self.link.sync_now()
+        self.link.stop()
+        faulthandler.cancel_dump_traceback_later()
+        return report
+
+    def _leaving(self) -> tuple[TaskState, bool] | None:
+        """The final state and ``connector_deleted`` when the directive says to stop or
+        drain; ``None`` to go on. Arms a stack dump in case closing takes nearly all its time."""
+        directive = self.link.directive
+        if directive.action not in (Action.STOP, Action.DRAIN):
+            return None
+        faulthandler.dump_traceback_later(max(1.0, self.spec.closing_timeout_s - 5), exit=False)
+        if directive.action is Action.DRAIN:
+            return TaskState.DRAINED, False
+        return TaskState.STOPPED, directive.connector_deleted
+
+    # hooks of the subclasses -----------------------------------------------------------
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _loop(self) -> tuple[TaskState, bool]:
+        raise NotImplementedError
+
+    def _close(self, clean: bool) -> None:
+        """The closing commit (sinks) or the final offsets (sources); ``clean`` is false after a failure."""
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Close the Kafka clients and everything else the run opened."""
+
+    def _build_report(self, **common: Any) -> TaskReport:
+        raise NotImplementedError
+
+    # shared ------------------------------------------------------------------------------
+
+    def _close_quietly(self) -> None:
+        try:
+            self._close(clean=False)
+        except Exception:  # noqa: BLE001 - already failing; keep the first error
+            log.exception("task %s: closing after the failure failed", self.where)
+
+    def _stop_task(self, connector_deleted: bool) -> None:
+        if self.task is None:
+            return
+        try:
+            self.task.stop(connector_deleted=connector_deleted)
+        except Exception as exc:  # noqa: BLE001 - reported, not fatal
+            log.exception("task %s: stop() failed", self.where)
+            if self.trace is None:
+                self.trace = f"stop(connector_deleted={connector_deleted}) failed: {exc}"
+
+    def _record_failure(self, exc: BaseException) -> None:
+        self.trace = trace_of(exc)
+        log.error("task %s failed: %s: %s", self.where, type(exc).__name__, exc)
+
+    def report(self, fresh: bool = False) -> TaskReport:
+        """Publish the task's current report for the control link; rebuilt at most every
+        0.5 s unless ``fresh``. Called on the task thread only."""
+        now = time.monotonic()
+        if not fresh and self._report_cache is not None and now - self._report_at < REPORT_INTERVAL_S:
+            return self._report_cache
+        report = self._build_report(
+            task_id=self.spec.task_id, attempt=self.spec.attempt, state=self.state, worker_id=self.worker_id,
+            trace=self.trace, pod=self.pod,
+        )
+        self._report_cache, self._report_at = report, now
+        return report
