@@ -10,6 +10,7 @@ closing (a newer generation owns the task's work, KIP-618).
 
 from __future__ import annotations
 
+import abc
 import faulthandler
 import logging
 import os
@@ -33,7 +34,7 @@ class TaskFenced(Exception):
     """A newer generation took over this task's transactional id (KIP-618)."""
 
 
-class TaskRunner:
+class TaskRunner(abc.ABC):
     """Base of :class:`SinkTaskRunner` and :class:`SourceTaskRunner`; ``run()`` returns the
     final report and never raises for a failure of the task itself."""
 
@@ -96,21 +97,24 @@ class TaskRunner:
 
     # hooks of the subclasses -----------------------------------------------------------
 
+    @abc.abstractmethod
     def _start(self) -> None:
-        raise NotImplementedError
+        """Create the task, its clients and converters; ``task.start``."""
 
+    @abc.abstractmethod
     def _loop(self) -> tuple[TaskState, bool]:
-        raise NotImplementedError
+        """Run until a stop or drain directive; return :meth:`_leaving`'s answer."""
 
+    @abc.abstractmethod
     def _close(self, clean: bool) -> None:
         """The closing commit (sinks) or the final offsets (sources); ``clean`` is false after a failure."""
-        raise NotImplementedError
 
     def _release(self) -> None:
         """Close the Kafka clients and everything else the run opened."""
 
+    @abc.abstractmethod
     def _build_report(self, **common: Any) -> TaskReport:
-        raise NotImplementedError
+        """The report: ``common`` holds the fields every task reports."""
 
     # shared ------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ configured) under ``errors.tolerance=all``, and fails the task under ``none``.
 
 from __future__ import annotations
 
+import abc
 import enum
 import logging
 import time
@@ -54,11 +55,12 @@ class FailedRecord:
     timestamp: int | None
 
 
-class Reporter:
+class Reporter(abc.ABC):
     """Something that takes a tolerated failure: the dead-letter queue, the log."""
 
+    @abc.abstractmethod
     def report(self, failed: FailedRecord, stage: Stage, cls_name: str, error: BaseException) -> Future[None]:
-        raise NotImplementedError
+        """Take one failed record; the future completes when it is durable."""
 
     def flush(self, timeout_s: float) -> None:
         """Push out what ``report`` queued, so that its futures complete."""
