@@ -14,7 +14,6 @@ import os
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -27,15 +26,14 @@ from conveyor.api import (
     ConfigError,
     ConnectError,
     DataError,
-    ErrantRecordReporter,
     Header,
     RetriableError,
     Schema,
     SchemaType,
     SinkRecord,
-    SinkTaskContext,
     TopicPartition,
 )
+from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext
 from conveyor.connectors.archive import ArchiveSinkConfig, ArchiveSinkConnector, ArchiveSinkTask
 from conveyor.connectors.archive.config import load_config
 from conveyor.testing.s3 import S3Server
@@ -50,53 +48,8 @@ TP1 = TopicPartition(TOPIC, 1)
 # -- a minimal runtime ----------------------------------------------------------------------
 
 
-class Reporter(ErrantRecordReporter):
-    def __init__(self) -> None:
-        self.reported: list[tuple[SinkRecord, BaseException]] = []
-
-    def report(self, record: SinkRecord, error: BaseException) -> Future[None]:
-        self.reported.append((record, error))
-        future: Future[None] = Future()
-        future.set_result(None)
-        return future
-
-
-class Context(SinkTaskContext):
-    """What the runtime offers a sink task; ``closing`` is toggled by the tests."""
-
-    def __init__(self, config: Mapping[str, Any], reporter: ErrantRecordReporter | None = None) -> None:
-        self._config = dict(config)
-        self._reporter = reporter
-        self.closing = False
-        self.rewinds: list[dict[TopicPartition, int]] = []
-        self.assigned: set[TopicPartition] = set()
-
-    def configs(self) -> Mapping[str, Any]:
-        return self._config
-
-    def offset(self, offsets: Mapping[TopicPartition, int]) -> None:
-        self.rewinds.append(dict(offsets))
-
-    def timeout(self, timeout: timedelta) -> None:
-        pass
-
-    def assignment(self) -> frozenset[TopicPartition]:
-        return frozenset(self.assigned)
-
-    def pause(self, *partitions: TopicPartition) -> None:
-        pass
-
-    def resume(self, *partitions: TopicPartition) -> None:
-        pass
-
-    def request_commit(self) -> None:
-        pass
-
-    def errant_record_reporter(self) -> ErrantRecordReporter | None:
-        return self._reporter
-
-    def is_closing(self) -> bool:
-        return self.closing
+Reporter = RecordingReporter
+Context = StubSinkTaskContext
 
 
 def start_task(

@@ -11,7 +11,6 @@ import datetime as dt
 import json
 import socket
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any
 
@@ -27,9 +26,9 @@ from conveyor.api import (
     Schema,
     SchemaType,
     SinkRecord,
-    SinkTaskContext,
     TopicPartition,
 )
+from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext
 from conveyor.connectors.postgres.sink import PostgresSinkConnector, PostgresSinkTask
 
 pytestmark = pytest.mark.integration
@@ -38,56 +37,7 @@ TP0 = TopicPartition("orders", 0)
 TP1 = TopicPartition("orders", 1)
 
 
-class RecordingReporter(ErrantRecordReporter):
-    def __init__(self) -> None:
-        self.reported: list[tuple[SinkRecord, BaseException]] = []
-
-    def report(self, record: SinkRecord, error: BaseException) -> Future[None]:
-        self.reported.append((record, error))
-        future: Future[None] = Future()
-        future.set_result(None)
-        return future
-
-
-class RecordingContext(SinkTaskContext):
-    """A minimal runtime: remembers rewinds, pauses, commit requests and reports."""
-
-    def __init__(self, config: Mapping[str, Any], reporter: ErrantRecordReporter | None = None) -> None:
-        self._config = dict(config)
-        self._reporter = reporter
-        self.rewinds: list[dict[TopicPartition, int]] = []
-        self.timeouts: list[timedelta] = []
-        self.paused: set[TopicPartition] = set()
-        self.commit_requests = 0
-        self.closing = False
-        self.assigned: set[TopicPartition] = set()
-
-    def configs(self) -> Mapping[str, Any]:
-        return self._config
-
-    def offset(self, offsets: Mapping[TopicPartition, int]) -> None:
-        self.rewinds.append(dict(offsets))
-
-    def timeout(self, timeout: timedelta) -> None:
-        self.timeouts.append(timeout)
-
-    def assignment(self) -> frozenset[TopicPartition]:
-        return frozenset(self.assigned)
-
-    def pause(self, *partitions: TopicPartition) -> None:
-        self.paused.update(partitions)
-
-    def resume(self, *partitions: TopicPartition) -> None:
-        self.paused.difference_update(partitions)
-
-    def request_commit(self) -> None:
-        self.commit_requests += 1
-
-    def errant_record_reporter(self) -> ErrantRecordReporter | None:
-        return self._reporter
-
-    def is_closing(self) -> bool:
-        return self.closing
+RecordingContext = StubSinkTaskContext
 
 
 # -- helpers --------------------------------------------------------------------------------

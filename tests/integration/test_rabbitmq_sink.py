@@ -17,8 +17,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -31,71 +29,29 @@ from conveyor.api import (
     Header,
     RetriableError,
     SinkRecord,
-    SinkTaskContext,
     TopicPartition,
 )
+from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext
 from conveyor.connectors.rabbitmq import RabbitMQSinkConnector, RabbitMQSinkTask
 from conveyor.connectors.rabbitmq.config import load_config
 
 pytestmark = pytest.mark.integration
 
 
-class RecordingReporter(ErrantRecordReporter):
-    def __init__(self) -> None:
-        self.reported: list[tuple[SinkRecord, BaseException]] = []
-
-    def report(self, record: SinkRecord, error: BaseException) -> Future[None]:
-        self.reported.append((record, error))
-        future: Future[None] = Future()
-        future.set_result(None)
-        return future
-
-
-class TaskContext(SinkTaskContext):
-    """The smallest runtime: a configuration, an assignment and the closing flag."""
-
-    def __init__(self, config: Mapping[str, Any], reporter: ErrantRecordReporter | None = None) -> None:
-        self._config = dict(config)
-        self._reporter = reporter
-        self._closing = False
-        self.assigned: set[TopicPartition] = set()
-        self.commit_requests = 0
-
-    def configs(self) -> Mapping[str, Any]:
-        return self._config
+class TaskContext(StubSinkTaskContext):
+    """The stand-in runtime; the RabbitMQ sink must never rewind."""
 
     def offset(self, offsets: Mapping[TopicPartition, int]) -> None:
         raise AssertionError("the RabbitMQ sink never rewinds")
 
-    def timeout(self, timeout: timedelta) -> None:
-        pass
-
-    def assignment(self) -> frozenset[TopicPartition]:
-        return frozenset(self.assigned)
-
-    def pause(self, *partitions: TopicPartition) -> None:
-        pass
-
-    def resume(self, *partitions: TopicPartition) -> None:
-        pass
-
-    def request_commit(self) -> None:
-        self.commit_requests += 1
-
-    def errant_record_reporter(self) -> ErrantRecordReporter | None:
-        return self._reporter
-
-    def is_closing(self) -> bool:
-        return self._closing
-
     @contextlib.contextmanager
-    def closing(self) -> Iterator[None]:
+    def closing_commit(self) -> Iterator[None]:
         """``is_closing()`` is true inside the block, as during the runtime's closing commit."""
-        self._closing = True
+        self.closing = True
         try:
             yield
         finally:
-            self._closing = False
+            self.closing = False
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -198,7 +154,7 @@ def make_node_task(rabbitmq_node) -> Iterator[Any]:
 
 
 def confirm_all(task: RabbitMQSinkTask, context: TaskContext, offsets: Mapping[TopicPartition, int]):
-    with context.closing():
+    with context.closing_commit():
         return task.pre_commit(offsets)
 
 
