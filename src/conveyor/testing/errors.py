@@ -44,3 +44,30 @@ class ComponentUnavailable(RuntimeError):
 
 def _rebuild(component: str, reason: str, hint: str, log_tail: str) -> ComponentUnavailable:
     return ComponentUnavailable(component, reason, hint=hint, log_tail=log_tail)
+
+
+class Endpoint:
+    """Base of a component's endpoint (a broker or server the tests talk to): how it
+    reports being unavailable, :meth:`stop`, and use as a context manager (``__exit__``
+    calls :meth:`stop`).
+
+    Attributes:
+        component: the name ``ComponentUnavailable`` reports (``"kafka"``, ``"postgres"``...).
+    """
+
+    component = "component"
+
+    def _check_alive(self) -> None:
+        """Raise ComponentUnavailable if the endpoint is known to be dead (overridden)."""
+
+    def _unavailable(self, reason: str) -> ComponentUnavailable:
+        return ComponentUnavailable(self.component, reason)
+
+    def stop(self) -> None:
+        """Stop what this endpoint started (nothing for an external one). Idempotent."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from conveyor.testing import _support
-from conveyor.testing.errors import ComponentUnavailable
+from conveyor.testing.errors import ComponentUnavailable, Endpoint
 
 __all__ = [
     "ENV_BOOTSTRAP",
@@ -231,11 +231,13 @@ def _random_cluster_id() -> str:
 # endpoints
 
 
-class KafkaEndpoint:
+class KafkaEndpoint(Endpoint):
     """A reachable Kafka cluster and a few admin helpers. Base of KafkaBroker and ExternalKafka.
 
     Usable as a context manager: ``__exit__`` calls :meth:`stop`.
     """
+
+    component = "kafka"
 
     _bootstrap: str | None = None
     _admin = None
@@ -341,21 +343,9 @@ class KafkaEndpoint:
                 return True
         return False
 
-    def _check_alive(self) -> None:
-        """Raise ComponentUnavailable if the endpoint is known to be dead (overridden)."""
-
-    def _unavailable(self, reason: str) -> ComponentUnavailable:
-        return ComponentUnavailable("kafka", reason)
-
     def stop(self) -> None:
         """Release client resources (and, for a started broker, stop it). Idempotent."""
         self._admin = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 class ExternalKafka(KafkaEndpoint):

@@ -36,7 +36,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from conveyor.testing import _support
-from conveyor.testing.errors import ComponentUnavailable
+from conveyor.testing.errors import ComponentUnavailable, Endpoint
 
 __all__ = [
     "ENV_URL",
@@ -100,11 +100,13 @@ def _check_dbname(name: str) -> str:
     return name
 
 
-class PostgresEndpoint:
+class PostgresEndpoint(Endpoint):
     """A reachable PostgreSQL server plus a database on it (:attr:`url`).
 
     Usable as a context manager; ``__exit__`` calls :meth:`stop`.
     """
+
+    component = "postgres"
 
     _url: str | None = None
 
@@ -158,22 +160,6 @@ class PostgresEndpoint:
                 if time.monotonic() >= deadline:
                     raise self._unavailable(f"`SELECT 1` did not succeed within {timeout:.0f}s: {e}") from None
             time.sleep(0.2)
-
-    def _check_alive(self) -> None:
-        """Raise ComponentUnavailable if the server is known to be dead (overridden)."""
-
-    def _unavailable(self, reason: str) -> ComponentUnavailable:
-        return ComponentUnavailable("postgres", reason)
-
-    def stop(self) -> None:
-        """Stop what this endpoint started (nothing for an external server). Idempotent."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
 
 class ExternalPostgres(PostgresEndpoint):
     """A PostgreSQL server someone else runs; ``url`` is a database on it. Never stopped by us.

@@ -51,7 +51,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from conveyor.testing import _support
-from conveyor.testing.errors import ComponentUnavailable
+from conveyor.testing.errors import ComponentUnavailable, Endpoint
 
 __all__ = [
     "ENV_HOME",
@@ -171,12 +171,14 @@ class Message:
         return dict(self.properties.headers or {})
 
 
-class RabbitMQEndpoint:
+class RabbitMQEndpoint(Endpoint):
     """A reachable RabbitMQ broker (:attr:`url`), with small AMQP helpers for tests.
 
     Every helper opens its own short :mod:`pika` connection. Usable as a context manager;
     ``__exit__`` calls :meth:`stop`.
     """
+
+    component = "rabbitmq"
 
     _url: str | None = None
     component = "rabbitmq"
@@ -348,22 +350,6 @@ class RabbitMQEndpoint:
             f"{what} needs a broker started by the harness, not {self!r}",
             hint=f"unset {ENV_URL} to let the harness start RabbitMQ",
         )
-
-    def _check_alive(self) -> None:
-        """Raise ComponentUnavailable if the broker is known to be dead (overridden)."""
-
-    def _unavailable(self, reason: str) -> ComponentUnavailable:
-        return ComponentUnavailable("rabbitmq", reason)
-
-    def stop(self) -> None:
-        """Stop what this endpoint started (nothing for an external broker). Idempotent."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
 
 class ExternalRabbitMQ(RabbitMQEndpoint):
     """A broker someone else runs (``$CONVEYOR_RABBITMQ_URL``). Never stopped by us."""
