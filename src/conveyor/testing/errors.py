@@ -1,6 +1,7 @@
 """Errors raised by the conveyor test harness.
 
-There is one: :class:`ComponentUnavailable`. Every helper in ``conveyor.testing`` that starts or
+The error is :class:`ComponentUnavailable`; :class:`Endpoint` and :func:`reuse_or_start` are
+what every component's endpoint shares. Every helper in ``conveyor.testing`` that starts or
 reaches a real component (Kafka broker, PostgreSQL, Spark, Java, Maven) raises it, and only it,
 when that component cannot be made available. The message always says *which* component and
 *why*, and ends with a hint (what to install, which log to read) where there is one. The pytest
@@ -9,7 +10,11 @@ fixtures turn it into a test failure, never into a skip.
 
 from __future__ import annotations
 
-__all__ = ["ComponentUnavailable"]
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["ComponentUnavailable", "Endpoint", "reuse_or_start"]
 
 
 class ComponentUnavailable(RuntimeError):
@@ -71,3 +76,19 @@ class Endpoint:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def reuse_or_start(env: Mapping[str, str] | None, variable: str, external: Callable[[str], Any],
+                   start: Callable[[], Any]) -> Any:
+    """An endpoint for a test session: ``external(value)`` when ``$variable`` is set
+    (waiting up to 30 s for it to answer), else ``start()``.
+
+    Raises:
+        ComponentUnavailable: the reused endpoint does not answer, or starting failed.
+    """
+    value = ((os.environ if env is None else env).get(variable) or "").strip()
+    if value:
+        endpoint = external(value)
+        endpoint.wait_ready(timeout=30.0)
+        return endpoint
+    return start()

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from conveyor.testing import _support
-from conveyor.testing.errors import ComponentUnavailable, Endpoint
+from conveyor.testing.errors import ComponentUnavailable, Endpoint, reuse_or_start
 
 __all__ = [
     "ENV_BOOTSTRAP",
@@ -574,11 +574,5 @@ def start_or_reuse(*, env: Mapping[str, str] | None = None, **broker_kwargs) -> 
     Raises:
         ComponentUnavailable: the reused broker does not answer within 30 s, or starting failed.
     """
-    env = os.environ if env is None else env
-    bootstrap = (env.get(ENV_BOOTSTRAP) or "").strip()
-    if bootstrap:
-        ext = ExternalKafka(bootstrap)
-        ext.wait_ready(timeout=30.0)
-        return ext
-    return KafkaBroker(**broker_kwargs).start()
+    return reuse_or_start(env, ENV_BOOTSTRAP, ExternalKafka, lambda: KafkaBroker(**broker_kwargs).start())
 

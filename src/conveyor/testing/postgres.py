@@ -36,7 +36,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from conveyor.testing import _support
-from conveyor.testing.errors import ComponentUnavailable, Endpoint
+from conveyor.testing.errors import ComponentUnavailable, Endpoint, reuse_or_start
 
 __all__ = [
     "ENV_URL",
@@ -413,10 +413,4 @@ def start_or_reuse(*, env: Mapping[str, str] | None = None, **server_kwargs) -> 
     Raises:
         ComponentUnavailable: the reused server does not answer within 30 s, or starting failed.
     """
-    env = os.environ if env is None else env
-    url = (env.get(ENV_URL) or "").strip()
-    if url:
-        ext = ExternalPostgres(url)
-        ext.wait_ready(timeout=30.0)
-        return ext
-    return PostgresServer(**server_kwargs).start()
+    return reuse_or_start(env, ENV_URL, ExternalPostgres, lambda: PostgresServer(**server_kwargs).start())

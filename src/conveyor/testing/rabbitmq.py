@@ -51,7 +51,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from conveyor.testing import _support
-from conveyor.testing.errors import ComponentUnavailable, Endpoint
+from conveyor.testing.errors import ComponentUnavailable, Endpoint, reuse_or_start
 
 __all__ = [
     "ENV_HOME",
@@ -693,10 +693,4 @@ def start_or_reuse(*, env: Mapping[str, str] | None = None, **server_kwargs: Any
     Raises:
         ComponentUnavailable: the reused broker does not answer within 30 s, or starting failed.
     """
-    env = os.environ if env is None else env
-    url = (env.get(ENV_URL) or "").strip()
-    if url:
-        ext = ExternalRabbitMQ(url)
-        ext.wait_ready(timeout=30.0)
-        return ext
-    return RabbitMQServer(**server_kwargs).start()
+    return reuse_or_start(env, ENV_URL, ExternalRabbitMQ, lambda: RabbitMQServer(**server_kwargs).start())
