@@ -21,6 +21,7 @@ API_VERSION = "conveyor.dev/v1alpha1"
 KIND = "Connector"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+_MOUNT_REF = re.compile(r"\$\{(secret|configmap):([^:}]+):([^}]+)\}")
 
 
 class ManifestError(ValueError):
@@ -40,15 +41,125 @@ class ConnectorState(str, enum.Enum):
     STOPPED = "stopped"
 
 
+_K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+_SPARK_MEMORY = r"^[0-9]+[kmgtKMGT]?$"
+
+
+class SecretKeySelector(_Model):
+    """One key of a Secret in the connector's namespace, as Kubernetes' ``secretKeyRef``."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=_K8S_NAME, description="Name of the Secret.")
+    key: str = Field(min_length=1, max_length=253, description="Key within the Secret.")
+
+    def path(self, mount_root: Path) -> Path:
+        """Where the driver and executor pods see this key (Secrets are mounted as files)."""
+        return mount_root / "secrets" / self.name / self.key
+
+
+class KafkaTlsSpec(_Model):
+    """TLS to the brokers (librdkafka ``security.protocol`` SSL or SASL_SSL)."""
+
+    trusted_certificate: SecretKeySelector | None = Field(
+        None, alias="trustedCertificate",
+        description="PEM CA certificate(s) the brokers' certificates are checked against (ssl.ca.location); "
+        "unset uses the image's system trust store.",
+    )
+    certificate: SecretKeySelector | None = Field(
+        None, description="PEM client certificate for mutual TLS (ssl.certificate.location); needs key."
+    )
+    key: SecretKeySelector | None = Field(
+        None, description="PEM private key of the client certificate (ssl.key.location); needs certificate."
+    )
+
+    def model_post_init(self, __context: Any) -> None:
+        if (self.certificate is None) != (self.key is None):
+            raise ValueError("spec.kafka.tls: certificate and key must be set together")
+
+
+class SaslMechanism(str, enum.Enum):
+    """SASL mechanisms with a username and password, as librdkafka's ``sasl.mechanism``."""
+
+    PLAIN = "plain"
+    SCRAM_SHA_256 = "scram-sha-256"
+    SCRAM_SHA_512 = "scram-sha-512"
+
+
+class KafkaAuthenticationSpec(_Model):
+    """SASL authentication with a username and a password kept in a Secret."""
+
+    type: SaslMechanism = Field(description="SASL mechanism: plain, scram-sha-256 or scram-sha-512.")
+    username: str = Field(min_length=1, description="SASL username (sasl.username).")
+    password_secret: SecretKeySelector = Field(
+        alias="passwordSecret", description="Secret key holding the SASL password (sasl.password)."
+    )
+
+
 class KafkaSpec(_Model):
+    """Kafka cluster and how to authenticate to it."""
+
     bootstrap_servers: str = Field(
         alias="bootstrapServers",
         min_length=1,
         description="Comma-separated host:port list of the Kafka brokers.",
     )
+    tls: KafkaTlsSpec | None = Field(None, description="TLS to the brokers; unset means plaintext.")
+    authentication: KafkaAuthenticationSpec | None = Field(
+        None, description="SASL authentication; unset means none."
+    )
+
+    def secret_refs(self) -> list[SecretKeySelector]:
+        """Every Secret key this spec reads (the operator mounts them into the pods)."""
+        refs = []
+        if self.tls is not None:
+            refs += [r for r in (self.tls.trusted_certificate, self.tls.certificate, self.tls.key) if r is not None]
+        if self.authentication is not None:
+            refs.append(self.authentication.password_secret)
+        return refs
+
+    def client_properties(self, mount_root: Path | None = None) -> dict[str, str]:
+        """librdkafka properties for every client the runtime creates: ``bootstrap.servers``
+        plus TLS and SASL settings read from the mounted Secrets under ``mount_root``
+        (default :func:`mount_root`).
+
+        Raises:
+            ManifestError: a referenced Secret key is not mounted (names the field).
+        """
+        root = mount_root or globals()["mount_root"]()
+        props = {"bootstrap.servers": self.bootstrap_servers}
+        tls, sasl = self.tls, self.authentication
+        if tls is None and sasl is None:
+            return props
+        props["security.protocol"] = {(True, False): "SSL", (True, True): "SASL_SSL"}.get(
+            (tls is not None, sasl is not None), "SASL_PLAINTEXT")
+        if tls is not None:
+            for prop, ref, field in (("ssl.ca.location", tls.trusted_certificate, "trustedCertificate"),
+                                     ("ssl.certificate.location", tls.certificate, "certificate"),
+                                     ("ssl.key.location", tls.key, "key")):
+                if ref is not None:
+                    props[prop] = str(_mounted(ref.path(root), f"spec.kafka.tls.{field}"))
+        if sasl is not None:
+            props["sasl.mechanism"] = sasl.type.value.upper()
+            props["sasl.username"] = sasl.username
+            password = _mounted(sasl.password_secret.path(root), "spec.kafka.authentication.passwordSecret")
+            props["sasl.password"] = password.read_text().strip()
+        return props
+
+
+def mount_root() -> Path:
+    """Directory the pods see Secrets and ConfigMaps under (``$CONVEYOR_MOUNT_DIR``,
+    default ``/etc/conveyor``): ``secrets/<name>/<key>`` and ``configmaps/<name>/<key>``."""
+    return Path(os.environ.get("CONVEYOR_MOUNT_DIR", "/etc/conveyor"))
+
+
+def _mounted(path: Path, field: str) -> Path:
+    if not path.is_file():
+        raise ManifestError(f"{field}: {path} is not mounted (is the Secret or ConfigMap missing?)")
+    return path
 
 
 class ShutdownSpec(_Model):
+    """Graceful shutdown: time for closing commits."""
+
     grace_period_seconds: int = Field(
         60,
         alias="gracePeriodSeconds",
@@ -68,19 +179,149 @@ class ObjectMeta(BaseModel):
             raise ValueError(f"metadata.name {self.name!r} must be a DNS label (lowercase letters, digits, '-')")
 
 
+class NameReference(_Model):
+    """A reference by name to an object in the connector's namespace."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=_K8S_NAME, description="Name of the object.")
+
+
+class ConfigFromSource(_Model):
+    """A Secret or ConfigMap whose keys become connector configuration keys, as a
+    container's ``envFrom``. Keys set in ``spec.config`` win."""
+
+    model_config = ConfigDict(
+        populate_by_name=True, extra="forbid",
+        json_schema_extra={"x-kubernetes-validations": [{
+            "rule": "has(self.secretRef) != has(self.configMapRef)",
+            "message": "set exactly one of secretRef and configMapRef",
+        }]},
+    )
+
+    secret_ref: NameReference | None = Field(
+        None, alias="secretRef", description="Secret in the connector's namespace; its values never leave the pods."
+    )
+    config_map_ref: NameReference | None = Field(
+        None, alias="configMapRef", description="ConfigMap in the connector's namespace."
+    )
+    prefix: str = Field("", description="Prepended to every key of the source (e.g. 'connection.').")
+
+    def model_post_init(self, __context: Any) -> None:
+        if (self.secret_ref is None) == (self.config_map_ref is None):
+            raise ValueError("set exactly one of secretRef and configMapRef")
+
+    @property
+    def kind(self) -> str:
+        return "Secret" if self.secret_ref is not None else "ConfigMap"
+
+    @property
+    def name(self) -> str:
+        return (self.secret_ref or self.config_map_ref).name  # type: ignore[union-attr]
+
+    def directory(self, root: Path) -> Path:
+        return root / ("secrets" if self.secret_ref is not None else "configmaps") / self.name
+
+
+class ResourcesSpec(_Model):
+    """CPU and memory of a Spark driver or executor."""
+
+    cores: int = Field(1, ge=1, le=256, description="CPU cores (spark.driver.cores / spark.executor.cores).")
+    memory: str = Field(
+        "1g", pattern=_SPARK_MEMORY,
+        description="JVM heap in Spark's size format, e.g. 512m or 2g (spark.driver.memory / spark.executor.memory).",
+    )
+
+
+class ExecutorSpec(ResourcesSpec):
+    """Spark executors: how many pods and their resources."""
+
+    instances: int = Field(
+        1, ge=0, le=1000,
+        description="Executor pods (spark.executor.instances); 0 runs the tasks in the driver pod.",
+    )
+
+
+class SparkSpec(_Model):
+    """How the connector's Spark application runs on Kubernetes (client mode: the driver
+    is a Deployment's pod, executors are pods it creates)."""
+
+    image: str | None = Field(
+        None, description="Image of the driver and executors; defaults to the operator's runtime image."
+    )
+    image_pull_policy: str = Field(
+        "IfNotPresent", alias="imagePullPolicy", pattern="^(Always|IfNotPresent|Never)$",
+        description="Always, IfNotPresent or Never.",
+    )
+    driver: ResourcesSpec = Field(default_factory=ResourcesSpec, description="Driver pod resources.")
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec, description="Executor pods and their resources.")
+    service_account: str | None = Field(
+        None, alias="serviceAccount", pattern=_K8S_NAME,
+        description="ServiceAccount of the driver (it creates executor pods); defaults to <name>-spark, "
+        "which the operator creates with the Role Spark needs.",
+    )
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict, alias="sparkConf",
+        description="Extra Spark properties (spark.*); they override what the operator renders.",
+    )
+
+
+class OffsetsPolicy(str, enum.Enum):
+    RETAIN = "retain"
+    DELETE = "delete"
+
+
+class DeletionPolicySpec(_Model):
+    """What deleting the Connector removes besides its Kubernetes objects."""
+
+    cleanup: bool = Field(
+        True,
+        description="Run the connector-deleted stop path (task.stop(connector_deleted=True)) so the connector "
+        "removes what it provisioned outside Kafka (tables, triggers, queues).",
+    )
+    offsets: OffsetsPolicy = Field(
+        OffsetsPolicy.RETAIN,
+        description="retain keeps the sink consumer group and source offsets (a re-created connector resumes); "
+        "delete removes the consumer group connect-<name> and tombstones the source offsets.",
+    )
+
+
 class ConnectorSpec(_Model):
     connector_class: str = Field(
         alias="class",
         min_length=1,
         description="Connector: an entry-point name of group conveyor.connectors or a dotted path pkg.module:Class.",
     )
-    tasks_max: int = Field(1, alias="tasksMax", ge=1, description="Maximum number of tasks (Kafka Connect tasks.max).")
+    tasks_max: int = Field(
+        1, alias="tasksMax", ge=1, le=1000,
+        description="Maximum number of tasks (Kafka Connect tasks.max); the scale subresource sets it.",
+    )
     state: ConnectorState = Field(ConnectorState.RUNNING, description="Target state: running, paused or stopped.")
     kafka: KafkaSpec = Field(description="Kafka cluster the connector reads from or writes to.")
     config: dict[str, Any] = Field(
-        default_factory=dict, description="Connector configuration with Kafka Connect's keys (topics, transforms, ...)."
+        default_factory=dict,
+        description="Connector configuration with Kafka Connect's keys (topics, transforms, errors.tolerance, ...). "
+        "${secret:<name>:<key>} and ${configmap:<name>:<key>} read a key of a source listed in configFrom; "
+        "${env:NAME} reads the driver's environment.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
+    config_from: list[ConfigFromSource] = Field(
+        default_factory=list, alias="configFrom",
+        description="Secrets and ConfigMaps mounted into the pods whose keys become configuration keys.",
+    )
+    spark: SparkSpec = Field(default_factory=SparkSpec, description="Spark on Kubernetes settings.")
     shutdown: ShutdownSpec = Field(default_factory=ShutdownSpec, description="Graceful shutdown settings.")
+    deletion_policy: DeletionPolicySpec = Field(
+        default_factory=DeletionPolicySpec, alias="deletionPolicy",
+        description="What deleting the Connector cleans up.",
+    )
+
+    def secret_names(self) -> list[str]:
+        """Every Secret the pods mount (configFrom and Kafka credentials), in order, once."""
+        names = [s.name for s in self.config_from if s.secret_ref is not None]
+        names += [r.name for r in self.kafka.secret_refs()]
+        return list(dict.fromkeys(names))
+
+    def config_map_names(self) -> list[str]:
+        return list(dict.fromkeys(s.name for s in self.config_from if s.config_map_ref is not None))
 
 
 class ConnectorManifest(_Model):
@@ -140,7 +381,54 @@ class ConnectorManifest(_Model):
         except yaml.YAMLError as exc:
             raise ManifestError(f"{p}: not valid YAML: {exc}") from None
         data = substitute_env(data, os.environ if environ is None else environ, source=str(p))
-        return cls.from_dict(data, source=str(p))
+        manifest = cls.from_dict(data, source=str(p))
+        if manifest.spec.config_from or _mentions_mounts(manifest.spec.config):
+            config = resolve_mounted_config(manifest.spec, mount_root(), source=str(p))
+            manifest = manifest.model_copy(update={"spec": manifest.spec.model_copy(update={"config": config})})
+        return manifest
+
+
+def _mentions_mounts(config: Mapping[str, Any]) -> bool:
+    return any(isinstance(v, str) and _MOUNT_REF.search(v) for v in config.values())
+
+
+def resolve_mounted_config(spec: ConnectorSpec, root: Path, source: str = "<manifest>") -> dict[str, Any]:
+    """``spec.config`` with ``configFrom`` merged in (keys set in ``spec.config`` win) and
+    ``${secret:<name>:<key>}`` / ``${configmap:<name>:<key>}`` replaced, reading the files
+    the pods see under ``root`` (``secrets/<name>/<key>``, ``configmaps/<name>/<key>``).
+
+    Raises:
+        ManifestError: a source is not mounted, or a reference names a Secret or ConfigMap
+            that ``configFrom`` does not list or a key it does not have (names the field).
+    """
+    merged: dict[str, Any] = {}
+    for i, src in enumerate(spec.config_from):
+        directory = src.directory(root)
+        if not directory.is_dir():
+            raise ManifestError(f"{source}: spec.configFrom[{i}]: {src.kind} {src.name!r} is not mounted at {directory}")
+        for item in sorted(directory.iterdir()):
+            if item.is_file() and not item.name.startswith("."):
+                merged[src.prefix + item.name] = item.read_text()
+    merged.update(spec.config)
+    listed = {("secret", s.name) for s in spec.config_from if s.secret_ref is not None}
+    listed |= {("configmap", s.name) for s in spec.config_from if s.config_map_ref is not None}
+
+    def substitute(key: str, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+
+        def read(match: re.Match[str]) -> str:
+            kind, name, item = match.groups()
+            if (kind, name) not in listed:
+                raise ManifestError(f"{source}: spec.config.{key}: ${{{kind}:{name}:...}} needs {name!r} in spec.configFrom")
+            path = root / ("secrets" if kind == "secret" else "configmaps") / name / item
+            if not path.is_file():
+                raise ManifestError(f"{source}: spec.config.{key}: {kind} {name!r} has no key {item!r}")
+            return path.read_text()
+
+        return _MOUNT_REF.sub(read, value)
+
+    return {k: substitute(k, v) for k, v in merged.items()}
 
 
 def substitute_env(data: Any, environ: Mapping[str, str], source: str = "<manifest>", path: str = "") -> Any:

@@ -1,0 +1,38 @@
+"""``conveyor-operator``: run the operator (kopf, standalone: one replica, no peering).
+
+Watches every namespace, or those in ``CONVEYOR_OPERATOR_WATCH_NAMESPACES``; serves
+kopf's liveness probe on ``--liveness`` (default ``http://0.0.0.0:8080/healthz``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+
+import kopf
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="conveyor-operator", description=__doc__.splitlines()[0])
+    parser.add_argument("--liveness", default=os.environ.get("CONVEYOR_OPERATOR_LIVENESS",
+                                                             "http://0.0.0.0:8080/healthz"))
+    parser.add_argument("--log-level", default=os.environ.get("CONVEYOR_OPERATOR_LOG_LEVEL", "INFO"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s [%(name)s] %(message)s")
+
+    from conveyor_operator import handlers  # noqa: F401 - registers the handlers
+    from conveyor_operator.settings import OperatorSettings
+
+    namespaces = OperatorSettings.from_env().watch_namespaces
+    asyncio.run(kopf.operator(
+        standalone=True,
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        liveness_endpoint=args.liveness or None,
+    ))
+
+
+if __name__ == "__main__":
+    main()

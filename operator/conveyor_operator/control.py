@@ -1,0 +1,97 @@
+"""Client of a driver's control API (served by ``conveyor run``, see
+``conveyor.runtime.control_server``). Standard library only: the operator image has no Spark
+and needs no HTTP library for this."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.request
+from http.client import HTTPException
+from typing import Any
+from urllib.parse import quote, urlencode
+
+
+class DriverUnreachable(ConnectionError):
+    """Nothing answers at the driver's URL (no pod, DNS failure, connection refused,
+    timeout): the driver is not running, as far as the operator can tell."""
+
+
+class DriverRefused(RuntimeError):
+    """The driver answered with an error status.
+
+    Attributes:
+        status: HTTP status code.
+        message: the driver's ``message``.
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"driver answered {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class DriverClient:
+    """Calls to one driver. Every method raises :class:`DriverUnreachable` when the driver
+    cannot be reached and :class:`DriverRefused` when it answers with an error; blocking
+    calls (``stop``, ``drain``) wait up to their own timeout plus a margin.
+
+    Args:
+        base_url: e.g. ``http://orders-driver.data.svc:8083``.
+        timeout_s: timeout of calls that do not block in the driver, in seconds.
+    """
+
+    def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def _call(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base_url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as response:
+                payload = response.read()
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.loads(exc.read() or b"{}").get("message", exc.reason)
+            except ValueError:
+                message = str(exc.reason)
+            raise DriverRefused(exc.code, str(message)) from None
+        except (urllib.error.URLError, socket.timeout, ConnectionError, HTTPException, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise DriverUnreachable(f"{self.base_url}: {reason}") from None
+        return json.loads(payload or b"null")
+
+    def status(self) -> dict[str, Any]:
+        """Kafka Connect's status document: ``{"name", "connector": {...}, "tasks": [...]}``."""
+        return self._call("GET", "/status")
+
+    def put_config(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Reconfigure live (``PUT /config`` with the whole spec, camelCase keys)."""
+        return self._call("PUT", "/config", spec, timeout_s=self.timeout_s + 120)
+
+    def set_state(self, state: str) -> dict[str, Any]:
+        """``running``, ``paused`` or ``stopped``."""
+        return self._call("POST", f"/state?target={quote(state)}", timeout_s=self.timeout_s + 120)
+
+    def stop(self, connector_deleted: bool, delete_offsets: bool, timeout_s: float) -> dict[str, Any]:
+        """The stop path; returns the driver's report (tasks' closing commits, what the
+        connector removed, ``connector_trace`` when ``stop`` failed)."""
+        query = urlencode({"connector_deleted": str(connector_deleted).lower(),
+                           "delete_offsets": str(delete_offsets).lower()})
+        return self._call("POST", f"/stop?{query}", timeout_s=timeout_s + 30)
+
+    def drain(self, pod: str, timeout_s: float) -> dict[str, Any]:
+        """Closing commits of the tasks on ``pod``: ``{"tasks": [{"id", "drained",
+        "committed": {"topic-partition": offset}}], "complete": bool}``."""
+        query = urlencode({"pod": pod, "timeout_s": timeout_s})
+        return self._call("POST", f"/drain?{query}", timeout_s=timeout_s + 30)
+
+    def restart(self) -> dict[str, Any]:
+        """Restart the connector's tasks (Kafka Connect's ``restart?includeTasks=true``)."""
+        return self._call("POST", "/restart?include_tasks=true", timeout_s=self.timeout_s + 120)
+
+    def restart_task(self, task_id: int) -> dict[str, Any]:
+        return self._call("POST", f"/tasks/{int(task_id)}/restart", timeout_s=self.timeout_s + 120)

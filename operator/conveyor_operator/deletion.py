@@ -1,0 +1,132 @@
+"""Deletion through the finalizer: the connector-deleted stop path (KAFKA-14651's
+``stop(connector_deleted=True)``), by the running driver or by a one-shot cleanup Job.
+
+Failures keep the finalizer and back off (5 s doubling to 5 min) with a
+``CleanupFailed`` condition and Event; ``conveyor.dev/skip-cleanup: "true"`` gives up
+explicitly. An operator that is down only delays all this: the finalizer waits for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from conveyor.manifest import ManifestError, OffsetsPolicy
+from conveyor_operator import names, render
+from conveyor_operator.conditions import Conditions
+from conveyor_operator.control import DriverRefused, DriverUnreachable
+from conveyor_operator.handlers import RESOURCE, RUNTIME, _backoff, _driver, _kube, _write_status, parse
+from conveyor_operator.status import ConditionType as C
+
+JOB_POLL_SECONDS = 5.0
+
+
+@kopf.on.delete(*RESOURCE)
+def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, namespace: str, uid: str,
+           retry: int, **_: Any) -> None:
+    """Hold the finalizer until what the connector provisioned outside Kafka is gone."""
+    if (meta.get("annotations") or {}).get(names.ANNOTATION_SKIP_CLEANUP) == "true":
+        kopf.warn(body, reason="CleanupSkipped",
+                  message=f'{names.ANNOTATION_SKIP_CLEANUP} is "true": nothing outside Kubernetes was cleaned up')
+        return
+    try:
+        manifest = parse(body)
+    except ManifestError:
+        kopf.info(body, reason="NothingToCleanUp", message="the spec was never valid, so the connector never ran")
+        return
+    policy = manifest.spec.deletion_policy
+    delete_offsets = policy.offsets is OffsetsPolicy.DELETE
+    if not policy.cleanup and not delete_offsets:
+        return
+    conditions = Conditions(status.get("conditions"), meta.get("generation"))
+    if retry == 0:
+        conditions.set(C.DELETING, True, "CleaningUp", "running the connector-deleted stop path")
+        _write_status(namespace, name, conditions)
+    grace = manifest.spec.shutdown.grace_period_seconds
+    try:
+        report = _driver(name, namespace).stop(connector_deleted=policy.cleanup, delete_offsets=delete_offsets,
+                                               timeout_s=grace)
+    except DriverUnreachable:
+        return _cleanup_with_job(body, manifest, uid, conditions, retry)
+    except DriverRefused as exc:
+        return _fail(body, conditions, f"the driver refused to stop: {exc.message}", retry)
+    problem = stop_problem(report)
+    if problem:
+        return _fail(body, conditions, problem, retry)
+    # The driver has stopped for good; it must not be restarted to run again.
+    _kube().scale_deployment(namespace, names.driver(name), 0)
+    kopf.info(body, reason="CleanedUp", message=f"connector-deleted stop done by the driver: {summary(report)}")
+
+
+def stop_problem(report: dict[str, Any]) -> str:
+    """Why a driver's stop report is not a success (``""`` when it is)."""
+    problems = []
+    if report.get("connector_trace"):
+        problems.append(f"connector stop failed: {report['connector_trace'].strip().splitlines()[-1]}")
+    for task in report.get("tasks") or []:
+        if task.get("trace") and task.get("state") == "FAILED":
+            problems.append(f"task {task.get('id')} failed: {task['trace'].strip().splitlines()[-1]}")
+    offsets = report.get("offsets_deleted") or {}
+    if isinstance(offsets, dict) and offsets.get("error"):
+        problems.append(f"deleting offsets failed: {offsets['error']}")
+    return "; ".join(problems)
+
+
+def summary(report: dict[str, Any]) -> str:
+    removed = report.get("removed") or []
+    parts = [f"removed {', '.join(map(str, removed))}" if removed else "nothing reported removed"]
+    if report.get("offsets_deleted"):
+        parts.append(f"offsets deleted: {report['offsets_deleted']}")
+    return "; ".join(parts)
+
+
+def _fail(body: kopf.Body, conditions: Conditions, message: str, retry: int) -> None:
+    delay = _backoff(retry)
+    meta = body["metadata"]
+    conditions.set(C.CLEANUP_FAILED, True, "CleanupFailed", message)
+    _write_status(meta["namespace"], meta["name"], conditions)
+    kopf.warn(body, reason="CleanupFailed",
+              message=f"{message}; retrying in {delay:.0f}s (annotate {names.ANNOTATION_SKIP_CLEANUP}=true to give up)")
+    raise kopf.TemporaryError(message, delay=delay)
+
+
+def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Conditions, retry: int) -> None:
+    """No driver answers: make sure none runs, then run ``conveyor cleanup`` as a Job."""
+    kube = _kube()
+    ns, name = manifest.metadata.namespace, manifest.name
+    kube.scale_deployment(ns, names.driver(name), 0)
+    deployment = kube.get("apps/v1", "Deployment", ns, names.driver(name))
+    if deployment is not None and (deployment.get("status") or {}).get("replicas", 0) > 0:
+        raise kopf.TemporaryError("waiting for the driver pod to terminate before the cleanup Job",
+                                  delay=JOB_POLL_SECONDS)
+    job = kube.get("batch/v1", "Job", ns, names.cleanup_job(name))
+    if job is None:
+        kube.apply(render.cleanup_job(manifest, uid, RUNTIME.settings, attempt=retry + 1))
+        kopf.info(body, reason="CleanupJobStarted",
+                  message=f"no driver answers: Job {names.cleanup_job(name)} runs the connector-deleted stop path")
+        raise kopf.TemporaryError("waiting for the cleanup Job", delay=JOB_POLL_SECONDS)
+    outcome = job_outcome(job)
+    if outcome is None:
+        raise kopf.TemporaryError("waiting for the cleanup Job", delay=JOB_POLL_SECONDS)
+    kube.delete("batch/v1", "Job", ns, names.cleanup_job(name))
+    if outcome:
+        _fail(body, conditions, f"cleanup Job {names.cleanup_job(name)} failed: {outcome} (see its pod's log)", retry)
+    kopf.info(body, reason="CleanedUp", message=f"connector-deleted stop done by Job {names.cleanup_job(name)}")
+
+
+def job_outcome(job: dict[str, Any]) -> str | None:
+    """``""`` for a succeeded Job, the failure reason for a failed one, None while it runs."""
+    status = job.get("status") or {}
+    for condition in status.get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") in ("Complete", "SuccessCriteriaMet"):
+            return ""
+        if condition.get("type") in ("Failed", "FailureTarget"):
+            return condition.get("message") or condition.get("reason") or "Failed"
+    if status.get("succeeded"):
+        return ""
+    if status.get("failed"):
+        return "its pod failed"
+    return None

@@ -1,0 +1,310 @@
+"""kopf handlers: what the operator does for each Connector and its pods.
+
+==========================  ==========================================================
+event                       what happens
+==========================  ==========================================================
+create / update / resume    validate; apply ConfigMap, RBAC, Service, executor
+                            template, Deployment (server-side apply, owned by the
+                            Connector); push config and state changes to a running
+                            driver (``PUT /config``, ``POST /state``) or roll it
+timer                       ``GET /status`` of the driver into ``.status``
+``conveyor.dev/restart``    restart the tasks; ``conveyor.dev/restart-task: "<id>"``
+                            restarts one; the annotation is removed when done
+delete (finalizer)          ``POST /stop?connector_deleted=true`` to the driver, or a
+                            one-shot cleanup Job when none runs; failures keep the
+                            finalizer, back off, and show as ``CleanupFailed``
+pod DisruptionTarget or     ``POST /drain?pod=`` (closing-aware commits), an
+deletionTimestamp           ``EvictionTranslated`` Event and a ``status.evictions`` entry
+==========================  ==========================================================
+
+Handlers are synchronous (kopf runs them in its thread pool) and share one
+:class:`~conveyor_operator.kube.Kube` created at startup.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import kopf
+from kubernetes import client
+from kubernetes import config as kube_config
+
+from conveyor.manifest import ConnectorManifest, ManifestError
+from conveyor_operator import GROUP, PLURAL, VERSION, names, render
+from conveyor_operator.conditions import Conditions, now
+from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
+from conveyor_operator.kube import Kube
+from conveyor_operator.settings import OperatorSettings
+from conveyor_operator.status import ConditionType as C
+from conveyor_operator.validation import check_references, connector_config_errors
+
+log = logging.getLogger("conveyor_operator")
+
+RESOURCE = (GROUP, VERSION, PLURAL)
+MAX_EVICTIONS_KEPT = 10
+MAX_BACKOFF_SECONDS = 300.0
+_STATE_OF = {"running": "RUNNING", "paused": "PAUSED", "stopped": "STOPPED"}
+
+
+class _Runtime:
+    """What the handlers share; set up by :func:`startup`."""
+
+    settings: OperatorSettings = OperatorSettings.from_env()
+    kube: Kube | None = None
+    drained_pods: set[str] = set()
+    lock = threading.Lock()
+
+
+RUNTIME = _Runtime()
+
+
+def _api_client(max_workers: int) -> client.ApiClient:
+    configuration = client.Configuration()
+    try:
+        kube_config.load_incluster_config(client_configuration=configuration)
+    except kube_config.ConfigException:
+        kube_config.load_kube_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = max_workers
+    return client.ApiClient(configuration)
+
+
+@kopf.on.startup()
+def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    ours = OperatorSettings.from_env()
+    RUNTIME.settings = ours
+    RUNTIME.kube = Kube(_api_client(ours.max_workers), ours.field_manager)
+    RUNTIME.drained_pods = set()
+    settings.persistence.finalizer = names.FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.conveyor.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="kopf.conveyor.dev", key="last-handled-configuration")
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = ours.max_workers
+    settings.peering.standalone = True
+    settings.watching.server_timeout = 600
+    settings.watching.client_timeout = 660
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    return kopf.login_via_client(**kwargs)
+
+
+@kopf.on.cleanup()
+def shutdown(**_: Any) -> None:
+    if RUNTIME.kube is not None:
+        RUNTIME.kube.api.close()
+
+
+def _kube() -> Kube:
+    assert RUNTIME.kube is not None, "operator not started"
+    return RUNTIME.kube
+
+
+def _driver(manifest_name: str, namespace: str) -> DriverClient:
+    s = RUNTIME.settings
+    return DriverClient(s.control_url(manifest_name, namespace), s.request_timeout_seconds)
+
+
+def parse(body: kopf.Body | dict[str, Any]) -> ConnectorManifest:
+    """The Connector as the runtime's manifest model.
+
+    Raises:
+        ManifestError: naming each invalid field (``spec.tasksMax: ...``).
+    """
+    meta = body["metadata"]
+    return ConnectorManifest.from_dict({
+        "apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "spec": dict(body.get("spec") or {}),
+    }, source=f"Connector {meta['namespace']}/{meta['name']}")
+
+
+def _write_status(namespace: str, name: str, conditions: Conditions, **fields: Any) -> None:
+    _kube().patch_connector_status(namespace, name, {"conditions": conditions.items, **fields})
+
+
+def _reject(body: kopf.Body, conditions: Conditions, reason: str, message: str) -> None:
+    """An invalid spec: say so in conditions and an Event, and do not retry (the next
+    edit of the Connector triggers a new reconciliation)."""
+    conditions.set(C.DEGRADED, True, reason, message)
+    conditions.set(C.READY, False, reason, message)
+    conditions.set(C.PROGRESSING, False, reason, message)
+    kopf.warn(body, reason=reason, message=message)
+    meta = body["metadata"]
+    _write_status(meta["namespace"], meta["name"], conditions, observedGeneration=meta.get("generation"))
+
+
+@kopf.on.create(*RESOURCE)
+@kopf.on.update(*RESOURCE)
+@kopf.on.resume(*RESOURCE)
+def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, **_: Any) -> None:
+    """Render and apply what runs the connector; push live changes to its driver."""
+    if meta.get("deletionTimestamp"):
+        return
+    generation = meta.get("generation")
+    conditions = Conditions(status.get("conditions"), generation)
+    try:
+        manifest = parse(body)
+    except ManifestError as exc:
+        return _reject(body, conditions, "InvalidSpec", str(exc))
+    errors = connector_config_errors(manifest)
+    if errors:
+        return _reject(body, conditions, "InvalidConfig", errors)
+    missing = check_references(_kube(), manifest)
+    if missing:
+        conditions.set(C.DEGRADED, True, "MissingReference", missing)
+        conditions.set(C.READY, False, "MissingReference", missing)
+        kopf.warn(body, reason="MissingReference", message=missing)
+        _write_status(manifest.metadata.namespace, manifest.name, conditions, observedGeneration=generation)
+        raise kopf.TemporaryError(missing, delay=30)
+
+    kube = _kube()
+    ns, name = manifest.metadata.namespace, manifest.name
+    wanted_config = render.config_hash(manifest)
+    known_config = status.get("configHash")
+    rolled = _current_rolled_hash(kube, ns, name)
+    if known_config is not None and known_config != wanted_config:
+        if not _push_config(body, manifest):
+            rolled = wanted_config
+    elif known_config is not None:
+        _push_state(manifest)
+    for obj in render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled):
+        kube.apply(obj)
+    conditions.set(C.PROGRESSING, True, "Reconciled", f"generation {generation} applied")
+    conditions.set(C.DEGRADED, False, "AsExpected")
+    if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in (
+            "InvalidSpec", "InvalidConfig", "MissingReference"):
+        conditions.set(C.READY, False, "DriverStarting", "waiting for the driver's first status")
+    _write_status(ns, name, conditions, observedGeneration=generation, tasksMax=manifest.spec.tasks_max,
+                  configHash=wanted_config)
+
+
+def _current_rolled_hash(kube: Kube, namespace: str, name: str) -> str | None:
+    deployment = kube.get("apps/v1", "Deployment", namespace, names.driver(name))
+    if deployment is None:
+        return None
+    annotations = deployment["spec"]["template"]["metadata"].get("annotations") or {}
+    return annotations.get(names.ANNOTATION_CONFIG_HASH)
+
+
+def _push_config(body: kopf.Body, manifest: ConnectorManifest) -> bool:
+    """``PUT /config`` to the running driver. False when it cannot take it live (not
+    reachable, or it refused): the caller then rolls the Deployment."""
+    driver = _driver(manifest.name, manifest.metadata.namespace)
+    try:
+        driver.put_config(render.spec_dict(manifest))
+    except DriverUnreachable:
+        return False
+    except DriverRefused as exc:
+        if exc.status == 400:
+            kopf.warn(body, reason="InvalidConfig", message=exc.message)
+        log.info("driver of %s refused the new config live (%s): rolling", manifest.name, exc)
+        return False
+    kopf.info(body, reason="Reconfigured", message="configuration applied to the running driver")
+    return True
+
+
+def _push_state(manifest: ConnectorManifest) -> None:
+    """Move a running driver to ``spec.state`` when it is elsewhere (a driver that is
+    not running reads the state from its ConfigMap when it starts)."""
+    driver = _driver(manifest.name, manifest.metadata.namespace)
+    try:
+        current = (driver.status().get("connector") or {}).get("state")
+        if current in _STATE_OF.values() and current != _STATE_OF[manifest.spec.state.value]:
+            driver.set_state(manifest.spec.state.value)
+    except (DriverUnreachable, DriverRefused) as exc:
+        log.info("state of %s not pushed to its driver: %s", manifest.name, exc)
+
+
+def _backoff(retry: int) -> float:
+    return min(MAX_BACKOFF_SECONDS, 5.0 * 2 ** min(retry, 10))
+
+
+@kopf.on.create(*RESOURCE, annotations={names.ANNOTATION_RESTART: kopf.PRESENT})
+@kopf.on.update(*RESOURCE, annotations={names.ANNOTATION_RESTART: kopf.PRESENT})
+@kopf.on.resume(*RESOURCE, annotations={names.ANNOTATION_RESTART: kopf.PRESENT})
+def restart(body: kopf.Body, name: str, namespace: str, retry: int, **_: Any) -> None:
+    """``conveyor.dev/restart``: restart every task, then remove the annotation."""
+    try:
+        result = _driver(name, namespace).restart()
+    except (DriverUnreachable, DriverRefused) as exc:
+        raise kopf.TemporaryError(f"restart not delivered: {exc}", delay=_backoff(retry)) from None
+    _kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART)
+    kopf.info(body, reason="Restarted", message=f"tasks restarted: {result}")
+
+
+@kopf.on.create(*RESOURCE, annotations={names.ANNOTATION_RESTART_TASK: kopf.PRESENT})
+@kopf.on.update(*RESOURCE, annotations={names.ANNOTATION_RESTART_TASK: kopf.PRESENT})
+@kopf.on.resume(*RESOURCE, annotations={names.ANNOTATION_RESTART_TASK: kopf.PRESENT})
+def restart_task(body: kopf.Body, meta: kopf.Meta, name: str, namespace: str, retry: int, **_: Any) -> None:
+    """``conveyor.dev/restart-task: "<id>"``: restart one task, then remove the annotation."""
+    value = meta["annotations"][names.ANNOTATION_RESTART_TASK]
+    try:
+        task_id = int(value)
+    except ValueError:
+        kopf.warn(body, reason="InvalidAnnotation",
+                  message=f"{names.ANNOTATION_RESTART_TASK}: {value!r} is not a task id; removed")
+        _kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
+        return
+    try:
+        _driver(name, namespace).restart_task(task_id)
+    except DriverRefused as exc:
+        if exc.status == 404:
+            kopf.warn(body, reason="InvalidAnnotation", message=f"{exc.message}; annotation removed")
+            _kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
+            return
+        raise kopf.TemporaryError(f"restart of task {task_id} not delivered: {exc}", delay=_backoff(retry)) from None
+    except DriverUnreachable as exc:
+        raise kopf.TemporaryError(f"restart of task {task_id} not delivered: {exc}", delay=_backoff(retry)) from None
+    _kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
+    kopf.info(body, reason="TaskRestarted", message=f"task {task_id} restarted")
+
+
+@kopf.timer(*RESOURCE, interval=RUNTIME.settings.status_interval_seconds, sharp=False)
+def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, namespace: str,
+                   **_: Any) -> None:
+    """Copy the driver's ``/status`` into ``.status`` and derive Ready and Degraded."""
+    if meta.get("deletionTimestamp") or status.get("observedGeneration") is None:
+        return
+    conditions = Conditions(status.get("conditions"), meta.get("generation"))
+    if conditions.get(C.DEGRADED) and conditions.get(C.DEGRADED)["reason"] in ("InvalidSpec", "InvalidConfig",
+                                                                               "MissingReference"):
+        return
+    try:
+        report = _driver(name, namespace).status()
+    except (DriverUnreachable, DriverRefused) as exc:
+        conditions.set(C.READY, False, "DriverUnreachable", str(exc))
+        _write_status(namespace, name, conditions)
+        return
+    connector = report.get("connector") or {}
+    tasks = [{k: v for k, v in {
+        "id": t.get("id"), "state": t.get("state"), "pod": t.get("pod") or t.get("worker_id") or None,
+        "lag": t.get("lag") if isinstance(t.get("lag"), int) else None, "trace": _short(t.get("trace")),
+    }.items() if v is not None} for t in report.get("tasks", [])]
+    failed = [t["id"] for t in tasks if t["state"] == "FAILED"]
+    wanted = _STATE_OF.get((body.get("spec") or {}).get("state", "running"), "RUNNING")
+    if connector.get("state") == "FAILED" or failed:
+        what = "connector" if connector.get("state") == "FAILED" else f"tasks {failed}"
+        conditions.set(C.DEGRADED, True, "Failed", f"{what} FAILED (see status.connector/tasks trace)")
+        conditions.set(C.READY, False, "Failed", f"{what} FAILED")
+    elif connector.get("state") == wanted and all(t["state"] == wanted for t in tasks):
+        conditions.set(C.DEGRADED, False, "AsExpected")
+        conditions.set(C.READY, True, wanted.capitalize(), f"connector and {len(tasks)} task(s) {wanted}")
+    else:
+        conditions.set(C.READY, False, "Converging", f"connector {connector.get('state')}, want {wanted}")
+    entry = {"state": connector.get("state", "UNASSIGNED")}
+    if connector.get("worker_id"):
+        entry["workerId"] = connector["worker_id"]
+    if connector.get("trace"):
+        entry["trace"] = _short(connector["trace"])
+    _write_status(namespace, name, conditions, connector=entry, tasks=tasks)
+
+
+def _short(trace: str | None, limit: int = 2000) -> str | None:
+    return None if not trace else trace[-limit:]
+
+
+from conveyor_operator import deletion, eviction  # noqa: E402,F401 - registers their handlers

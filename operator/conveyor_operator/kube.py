@@ -1,0 +1,92 @@
+"""The few API server calls the operator makes, over the official ``kubernetes`` client:
+server-side apply, get, delete, and merge patches of a Connector's status and annotations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from conveyor_operator import GROUP, PLURAL, VERSION
+
+_PLURALS = {
+    "ConfigMap": "configmaps", "Service": "services", "ServiceAccount": "serviceaccounts", "Secret": "secrets",
+    "Pod": "pods", "Deployment": "deployments", "Job": "jobs", "Role": "roles", "RoleBinding": "rolebindings",
+    "Connector": PLURAL,
+}
+
+
+def resource_path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    path = f"{prefix}/namespaces/{namespace}/{_PLURALS[kind]}"
+    return f"{path}/{name}" if name else path
+
+
+class Kube:
+    """API calls with one shared :class:`kubernetes.client.ApiClient` (thread-safe; its
+    connection pool should be as large as the operator's worker pool).
+
+    Every method raises :class:`kubernetes.client.rest.ApiException` for an error
+    answer other than the 404s documented per method.
+    """
+
+    def __init__(self, api_client: client.ApiClient, field_manager: str) -> None:
+        self.api = api_client
+        self.field_manager = field_manager
+
+    def _call(self, path: str, method: str, body: Any = None, query: list | None = None,
+              content_type: str = "application/json") -> Any:
+        return self.api.call_api(
+            path, method, query_params=query or [], header_params={"Content-Type": content_type,
+                                                                   "Accept": "application/json"},
+            body=body, response_type="object", auth_settings=["BearerToken"], _return_http_data_only=True,
+        )
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply ``obj`` as the operator's field manager, taking over conflicts."""
+        meta = obj["metadata"]
+        path = resource_path(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+        return self._call(path, "PATCH", obj, [("fieldManager", self.field_manager), ("force", "true")],
+                          "application/apply-patch+yaml")
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        try:
+            return self._call(resource_path(api_version, kind, namespace, name), "GET")
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        """Delete with background propagation; a missing object is fine."""
+        try:
+            self._call(resource_path(api_version, kind, namespace, name), "DELETE",
+                       {"propagationPolicy": "Background"})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def scale_deployment(self, namespace: str, name: str, replicas: int) -> None:
+        """Set a Deployment's replicas through its scale subresource; a missing one is fine."""
+        path = resource_path("apps/v1", "Deployment", namespace, name) + "/scale"
+        try:
+            self._call(path, "PATCH", {"spec": {"replicas": replicas}}, content_type="application/merge-patch+json")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def patch_connector_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch ``status`` (lists replace whole); a Connector already gone is fine."""
+        path = resource_path(f"{GROUP}/{VERSION}", "Connector", namespace, name) + "/status"
+        try:
+            self._call(path, "PATCH", {"status": status}, content_type="application/merge-patch+json")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def remove_annotation(self, namespace: str, name: str, key: str) -> None:
+        path = resource_path(f"{GROUP}/{VERSION}", "Connector", namespace, name)
+        self._call(path, "PATCH", {"metadata": {"annotations": {key: None}}},
+                   content_type="application/merge-patch+json")

@@ -1,0 +1,55 @@
+"""Names and labels of the objects the operator creates for a Connector."""
+
+from __future__ import annotations
+
+LABEL_CONNECTOR = "conveyor.dev/connector"
+LABEL_COMPONENT = "conveyor.dev/component"
+ANNOTATION_RESTART = "conveyor.dev/restart"
+ANNOTATION_RESTART_TASK = "conveyor.dev/restart-task"
+ANNOTATION_SKIP_CLEANUP = "conveyor.dev/skip-cleanup"
+ANNOTATION_SPEC_HASH = "conveyor.dev/spec-hash"
+ANNOTATION_CONFIG_HASH = "conveyor.dev/config-hash"
+ANNOTATION_GENERATION = "conveyor.dev/generation"
+FINALIZER = "conveyor.dev/finalizer"
+
+DRIVER = "driver"
+EXECUTOR = "executor"
+CLEANUP = "cleanup"
+
+
+def driver(name: str) -> str:
+    """Deployment and headless Service of the driver."""
+    return f"{name}-driver"
+
+
+def manifest_config_map(name: str) -> str:
+    return f"{name}-connector"
+
+
+def executor_template(name: str) -> str:
+    return f"{name}-executor-template"
+
+
+def spark_service_account(name: str) -> str:
+    """ServiceAccount, Role and RoleBinding that let the driver manage executor pods."""
+    return f"{name}-spark"
+
+
+def cleanup_job(name: str) -> str:
+    return f"{name}-cleanup"
+
+
+def labels(name: str, component: str | None = None) -> dict[str, str]:
+    out = {
+        "app.kubernetes.io/name": "conveyor",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/managed-by": "conveyor-operator",
+        LABEL_CONNECTOR: name,
+    }
+    if component:
+        out[LABEL_COMPONENT] = component
+    return out
+
+
+def selector(name: str, component: str) -> dict[str, str]:
+    return {LABEL_CONNECTOR: name, LABEL_COMPONENT: component}

@@ -1,0 +1,384 @@
+"""Pure rendering of a Connector into the Kubernetes objects that run it.
+
+Every function takes the validated :class:`~conveyor.manifest.ConnectorManifest` and
+returns plain dicts ready for server-side apply; nothing here talks to the API server.
+
+Objects (all owned by the Connector, labelled ``conveyor.dev/connector=<name>``):
+
+=====================================  ===============================================
+``ConfigMap <name>-connector``         the manifest ``conveyor run`` reads
+``ServiceAccount/Role/RoleBinding``    ``<name>-spark``: what the driver needs to manage
+                                       executor pods (Spark on Kubernetes, client mode)
+``Service <name>-driver``              headless: Spark's driver ports and the control API
+``ConfigMap <name>-executor-template`` executor pod template (``preStop`` drain hook)
+``Deployment <name>-driver``           one replica, ``Recreate``: ``conveyor run``
+``Job <name>-cleanup``                 only on deletion without a running driver
+=====================================  ===============================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import yaml
+
+from conveyor.manifest import API_VERSION, KIND, ConnectorManifest
+from conveyor_operator import names
+from conveyor_operator.settings import OperatorSettings
+
+MOUNT_ROOT = "/etc/conveyor"
+MANIFEST_PATH = f"{MOUNT_ROOT}/connector/connector.yaml"
+EXECUTOR_TEMPLATE_PATH = f"{MOUNT_ROOT}/templates/executor-pod.yaml"
+SPARK_DRIVER_PORT = 7078
+SPARK_BLOCK_MANAGER_PORT = 7079
+RUN_AS_USER = 10001
+"""The Dockerfile's non-root user."""
+IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc:443"
+GRACE_MARGIN_SECONDS = 15
+"""Added to ``shutdown.gracePeriodSeconds`` for ``terminationGracePeriodSeconds``: the
+``preStop`` drain may use the whole grace period, then the process needs time to exit."""
+
+SPARK_ROLE_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["pods"],
+     "verbs": ["create", "get", "list", "watch", "delete", "deletecollection", "patch"]},
+    {"apiGroups": [""], "resources": ["services", "configmaps", "persistentvolumeclaims"],
+     "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"]},
+]
+"""What Spark's driver does with the API in client mode (executor pods, their config maps,
+services and volumes), as Spark's "Running on Kubernetes" RBAC section."""
+
+
+def owner_reference(name: str, uid: str) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": name, "uid": uid,
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def _metadata(manifest: ConnectorManifest, name: str, uid: str, component: str | None = None,
+              annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": manifest.metadata.namespace,
+        "labels": names.labels(manifest.name, component),
+        "ownerReferences": [owner_reference(manifest.name, uid)],
+    }
+    if annotations:
+        meta["annotations"] = annotations
+    return meta
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def spec_dict(manifest: ConnectorManifest) -> dict[str, Any]:
+    return manifest.spec.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def spec_hash(manifest: ConnectorManifest) -> str:
+    """Hash of what a running driver cannot change in place (class, Kafka, Spark, secrets,
+    shutdown): a change rolls the Deployment."""
+    spec = spec_dict(manifest)
+    for live in ("config", "tasksMax", "state", "deletionPolicy"):
+        spec.pop(live, None)
+    return _digest(spec)
+
+
+def config_hash(manifest: ConnectorManifest) -> str:
+    """Hash of what the driver takes live through ``PUT /config`` (config, tasksMax)."""
+    return _digest({"config": manifest.spec.config, "tasksMax": manifest.spec.tasks_max})
+
+
+def manifest_document(manifest: ConnectorManifest) -> str:
+    """The manifest the driver runs: the Connector's spec as given (``${secret:...}``
+    references stay references; values are read from the mounted Secrets in the pod)."""
+    doc = {"apiVersion": API_VERSION, "kind": KIND,
+           "metadata": {"name": manifest.name, "namespace": manifest.metadata.namespace},
+           "spec": spec_dict(manifest)}
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def manifest_config_map(manifest: ConnectorManifest, uid: str, generation: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": _metadata(manifest, names.manifest_config_map(manifest.name), uid,
+                              annotations={names.ANNOTATION_GENERATION: str(generation)}),
+        "data": {"connector.yaml": manifest_document(manifest)},
+    }
+
+
+def service_account_name(manifest: ConnectorManifest) -> str:
+    return manifest.spec.spark.service_account or names.spark_service_account(manifest.name)
+
+
+def spark_rbac(manifest: ConnectorManifest, uid: str) -> list[dict[str, Any]]:
+    """ServiceAccount, Role and RoleBinding for the driver; none when the spec names its
+    own ServiceAccount (its permissions are then the user's business)."""
+    if manifest.spec.spark.service_account:
+        return []
+    name = names.spark_service_account(manifest.name)
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(manifest, name, uid)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _metadata(manifest, name, uid),
+         "rules": SPARK_ROLE_RULES},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": _metadata(manifest, name, uid),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": manifest.metadata.namespace}]},
+    ]
+
+
+def driver_service(manifest: ConnectorManifest, uid: str, settings: OperatorSettings) -> dict[str, Any]:
+    """Headless Service: executors reach the driver (Spark's client mode needs a stable
+    host name) and the operator reaches its control API."""
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": _metadata(manifest, names.driver(manifest.name), uid, names.DRIVER),
+        "spec": {
+            "clusterIP": "None",
+            "selector": names.selector(manifest.name, names.DRIVER),
+            "publishNotReadyAddresses": True,
+            "ports": [
+                {"name": "control", "port": settings.control_port, "targetPort": settings.control_port},
+                {"name": "spark-driver", "port": SPARK_DRIVER_PORT, "targetPort": SPARK_DRIVER_PORT},
+                {"name": "block-manager", "port": SPARK_BLOCK_MANAGER_PORT, "targetPort": SPARK_BLOCK_MANAGER_PORT},
+            ],
+        },
+    }
+
+
+def driver_host(manifest: ConnectorManifest) -> str:
+    return f"{names.driver(manifest.name)}.{manifest.metadata.namespace}.svc"
+
+
+def _storage(manifest: ConnectorManifest, with_manifest: bool) -> tuple[list[dict], list[dict]]:
+    """Volumes and mounts: the manifest, every Secret and ConfigMap the spec reads, /tmp."""
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if with_manifest:
+        volumes.append({"name": "connector", "configMap": {"name": names.manifest_config_map(manifest.name)}})
+        mounts.append({"name": "connector", "mountPath": f"{MOUNT_ROOT}/connector", "readOnly": True})
+    for i, secret in enumerate(manifest.spec.secret_names()):
+        volumes.append({"name": f"secret-{i}", "secret": {"secretName": secret}})
+        mounts.append({"name": f"secret-{i}", "mountPath": f"{MOUNT_ROOT}/secrets/{secret}", "readOnly": True})
+    for i, config_map in enumerate(manifest.spec.config_map_names()):
+        volumes.append({"name": f"configmap-{i}", "configMap": {"name": config_map}})
+        mounts.append({"name": f"configmap-{i}", "mountPath": f"{MOUNT_ROOT}/configmaps/{config_map}",
+                       "readOnly": True})
+    return volumes, mounts
+
+
+_POD_SECURITY = {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER,
+                 "seccompProfile": {"type": "RuntimeDefault"}}
+_CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def _downward_env() -> list[dict[str, Any]]:
+    return [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "CONVEYOR_MOUNT_DIR", "value": MOUNT_ROOT},
+    ]
+
+
+def _drain_hook(url: str, grace: int) -> dict[str, Any]:
+    return {"preStop": {"exec": {"command": ["conveyor", "drain", "--url", url, "--timeout", str(grace)]}}}
+
+
+_SIZE = re.compile(r"^([0-9]+)([kmgt]?)$", re.IGNORECASE)
+
+
+def container_memory(spark_memory: str) -> str:
+    """Container memory for a JVM heap in Spark's format: heap plus Spark's default
+    overhead (10%, at least 384 MiB), as ``spark.{driver,executor}.memoryOverhead``."""
+    match = _SIZE.match(spark_memory)
+    if not match:
+        raise ValueError(f"not a Spark memory size: {spark_memory!r}")
+    number, unit = int(match.group(1)), match.group(2).lower()
+    mib = {"": number / 2**20, "k": number / 1024, "m": number, "g": number * 1024, "t": number * 2**20}[unit]
+    return f"{int(mib + max(384, mib * 0.10))}Mi"
+
+
+def image(manifest: ConnectorManifest, settings: OperatorSettings) -> str:
+    return manifest.spec.spark.image or settings.runtime_image
+
+
+def spark_conf(manifest: ConnectorManifest, settings: OperatorSettings) -> dict[str, str]:
+    """Spark properties of the driver (client mode on the in-cluster API); keys the user
+    sets in ``spec.spark.sparkConf`` are left to the driver, which applies them."""
+    spark = manifest.spec.spark
+    sa = service_account_name(manifest)
+    conf = {
+        "spark.submit.deployMode": "client",
+        "spark.app.name": f"conveyor-{manifest.name}",
+        "spark.driver.host": driver_host(manifest),
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.port": str(SPARK_DRIVER_PORT),
+        "spark.driver.blockManager.port": str(SPARK_BLOCK_MANAGER_PORT),
+        "spark.driver.cores": str(spark.driver.cores),
+        "spark.driver.memory": spark.driver.memory,
+    }
+    if spark.executor.instances > 0:
+        conf.update({
+            "spark.master": IN_CLUSTER_MASTER,
+            "spark.kubernetes.namespace": manifest.metadata.namespace,
+            "spark.kubernetes.container.image": image(manifest, settings),
+            "spark.kubernetes.container.image.pullPolicy": spark.image_pull_policy,
+            "spark.kubernetes.driver.pod.name": "$(POD_NAME)",
+            "spark.kubernetes.authenticate.driver.serviceAccountName": sa,
+            "spark.kubernetes.executor.podNamePrefix": f"{manifest.name}-exec",
+            "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_PATH,
+            "spark.kubernetes.executor.podTemplateContainerName": "executor",
+            "spark.kubernetes.executor.deleteOnTermination": "true",
+            "spark.executor.instances": str(spark.executor.instances),
+            "spark.executor.cores": str(spark.executor.cores),
+            "spark.executor.memory": spark.executor.memory,
+        })
+    return {k: v for k, v in conf.items() if k not in spark.spark_conf}
+
+
+def executor_pod_template(manifest: ConnectorManifest, settings: OperatorSettings) -> dict[str, Any]:
+    grace = manifest.spec.shutdown.grace_period_seconds
+    volumes, mounts = _storage(manifest, with_manifest=False)
+    url = f"http://{driver_host(manifest)}:{settings.control_port}"
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"labels": names.labels(manifest.name, names.EXECUTOR)},
+        "spec": {
+            "terminationGracePeriodSeconds": grace + GRACE_MARGIN_SECONDS,
+            "securityContext": _POD_SECURITY,
+            "volumes": volumes,
+            "containers": [{
+                "name": "executor",
+                "env": [{"name": "CONVEYOR_MOUNT_DIR", "value": MOUNT_ROOT},
+                        {"name": "CONVEYOR_CONTROL_URL", "value": url}],
+                "volumeMounts": mounts,
+                "lifecycle": _drain_hook(url, grace),
+                "securityContext": _CONTAINER_SECURITY,
+            }],
+        },
+    }
+
+
+def executor_template_config_map(manifest: ConnectorManifest, uid: str, settings: OperatorSettings
+                                  ) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": _metadata(manifest, names.executor_template(manifest.name), uid, names.EXECUTOR),
+        "data": {"executor-pod.yaml": yaml.safe_dump(executor_pod_template(manifest, settings), sort_keys=False)},
+    }
+
+
+def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorSettings,
+                      rolled_config_hash: str | None = None) -> dict[str, Any]:
+    """The driver: ``conveyor run`` in client mode. ``rolled_config_hash`` goes into the
+    pod template only when a config change could not be applied live, so that the
+    Deployment rolls and the new driver reads the new manifest."""
+    spark = manifest.spec.spark
+    grace = manifest.spec.shutdown.grace_period_seconds
+    volumes, mounts = _storage(manifest, with_manifest=True)
+    volumes.append({"name": "executor-template", "configMap": {"name": names.executor_template(manifest.name)}})
+    mounts.append({"name": "executor-template", "mountPath": f"{MOUNT_ROOT}/templates", "readOnly": True})
+    args = ["run", MANIFEST_PATH, "--control-host", "0.0.0.0", "--control-port", str(settings.control_port),
+            "--advertised-host", driver_host(manifest), "--no-progress"]
+    for key, value in spark_conf(manifest, settings).items():
+        args += ["--conf", f"{key}={value}"]
+    annotations = {names.ANNOTATION_SPEC_HASH: spec_hash(manifest)}
+    if rolled_config_hash:
+        annotations[names.ANNOTATION_CONFIG_HASH] = rolled_config_hash
+    memory = container_memory(spark.driver.memory)
+    local = f"http://127.0.0.1:{settings.control_port}"
+    probe = {"httpGet": {"path": "/healthz", "port": "control"}, "periodSeconds": 10}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": _metadata(manifest, names.driver(manifest.name), uid, names.DRIVER),
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": names.selector(manifest.name, names.DRIVER)},
+            "template": {
+                "metadata": {"labels": names.labels(manifest.name, names.DRIVER), "annotations": annotations},
+                "spec": {
+                    "serviceAccountName": service_account_name(manifest),
+                    "terminationGracePeriodSeconds": grace + GRACE_MARGIN_SECONDS,
+                    "securityContext": _POD_SECURITY,
+                    "volumes": volumes,
+                    "containers": [{
+                        "name": "driver",
+                        "image": image(manifest, settings),
+                        "imagePullPolicy": spark.image_pull_policy,
+                        "command": ["conveyor"],
+                        "args": args,
+                        "env": _downward_env() + [{"name": "CONVEYOR_CONTROL_URL", "value": local}],
+                        "ports": [
+                            {"name": "control", "containerPort": settings.control_port},
+                            {"name": "spark-driver", "containerPort": SPARK_DRIVER_PORT},
+                            {"name": "block-manager", "containerPort": SPARK_BLOCK_MANAGER_PORT},
+                        ],
+                        "resources": {
+                            "requests": {"cpu": str(spark.driver.cores), "memory": memory},
+                            "limits": {"memory": memory},
+                        },
+                        "volumeMounts": mounts,
+                        "lifecycle": _drain_hook(local, grace),
+                        "readinessProbe": probe,
+                        "livenessProbe": {**probe, "initialDelaySeconds": 60, "failureThreshold": 6},
+                        "securityContext": _CONTAINER_SECURITY,
+                    }],
+                },
+            },
+        },
+    }
+
+
+def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSettings, attempt: int) -> dict[str, Any]:
+    """One-shot ``conveyor cleanup`` for a deleted connector whose driver is not running.
+    Retries are the operator's (it deletes a failed Job and backs off), so
+    ``backoffLimit`` is 0."""
+    volumes, mounts = _storage(manifest, with_manifest=True)
+    args = ["cleanup", MANIFEST_PATH, "--timeout", str(max(30, settings.cleanup_job_timeout_seconds - 30))]
+    if manifest.spec.deletion_policy.offsets.value == "delete":
+        args.append("--delete-offsets")
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": _metadata(manifest, names.cleanup_job(manifest.name), uid, names.CLEANUP,
+                              annotations={"conveyor.dev/attempt": str(attempt)}),
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": settings.cleanup_job_timeout_seconds,
+            "template": {
+                "metadata": {"labels": names.labels(manifest.name, names.CLEANUP)},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": service_account_name(manifest),
+                    "securityContext": _POD_SECURITY,
+                    "volumes": volumes,
+                    "containers": [{
+                        "name": "cleanup",
+                        "image": image(manifest, settings),
+                        "imagePullPolicy": manifest.spec.spark.image_pull_policy,
+                        "command": ["conveyor"],
+                        "args": args,
+                        "env": _downward_env(),
+                        "volumeMounts": mounts,
+                        "securityContext": _CONTAINER_SECURITY,
+                    }],
+                },
+            },
+        },
+    }
+
+
+def objects(manifest: ConnectorManifest, uid: str, generation: int, settings: OperatorSettings,
+            rolled_config_hash: str | None = None) -> list[dict[str, Any]]:
+    """Everything a running connector needs, in apply order (the Deployment last)."""
+    return [
+        manifest_config_map(manifest, uid, generation),
+        *spark_rbac(manifest, uid),
+        driver_service(manifest, uid, settings),
+        executor_template_config_map(manifest, uid, settings),
+        driver_deployment(manifest, uid, settings, rolled_config_hash),
+    ]

@@ -1,0 +1,54 @@
+"""Operator settings, read once from the environment (``CONVEYOR_OPERATOR_*``), which the
+Helm chart sets from ``values.yaml``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, Field
+
+PREFIX = "CONVEYOR_OPERATOR_"
+
+
+class OperatorSettings(BaseModel):
+    runtime_image: str = Field(
+        "conveyor:0.1.0", description="Image of drivers, executors and cleanup Jobs when spec.spark.image is unset."
+    )
+    watch_namespaces: list[str] = Field(
+        default_factory=list, description="Namespaces to watch; empty watches all (cluster-wide)."
+    )
+    control_url_template: str = Field(
+        "http://{name}-driver.{namespace}.svc:{port}",
+        description="URL of a connector's driver control API; {name}, {namespace} and {port} are filled in.",
+    )
+    control_port: int = Field(8083, description="Port of the driver's control API (container and Service).")
+    status_interval_seconds: float = Field(10.0, gt=0, description="How often status is read from the driver.")
+    request_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of a control API call that does not block.")
+    max_workers: int = Field(32, ge=1, description="Threads running the (blocking) handlers.")
+    cleanup_job_timeout_seconds: int = Field(
+        600, ge=1, description="activeDeadlineSeconds of a one-shot cleanup Job."
+    )
+    field_manager: str = Field("conveyor-operator", description="Server-side apply field manager.")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorSettings:
+        """Settings from ``CONVEYOR_OPERATOR_<FIELD>`` variables (comma lists for lists).
+
+        Raises:
+            pydantic.ValidationError: a variable has a value of the wrong type.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for name, field in cls.model_fields.items():
+            raw = env.get(PREFIX + name.upper())
+            if raw is None:
+                continue
+            if field.annotation == list[str]:
+                values[name] = [item.strip() for item in raw.split(",") if item.strip()]
+            else:
+                values[name] = raw
+        return cls.model_validate(values)
+
+    def control_url(self, name: str, namespace: str) -> str:
+        return self.control_url_template.format(name=name, namespace=namespace, port=self.control_port).rstrip("/")

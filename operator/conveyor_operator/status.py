@@ -1,0 +1,92 @@
+"""Typed ``status`` of a Connector, written only by the operator (the CRD's ``status``
+subresource schema is generated from these models)."""
+
+from __future__ import annotations
+
+import enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+
+class ConditionType(str, enum.Enum):
+    READY = "Ready"
+    PROGRESSING = "Progressing"
+    DEGRADED = "Degraded"
+    DELETING = "Deleting"
+    CLEANUP_FAILED = "CleanupFailed"
+
+
+class Condition(_Model):
+    """A Kubernetes condition (``metav1.Condition``)."""
+
+    type: str = Field(description="Ready, Progressing, Degraded, Deleting or CleanupFailed.")
+    status: str = Field(pattern="^(True|False|Unknown)$", description="True, False or Unknown.")
+    reason: str = Field(description="CamelCase reason of the last transition, for machines.")
+    message: str = Field("", description="What happened, for people; names the field when the spec is invalid.")
+    last_transition_time: str = Field(
+        alias="lastTransitionTime", description="RFC 3339 time the status last changed."
+    )
+    observed_generation: int | None = Field(
+        None, alias="observedGeneration", description="metadata.generation the condition was set for."
+    )
+
+
+class ConnectorStatusEntry(_Model):
+    """The connector's state, as Kafka Connect's status API reports it."""
+
+    state: str = Field(description="UNASSIGNED, RUNNING, PAUSED, FAILED, RESTARTING or STOPPED (Kafka Connect's).")
+    worker_id: str | None = Field(None, alias="workerId", description="Pod of the driver.")
+    trace: str | None = Field(None, description="Error of a FAILED connector.")
+
+
+class TaskStatusEntry(_Model):
+    """One task's state, as Kafka Connect's status API reports it."""
+
+    id: int = Field(description="Task id, 0 to tasksMax-1.")
+    state: str = Field(description="UNASSIGNED, RUNNING, PAUSED, FAILED, RESTARTING, STOPPED, DRAINED or FENCED.")
+    pod: str | None = Field(None, description="Pod the task runs on.")
+    lag: int | None = Field(None, description="Records behind the end of its partitions (sink tasks).")
+    trace: str | None = Field(None, description="Error of a FAILED task.")
+
+
+class CommittedOffset(_Model):
+    """One partition's committed offset."""
+
+    topic: str = Field(description="Topic.")
+    partition: int = Field(description="Partition.")
+    offset: int = Field(description="Committed offset (the next record to read).")
+
+
+class EvictionEntry(_Model):
+    """A pod eviction the operator turned into a drain (closing-aware commits)."""
+
+    pod: str = Field(description="Evicted or deleted pod.")
+    time: str = Field(description="RFC 3339 time the drain finished.")
+    trigger: str = Field(description="DisruptionTarget or Deletion.")
+    tasks: list[int] = Field(default_factory=list, description="Tasks drained off the pod.")
+    committed: list[CommittedOffset] = Field(default_factory=list, description="What their closing commits committed.")
+    complete: bool = Field(description="Every task finished its closing commit in time.")
+
+
+class ConnectorStatus(_Model):
+    """Observed state of a Connector."""
+
+    observed_generation: int | None = Field(
+        None, alias="observedGeneration", description="metadata.generation the operator last reconciled."
+    )
+    conditions: list[Condition] = Field(default_factory=list, description="Current conditions.")
+    connector: ConnectorStatusEntry | None = Field(None, description="Connector state read from the driver.")
+    tasks: list[TaskStatusEntry] = Field(default_factory=list, description="Task states read from the driver.")
+    tasks_max: int | None = Field(
+        None, alias="tasksMax", description="spec.tasksMax last applied (the scale subresource's status replicas)."
+    )
+    config_hash: str | None = Field(
+        None, alias="configHash", description="Hash of the rendered connector manifest the driver runs."
+    )
+    evictions: list[EvictionEntry] = Field(
+        default_factory=list, description="Latest pod evictions turned into closing-aware commits (newest last, 10 kept)."
+    )

@@ -1,0 +1,85 @@
+"""Checks of a Connector the CRD schema cannot make: the connector's own configuration
+validation, and the Secrets and ConfigMaps it references."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from kubernetes.client.rest import ApiException
+
+from conveyor.manifest import ConnectorManifest
+from conveyor_operator.kube import Kube
+
+log = logging.getLogger(__name__)
+_ERROR_LINE = re.compile(r"^\s*spec\.config\.(?P<key>[^:]+): ")
+
+
+def connector_config_errors(manifest: ConnectorManifest) -> str:
+    """The connector's own validation (and the runtime's keys) run in the operator, so a
+    bad config is reported on the Connector instead of crash-looping a driver.
+
+    Keys whose value is only known in the pods (``${...}`` references, or anything when
+    ``configFrom`` supplies keys) are not judged here; the driver checks them.
+
+    Returns:
+        One ``spec.config.<key>: <message>`` line per invalid key, or ``""``.
+    """
+    from conveyor.runtime.preflight import PreflightError, connector_class, validate_config
+
+    try:
+        cls, connector_type = connector_class(manifest.spec.connector_class)
+    except (PreflightError, ImportError) as exc:
+        # Custom connectors live in the runtime image, not necessarily in the operator's:
+        # the driver judges them (and reports a FAILED connector without crash-looping).
+        log.info("connector %s not checked in the operator: %s", manifest.name, exc)
+        return ""
+    config = dict(manifest.spec.config)
+    deferred = {k for k, v in config.items() if isinstance(v, str) and "${" in v}
+    try:
+        connector = cls()
+        validate_config(connector, connector_type, config, manifest.name)
+    except PreflightError as exc:
+        lines = []
+        for line in str(exc).splitlines()[1:]:
+            match = _ERROR_LINE.match(line)
+            key = match.group("key") if match else None
+            if key in deferred or (manifest.spec.config_from and key not in config):
+                continue
+            lines.append(line.strip())
+        return "\n".join(lines)
+    except Exception as exc:  # noqa: BLE001 - a connector's validate() may raise anything
+        return f"spec.config: the connector's validation failed: {type(exc).__name__}: {exc}"
+    return ""
+
+
+def check_references(kube: Kube, manifest: ConnectorManifest) -> str:
+    """Names every Secret and ConfigMap the spec references that does not exist, with
+    the field that references it; ``""`` when all exist. Secret values are never read
+    into the message (only ``get`` is used, and only the name is reported)."""
+    ns = manifest.metadata.namespace
+    wanted: list[tuple[str, str, str]] = []
+    for i, source in enumerate(manifest.spec.config_from):
+        field = "secretRef" if source.secret_ref is not None else "configMapRef"
+        wanted.append((source.kind, source.name, f"spec.configFrom[{i}].{field}"))
+    tls, sasl = manifest.spec.kafka.tls, manifest.spec.kafka.authentication
+    if tls is not None:
+        for field in ("trusted_certificate", "certificate", "key"):
+            ref = getattr(tls, field)
+            if ref is not None:
+                alias = {"trusted_certificate": "trustedCertificate"}.get(field, field)
+                wanted.append(("Secret", ref.name, f"spec.kafka.tls.{alias}"))
+    if sasl is not None:
+        wanted.append(("Secret", sasl.password_secret.name, "spec.kafka.authentication.passwordSecret"))
+    missing = []
+    for kind, name, field in wanted:
+        try:
+            found = kube.get("v1", kind, ns, name) is not None
+        except ApiException as exc:
+            if exc.status == 403:
+                missing.append(f"{field}: {kind} {name!r} cannot be read by the operator (forbidden)")
+                continue
+            raise
+        if not found:
+            missing.append(f"{field}: {kind} {name!r} not found in namespace {ns}")
+    return "\n".join(missing)

@@ -1,0 +1,94 @@
+"""Pure rendering of a Connector into Kubernetes objects (plain dicts; the behaviour
+against a real API server is in tests/kube)."""
+
+from conveyor.manifest import ConnectorManifest
+from conveyor_operator import names, render
+from conveyor_operator.settings import OperatorSettings
+
+SETTINGS = OperatorSettings(runtime_image="registry.example/conveyor:1.2.3")
+
+
+def manifest(**spec):
+    base = {"class": "postgres-sink", "tasksMax": 2, "kafka": {"bootstrapServers": "kafka:9092"},
+            "config": {"topics": "orders", "connection.url": "${secret:pg:url}"},
+            "configFrom": [{"secretRef": {"name": "pg"}}], "shutdown": {"gracePeriodSeconds": 30}}
+    base.update(spec)
+    return ConnectorManifest.from_dict({"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
+                                        "metadata": {"name": "orders", "namespace": "data"}, "spec": base})
+
+
+def by_kind(objs):
+    return {o["kind"]: o for o in objs}
+
+
+def test_objects_are_owned_labelled_and_in_apply_order():
+    objs = render.objects(manifest(), "uid-1", 3, SETTINGS)
+    assert [o["kind"] for o in objs] == ["ConfigMap", "ServiceAccount", "Role", "RoleBinding", "Service",
+                                         "ConfigMap", "Deployment"]
+    for o in objs:
+        assert o["metadata"]["namespace"] == "data"
+        assert o["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+        assert o["metadata"]["labels"][names.LABEL_CONNECTOR] == "orders"
+
+
+def test_deployment_runs_conveyor_in_client_mode_with_drain_hook():
+    dep = by_kind(render.objects(manifest(), "u", 1, SETTINGS))["Deployment"]
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 30 + render.GRACE_MARGIN_SECONDS
+    assert pod["serviceAccountName"] == "orders-spark"
+    container = pod["containers"][0]
+    assert container["image"] == "registry.example/conveyor:1.2.3"
+    args = container["args"]
+    assert args[:2] == ["run", render.MANIFEST_PATH]
+    confs = dict(a.split("=", 1) for a in args[args.index("--conf") + 1::2])
+    assert confs["spark.master"] == render.IN_CLUSTER_MASTER
+    assert confs["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"
+    assert confs["spark.driver.host"] == "orders-driver.data.svc"
+    assert confs["spark.kubernetes.namespace"] == "data"
+    assert container["lifecycle"]["preStop"]["exec"]["command"][:2] == ["conveyor", "drain"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert "/etc/conveyor/secrets/pg" in mounts and "/etc/conveyor/connector" in mounts
+
+
+def test_user_spark_conf_is_left_to_the_driver_and_zero_executors_runs_locally():
+    m = manifest(spark={"sparkConf": {"spark.driver.host": "custom"}, "executor": {"instances": 0}})
+    conf = render.spark_conf(m, SETTINGS)
+    assert "spark.driver.host" not in conf
+    assert "spark.master" not in conf
+
+
+def test_manifest_keeps_secret_references_not_values():
+    cm = render.manifest_config_map(manifest(), "u", 1)
+    assert "${secret:pg:url}" in cm["data"]["connector.yaml"]
+    assert ConnectorManifest.from_dict(__import__("yaml").safe_load(cm["data"]["connector.yaml"])).name == "orders"
+
+
+def test_executor_template_has_drain_hook_pointing_at_the_driver_service():
+    template = render.executor_pod_template(manifest(), SETTINGS)
+    hook = template["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+    assert "http://orders-driver.data.svc:8083" in hook
+    assert template["metadata"]["labels"][names.LABEL_COMPONENT] == names.EXECUTOR
+
+
+def test_hashes_separate_live_changes_from_rolling_ones():
+    a, b = manifest(), manifest(config={"topics": "other"})
+    assert render.spec_hash(a) == render.spec_hash(b)
+    assert render.config_hash(a) != render.config_hash(b)
+    c = manifest(kafka={"bootstrapServers": "other:9092"})
+    assert render.spec_hash(a) != render.spec_hash(c)
+
+
+def test_cleanup_job_deletes_offsets_only_when_asked():
+    job = render.cleanup_job(manifest(), "u", SETTINGS, attempt=1)
+    assert "--delete-offsets" not in job["spec"]["template"]["spec"]["containers"][0]["args"]
+    job = render.cleanup_job(manifest(deletionPolicy={"offsets": "delete"}), "u", SETTINGS, attempt=1)
+    assert job["spec"]["backoffLimit"] == 0
+    assert "--delete-offsets" in job["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_container_memory_adds_spark_overhead():
+    assert render.container_memory("1g") == "1408Mi"
+    assert render.container_memory("8g") == f"{8192 + 819}Mi"
