@@ -27,13 +27,13 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
            retry: int, **_: Any) -> None:
     """Hold the finalizer until what the connector provisioned outside Kafka is gone."""
     if (meta.get("annotations") or {}).get(names.ANNOTATION_SKIP_CLEANUP) == "true":
-        kopf.warn(body, reason="CleanupSkipped",
+        _kube().event(body, "Warning", "CleanupSkipped",
                   message=f'{names.ANNOTATION_SKIP_CLEANUP} is "true": nothing outside Kubernetes was cleaned up')
         return
     try:
         manifest = parse(body)
     except ManifestError:
-        kopf.info(body, reason="NothingToCleanUp", message="the spec was never valid, so the connector never ran")
+        _kube().event(body, "Normal", "NothingToCleanUp", message="the spec was never valid, so the connector never ran")
         return
     policy = manifest.spec.deletion_policy
     delete_offsets = policy.offsets is OffsetsPolicy.DELETE
@@ -56,7 +56,7 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
         return _fail(body, conditions, problem, retry)
     # The driver has stopped for good; it must not be restarted to run again.
     _kube().scale_deployment(namespace, names.driver(name), 0)
-    kopf.info(body, reason="CleanedUp", message=f"connector-deleted stop done by the driver: {summary(report)}")
+    _kube().event(body, "Normal", "CleanedUp", message=f"connector-deleted stop done by the driver: {summary(report)}")
 
 
 def stop_problem(report: dict[str, Any]) -> str:
@@ -67,9 +67,8 @@ def stop_problem(report: dict[str, Any]) -> str:
     for task in report.get("tasks") or []:
         if task.get("trace") and task.get("state") == "FAILED":
             problems.append(f"task {task.get('id')} failed: {task['trace'].strip().splitlines()[-1]}")
-    offsets = report.get("offsets_deleted") or {}
-    if isinstance(offsets, dict) and offsets.get("error"):
-        problems.append(f"deleting offsets failed: {offsets['error']}")
+    if report.get("offsets_error"):
+        problems.append(f"deleting offsets failed: {report['offsets_error']}")
     return "; ".join(problems)
 
 
@@ -86,7 +85,7 @@ def _fail(body: kopf.Body, conditions: Conditions, message: str, retry: int) -> 
     meta = body["metadata"]
     conditions.set(C.CLEANUP_FAILED, True, "CleanupFailed", message)
     _write_status(meta["namespace"], meta["name"], conditions)
-    kopf.warn(body, reason="CleanupFailed",
+    _kube().event(body, "Warning", "CleanupFailed",
               message=f"{message}; retrying in {delay:.0f}s (annotate {names.ANNOTATION_SKIP_CLEANUP}=true to give up)")
     raise kopf.TemporaryError(message, delay=delay)
 
@@ -103,7 +102,7 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
     job = kube.get("batch/v1", "Job", ns, names.cleanup_job(name))
     if job is None:
         kube.apply(render.cleanup_job(manifest, uid, RUNTIME.settings, attempt=retry + 1))
-        kopf.info(body, reason="CleanupJobStarted",
+        _kube().event(body, "Normal", "CleanupJobStarted",
                   message=f"no driver answers: Job {names.cleanup_job(name)} runs the connector-deleted stop path")
         raise kopf.TemporaryError("waiting for the cleanup Job", delay=JOB_POLL_SECONDS)
     outcome = job_outcome(job)
@@ -112,7 +111,7 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
     kube.delete("batch/v1", "Job", ns, names.cleanup_job(name))
     if outcome:
         _fail(body, conditions, f"cleanup Job {names.cleanup_job(name)} failed: {outcome} (see its pod's log)", retry)
-    kopf.info(body, reason="CleanedUp", message=f"connector-deleted stop done by Job {names.cleanup_job(name)}")
+    _kube().event(body, "Normal", "CleanedUp", message=f"connector-deleted stop done by Job {names.cleanup_job(name)}")
 
 
 def job_outcome(job: dict[str, Any]) -> str | None:

@@ -63,11 +63,11 @@ def pod_event(event: dict[str, Any], meta: kopf.Meta, status: kopf.Status, name:
         result = _driver(connector_name, namespace).drain(pod=name, timeout_s=float(grace))
     except DriverRefused as exc:
         if exc.status != 404:
-            kopf.warn(connector, reason="EvictionNotTranslated", message=f"pod {name} ({trigger}): {exc}")
+            _kube().event(connector, "Warning", "EvictionNotTranslated", message=f"pod {name} ({trigger}): {exc}")
             return
         result = {"tasks": [], "complete": True}
     except DriverUnreachable as exc:
-        kopf.warn(connector, reason="EvictionNotTranslated",
+        _kube().event(connector, "Warning", "EvictionNotTranslated",
                   message=f"pod {name} ({trigger}): driver not reachable ({exc}); the pod's preStop hook drains")
         return
     committed = committed_offsets(result)
@@ -76,7 +76,7 @@ def pod_event(event: dict[str, Any], meta: kopf.Meta, status: kopf.Status, name:
     listed = ", ".join(f"{c['topic']}-{c['partition']}@{c['offset']}" for c in committed) or "nothing new"
     message = (f"pod {name} ({trigger}): drained tasks {tasks}, committed {listed}"
                + ("" if complete else "; NOT every closing commit finished in time"))
-    (kopf.info if complete else kopf.warn)(connector, reason="EvictionTranslated", message=message)
+    _kube().event(connector, "Normal" if complete else "Warning", "EvictionTranslated", message)
     entry = {"pod": name, "time": now(), "trigger": trigger, "tasks": tasks, "committed": committed,
              "complete": complete}
     evictions = list((connector.get("status") or {}).get("evictions") or []) + [entry]

@@ -24,6 +24,7 @@ Handlers are synchronous (kopf runs them in its thread pool) and share one
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 
@@ -60,12 +61,19 @@ class _Runtime:
 RUNTIME = _Runtime()
 
 
-def _api_client(max_workers: int) -> client.ApiClient:
+def _configuration() -> client.Configuration:
+    """In-cluster credentials, else ``$KUBECONFIG`` (read at call time: the client reads
+    the variable only when it is imported)."""
     configuration = client.Configuration()
     try:
         kube_config.load_incluster_config(client_configuration=configuration)
     except kube_config.ConfigException:
-        kube_config.load_kube_config(client_configuration=configuration)
+        kube_config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration)
+    return configuration
+
+
+def _api_client(max_workers: int) -> client.ApiClient:
+    configuration = _configuration()
     configuration.connection_pool_maxsize = max_workers
     return client.ApiClient(configuration)
 
@@ -88,8 +96,17 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 @kopf.on.login()
-def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    return kopf.login_via_client(**kwargs)
+def login(**_: Any) -> kopf.ConnectionInfo:
+    """kopf's own connection, from the same credentials as the handlers' client."""
+    cfg = _configuration()
+    token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+    scheme, _, token = (token or "").partition(" ") if token and " " in token else ("Bearer", "", token)
+    return kopf.ConnectionInfo(
+        server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
+        username=cfg.username or None, password=cfg.password or None,
+        scheme=scheme if token else None, token=token or None,
+        certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
+    )
 
 
 @kopf.on.cleanup()
@@ -132,7 +149,7 @@ def _reject(body: kopf.Body, conditions: Conditions, reason: str, message: str) 
     conditions.set(C.DEGRADED, True, reason, message)
     conditions.set(C.READY, False, reason, message)
     conditions.set(C.PROGRESSING, False, reason, message)
-    kopf.warn(body, reason=reason, message=message)
+    _kube().event(body, "Warning", reason, message=message)
     meta = body["metadata"]
     _write_status(meta["namespace"], meta["name"], conditions, observedGeneration=meta.get("generation"))
 
@@ -157,7 +174,7 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
     if missing:
         conditions.set(C.DEGRADED, True, "MissingReference", missing)
         conditions.set(C.READY, False, "MissingReference", missing)
-        kopf.warn(body, reason="MissingReference", message=missing)
+        _kube().event(body, "Warning", "MissingReference", message=missing)
         _write_status(manifest.metadata.namespace, manifest.name, conditions, observedGeneration=generation)
         raise kopf.TemporaryError(missing, delay=30)
 
@@ -200,10 +217,10 @@ def _push_config(body: kopf.Body, manifest: ConnectorManifest) -> bool:
         return False
     except DriverRefused as exc:
         if exc.status == 400:
-            kopf.warn(body, reason="InvalidConfig", message=exc.message)
+            _kube().event(body, "Warning", "InvalidConfig", message=exc.message)
         log.info("driver of %s refused the new config live (%s): rolling", manifest.name, exc)
         return False
-    kopf.info(body, reason="Reconfigured", message="configuration applied to the running driver")
+    _kube().event(body, "Normal", "Reconfigured", message="configuration applied to the running driver")
     return True
 
 
@@ -233,7 +250,7 @@ def restart(body: kopf.Body, name: str, namespace: str, retry: int, **_: Any) ->
     except (DriverUnreachable, DriverRefused) as exc:
         raise kopf.TemporaryError(f"restart not delivered: {exc}", delay=_backoff(retry)) from None
     _kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART)
-    kopf.info(body, reason="Restarted", message=f"tasks restarted: {result}")
+    _kube().event(body, "Normal", "Restarted", message=f"tasks restarted: {result}")
 
 
 @kopf.on.create(*RESOURCE, annotations={names.ANNOTATION_RESTART_TASK: kopf.PRESENT})
@@ -245,7 +262,7 @@ def restart_task(body: kopf.Body, meta: kopf.Meta, name: str, namespace: str, re
     try:
         task_id = int(value)
     except ValueError:
-        kopf.warn(body, reason="InvalidAnnotation",
+        _kube().event(body, "Warning", "InvalidAnnotation",
                   message=f"{names.ANNOTATION_RESTART_TASK}: {value!r} is not a task id; removed")
         _kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
         return
@@ -253,14 +270,14 @@ def restart_task(body: kopf.Body, meta: kopf.Meta, name: str, namespace: str, re
         _driver(name, namespace).restart_task(task_id)
     except DriverRefused as exc:
         if exc.status == 404:
-            kopf.warn(body, reason="InvalidAnnotation", message=f"{exc.message}; annotation removed")
+            _kube().event(body, "Warning", "InvalidAnnotation", message=f"{exc.message}; annotation removed")
             _kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
             return
         raise kopf.TemporaryError(f"restart of task {task_id} not delivered: {exc}", delay=_backoff(retry)) from None
     except DriverUnreachable as exc:
         raise kopf.TemporaryError(f"restart of task {task_id} not delivered: {exc}", delay=_backoff(retry)) from None
     _kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
-    kopf.info(body, reason="TaskRestarted", message=f"task {task_id} restarted")
+    _kube().event(body, "Normal", "TaskRestarted", message=f"task {task_id} restarted")
 
 
 @kopf.timer(*RESOURCE, interval=RUNTIME.settings.status_interval_seconds, sharp=False)

@@ -3,6 +3,10 @@ server-side apply, get, delete, and merge patches of a Connector's status and an
 
 from __future__ import annotations
 
+import logging
+import uuid
+from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 from kubernetes import client
@@ -10,10 +14,12 @@ from kubernetes.client.rest import ApiException
 
 from conveyor_operator import GROUP, PLURAL, VERSION
 
+log = logging.getLogger(__name__)
+
 _PLURALS = {
     "ConfigMap": "configmaps", "Service": "services", "ServiceAccount": "serviceaccounts", "Secret": "secrets",
     "Pod": "pods", "Deployment": "deployments", "Job": "jobs", "Role": "roles", "RoleBinding": "rolebindings",
-    "Connector": PLURAL,
+    "Connector": PLURAL, "Event": "events",
 }
 
 
@@ -40,7 +46,8 @@ class Kube:
         return self.api.call_api(
             path, method, query_params=query or [], header_params={"Content-Type": content_type,
                                                                    "Accept": "application/json"},
-            body=body, response_type="object", auth_settings=["BearerToken"], _return_http_data_only=True,
+            body=body, response_types_map={200: "object", 201: "object"}, auth_settings=["BearerToken"],
+            _return_http_data_only=True,
         )
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -85,6 +92,28 @@ class Kube:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+    def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        """Record a core/v1 Event about ``obj`` (``type_`` Normal or Warning). Best effort:
+        a failure to record is logged, never raised."""
+        meta = obj["metadata"]
+        stamp = datetime.now(timezone.utc)
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{stamp.strftime('%s')}{uuid.uuid4().hex[:8]}",
+                         "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": meta["name"],
+                               "namespace": meta["namespace"], "uid": meta.get("uid")},
+            "type": type_, "reason": reason, "message": message[:1024],
+            "source": {"component": self.field_manager},
+            "reportingComponent": self.field_manager, "reportingInstance": self.field_manager,
+            "firstTimestamp": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTimestamp": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"), "count": 1,
+        }
+        try:
+            self._call(resource_path("v1", "Event", meta["namespace"]), "POST", body)
+        except ApiException as exc:
+            log.warning("could not record event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc.reason)
 
     def remove_annotation(self, namespace: str, name: str, key: str) -> None:
         path = resource_path(f"{GROUP}/{VERSION}", "Connector", namespace, name)

@@ -253,6 +253,9 @@ def executor_pod_template(manifest: ConnectorManifest, settings: OperatorSetting
             "volumes": volumes,
             "containers": [{
                 "name": "executor",
+                # Spark appends "executor" to the image's entrypoint; this launcher (in the
+                # runtime image) starts Spark's executor backend the way Spark's own image does.
+                "command": ["conveyor-spark-executor"],
                 "env": [{"name": "CONVEYOR_MOUNT_DIR", "value": MOUNT_ROOT},
                         {"name": "CONVEYOR_CONTROL_URL", "value": url}],
                 "volumeMounts": mounts,

@@ -4,20 +4,22 @@
 # proxy only -- no GitHub release downloads.
 #
 #   kube-apiserver  from ./apiserver (wrapper module over k8s.io/kubernetes)
+#   kubectl         from ./apiserver/cmd/kubectl (same module, same version)
 #   etcd            from ./etcd      (wrapper module over go.etcd.io/etcd/server/v3)
 #   helm            go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION
 #
-# Binaries land in ${CONVEYOR_CACHE_DIR:-~/.cache/conveyor}/kube/<kube-version>/bin.
+# Binaries land in ${CONVEYOR_CACHE_DIR:-~/.cache/conveyor}/kube/<kube-version>/bin
+# (~/.cache is $XDG_CACHE_HOME when set, as for the rest of the test harness).
 # The script is idempotent: a binary is rebuilt only when it is missing or its
 # <name>.version stamp does not match the wanted version. On success the bin
 # directory is printed on stdout (everything else goes to stderr), so callers
 # can do:   BIN=$(tools/kube/build.sh)
 #
 # Environment:
-#   CONVEYOR_CACHE_DIR  cache root (default ~/.cache/conveyor)
+#   CONVEYOR_CACHE_DIR  cache root (default ${XDG_CACHE_HOME:-~/.cache}/conveyor)
 #   HELM_VERSION        helm v3 version (default below)
 #   GO                  go binary (default: go on PATH, else /usr/local/go/bin/go)
-#   KUBE_BUILD_ONLY     space-separated subset of "kube-apiserver etcd helm"
+#   KUBE_BUILD_ONLY     space-separated subset of "kube-apiserver kubectl etcd helm"
 #
 # Needs Go >= the "go" line in apiserver/go.mod (1.26 for Kubernetes 1.36).
 # A cold build takes ~1.2 GB of module downloads and several minutes of CPU;
@@ -28,7 +30,24 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-[ -x "$GO" ] || { echo "build.sh: no go toolchain found (set GO=...)" >&2; exit 1; }
+
+# check_go: called before the first build only, so a fully cached bin dir needs no Go.
+# Fails with a clear message (rather than a go.mod error deep in the build) when Go is
+# missing or older than the "go" line of the apiserver module.
+GO_CHECKED=
+check_go() {
+    [ -z "$GO_CHECKED" ] || return 0
+    local need have
+    need=$(awk '$1 == "go" { print $2; exit }' "$HERE/apiserver/go.mod")
+    [ -x "$GO" ] || { echo "build.sh: no Go toolchain found (need Go >= $need; install it or set GO=...)" >&2; exit 1; }
+    have=$("$GO" env GOVERSION 2>/dev/null) || have=unknown
+    have=${have#go}
+    if [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n1)" != "$need" ]; then
+        echo "build.sh: $GO is Go $have; Go >= $need is needed (the go line of k8s.io/kubernetes)" >&2
+        exit 1
+    fi
+    GO_CHECKED=1
+}
 
 log() { echo "[kube/build] $*" >&2; }
 
@@ -50,11 +69,12 @@ STAGING_VERSION="v0.${KUBE_VERSION#v1.}"
 bad=$(awk -v want="$STAGING_VERSION" '$2 == "=>" && $4 != want {print $1 " " $4}' "$HERE/apiserver/go.mod")
 [ -z "$bad" ] || { echo "build.sh: staging replaces not at $STAGING_VERSION:" >&2; echo "$bad" >&2; exit 1; }
 
-CACHE_ROOT=${CONVEYOR_CACHE_DIR:-$HOME/.cache/conveyor}
+# Same cache root as the Python harness (conveyor.testing._support.cache_root).
+CACHE_ROOT=${CONVEYOR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/conveyor}
 BIN="$CACHE_ROOT/kube/$KUBE_VERSION/bin"
 mkdir -p "$BIN"
 
-ONLY=${KUBE_BUILD_ONLY:-kube-apiserver etcd helm}
+ONLY=${KUBE_BUILD_ONLY:-kube-apiserver kubectl etcd helm}
 wanted() { [[ " $ONLY " == *" $1 "* ]]; }
 
 # up_to_date NAME VERSION: binary present and stamped with VERSION.
@@ -62,24 +82,36 @@ up_to_date() {
     [ -x "$BIN/$1" ] && [ "$(cat "$BIN/$1.version" 2>/dev/null)" = "$2" ]
 }
 
-# Static, reproducible-ish builds; no cgo needed by any of the three.
+# Static, reproducible-ish builds; no cgo needed by any of them.
 export CGO_ENABLED=0
 # Never let a go.mod "toolchain" line download a different Go silently.
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 
-build_apiserver() {
+# Same version variables hack/lib/version.sh sets, so /version and `kubectl
+# version` report v1.36.3 instead of v0.0.0-master (helm/kubectl compare
+# against it).
+kube_ldflags() {
     local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
-    # Same version variables hack/lib/version.sh sets, so /version reports
-    # v1.36.3 instead of v0.0.0-master (helm/kubectl compare against it).
     local ld="-s -w" pkg
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
         ld+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
         ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
     done
-    (cd "$HERE/apiserver" && "$GO" build -mod=readonly -trimpath -ldflags "$ld" \
-        -o "$BIN/kube-apiserver.tmp" .)
-    mv "$BIN/kube-apiserver.tmp" "$BIN/kube-apiserver"
+    echo "$ld"
 }
+
+# build_kube NAME PKG: a main package of the apiserver wrapper module.
+build_kube() {
+    (cd "$HERE/apiserver" && "$GO" build -mod=readonly -trimpath -ldflags "$(kube_ldflags)" \
+        -o "$BIN/$1.tmp" "$2")
+    mv "$BIN/$1.tmp" "$BIN/$1"
+}
+
+build_apiserver() { build_kube kube-apiserver .; }
+
+# kubectl: upstream cmd/kubectl/kubectl.go (see apiserver/cmd/kubectl), so CI
+# needs no distro kubectl (Debian 12's kubernetes-client is 1.20, too old).
+build_kubectl() { build_kube kubectl ./cmd/kubectl; }
 
 build_etcd() {
     (cd "$HERE/etcd" && "$GO" build -mod=readonly -trimpath -ldflags "-s -w" \
@@ -99,6 +131,7 @@ build_helm() {
 }
 
 for item in "kube-apiserver $KUBE_VERSION build_apiserver" \
+            "kubectl $KUBE_VERSION build_kubectl" \
             "etcd $ETCD_VERSION build_etcd" \
             "helm $HELM_VERSION build_helm"; do
     read -r name version fn <<<"$item"
@@ -107,7 +140,8 @@ for item in "kube-apiserver $KUBE_VERSION build_apiserver" \
         log "$name $version: cached in $BIN"
         continue
     fi
-    log "$name $version: building..."
+    check_go
+    log "$name $version: building with $("$GO" env GOVERSION)..."
     start=$(date +%s)
     "$fn"
     echo "$version" >"$BIN/$name.version"

@@ -5,9 +5,9 @@
 #
 # Usage: tools/kube/smoke.sh
 # Environment:
-#   BIN      directory with kube-apiserver, etcd, helm (default: output of build.sh)
+#   BIN      directory with kube-apiserver, kubectl, etcd, helm (default: output of build.sh)
 #   ETCD     etcd binary to use (default: $BIN/etcd; e.g. /usr/bin/etcd for Debian's)
-#   KUBECTL  kubectl binary (default: kubectl on PATH, else $BIN/kubectl)
+#   KUBECTL  kubectl binary (default: $BIN/kubectl, else kubectl on PATH)
 #   READY_TIMEOUT  seconds to wait for /readyz (default 90)
 #   SMOKE_LOG_DIR  if set, etcd.log and apiserver.log are copied there on exit
 # Everything listens on 127.0.0.1 only; nothing is left running on exit.
@@ -16,7 +16,13 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BIN=${BIN:-$("$HERE/build.sh")}
 ETCD=${ETCD:-$BIN/etcd}
-KUBECTL=${KUBECTL:-$(command -v kubectl || echo "$BIN/kubectl")}
+if [ -z "${KUBECTL:-}" ]; then
+    if [ -x "$BIN/kubectl" ]; then
+        KUBECTL=$BIN/kubectl
+    else
+        KUBECTL=$(command -v kubectl) || { echo "smoke.sh: no kubectl in $BIN or on PATH" >&2; exit 1; }
+    fi
+fi
 HELM=${HELM:-$BIN/helm}
 READY_TIMEOUT=${READY_TIMEOUT:-90}
 
@@ -140,6 +146,7 @@ echo "+ kubectl get --raw /readyz"
 "$KUBECTL" --kubeconfig=/dev/null --server "https://127.0.0.1:$API_PORT" --token "$TOKEN" \
     --insecure-skip-tls-verify get --raw /readyz
 echo
+log "kubectl: $KUBECTL"
 echo "+ kubectl version"
 "$KUBECTL" version
 echo "+ kubectl api-resources | head"

@@ -1,8 +1,9 @@
 """Command line of the test harness.
 
-``python -m conveyor.testing up [--kafka] [--postgres] [--env-file PATH]``
-    Start the components (both when neither flag is given) in the foreground, print
-    ``export CONVEYOR_POSTGRES_URL=...`` / ``export CONVEYOR_KAFKA_BOOTSTRAP=...`` lines on stdout
+``python -m conveyor.testing up [--kafka] [--postgres] [--kube] [--env-file PATH]``
+    Start the components (Kafka and PostgreSQL when no flag is given; the Kubernetes control
+    plane only with ``--kube``) in the foreground, print ``export CONVEYOR_POSTGRES_URL=...`` /
+    ``export CONVEYOR_KAFKA_BOOTSTRAP=...`` / ``export CONVEYOR_KUBECONFIG=...`` lines on stdout
     as each becomes ready (everything else goes to stderr; with ``--env-file`` the same lines are
     also written to PATH atomically once all are up), and run until SIGTERM / SIGINT (Ctrl-C),
     then stop them.
@@ -35,8 +36,9 @@ def _raise_stop(signum, frame):
 
 
 def _up(args: argparse.Namespace) -> int:
-    want_kafka = args.kafka or not (args.kafka or args.postgres)
-    want_pg = args.postgres or not (args.kafka or args.postgres)
+    none = not (args.kafka or args.postgres or args.kube)
+    want_kafka = args.kafka or none
+    want_pg = args.postgres or none
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
     if hasattr(signal, "SIGHUP"):
@@ -60,6 +62,15 @@ def _up(args: argparse.Namespace) -> int:
             exports.append(f"export CONVEYOR_KAFKA_BOOTSTRAP={kafka.bootstrap_servers}")
             print(exports[-1], flush=True)
             print(f"kafka: {kafka.bootstrap_servers} (pid {kafka.pid}, log {kafka.log_path})",
+                  file=sys.stderr, flush=True)
+        if args.kube:
+            from conveyor.testing.kube import KubeAPIServer
+
+            kube = KubeAPIServer().start()
+            started.append(("kubernetes", kube))
+            exports.append(f"export CONVEYOR_KUBECONFIG={kube.admin_kubeconfig}")
+            print(exports[-1], flush=True)
+            print(f"kubernetes: {kube.server} (ready in {kube.ready_seconds:.1f}s, logs in {kube.workdir})",
                   file=sys.stderr, flush=True)
         if args.env_file:
             _write_env_file(args.env_file, exports)
@@ -111,9 +122,12 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m conveyor.testing", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="run Kafka and/or PostgreSQL in the foreground and print their addresses")
+    up = sub.add_parser("up", help="run Kafka, PostgreSQL and/or Kubernetes in the foreground and print their "
+                                   "addresses")
     up.add_argument("--kafka", action="store_true", help="start a Kafka broker")
     up.add_argument("--postgres", action="store_true", help="start PostgreSQL")
+    up.add_argument("--kube", action="store_true",
+                    help="start a Kubernetes control plane (etcd + kube-apiserver; binaries from tools/kube/build.sh)")
     up.add_argument("--database", default="conveyor", help="database to create (default: conveyor)")
     up.add_argument("--kafka-heap", default="1g", help="broker JVM heap (default: 1g)")
     up.add_argument("--env-file", metavar="PATH",

@@ -1,0 +1,112 @@
+# Conveyor container images. One Dockerfile, three stages, two images:
+#
+#   docker build --target runtime  -t conveyor:0.1.0          .   # drivers and executors (Spark + Java)
+#   docker build --target operator -t conveyor-operator:0.1.0 .   # the kopf operator (no Spark, no Java)
+#
+# `runtime` is the last stage, so a plain `docker build .` builds it. The chart's `runtimeImage`
+# names the runtime image and `image` the operator image.
+#
+# How the runtime image runs on Kubernetes:
+#   * The driver is a Deployment whose container runs `conveyor run ...` (ENTRYPOINT below), with
+#     Spark in client mode against `k8s://https://kubernetes.default.svc`.
+#   * Spark creates the executor pods itself, from this same image (spark.kubernetes.container.image),
+#     and appends the argument `executor` to the container. `conveyor` has no `executor` command, so
+#     the executor pod template (spark.kubernetes.executor.podTemplateFile) sets
+#     `command: ["conveyor-spark-executor"]`: the launcher below starts Spark's
+#     KubernetesExecutorBackend with the jars of the pip-installed pyspark (SPARK_HOME), the
+#     SPARK_JAVA_OPT_<n> options Spark passes, and -Xms/-Xmx from SPARK_EXECUTOR_MEMORY, the way
+#     Spark's own image entrypoint does. Python workers run with PYSPARK_PYTHON.
+#     `spark-class` and `spark-submit` are on PATH as well ($SPARK_HOME/bin).
+
+# ---------------------------------------------------------------------------------------------
+# builder: the conveyor wheel (pure Python; dependencies are installed from PyPI in each target)
+FROM python:3.11-slim-bookworm AS builder
+
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY src ./src
+COPY operator ./operator
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+
+# ---------------------------------------------------------------------------------------------
+# base: what both images share (the non-root user, Python settings)
+FROM python:3.11-slim-bookworm AS base
+
+# Bytecode is compiled by pip at install time (site-packages is read-only to the user at run time).
+ENV PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+RUN groupadd --gid 10001 conveyor \
+ && useradd --uid 10001 --gid 10001 --no-log-init --create-home --home-dir /home/conveyor \
+      --shell /usr/sbin/nologin conveyor
+WORKDIR /home/conveyor
+
+# ---------------------------------------------------------------------------------------------
+# operator: `conveyor-operator` (kopf, standalone) — no Spark, no Java
+FROM base AS operator
+
+COPY --from=builder /wheels /tmp/wheels
+# The wheel built above pins conveyor; its dependencies are pyproject.toml's ranges (no lock file).
+# hadolint ignore=DL3013
+RUN set -- /tmp/wheels/conveyor-*.whl \
+ && pip install --no-cache-dir "$1[operator]" \
+ && rm -rf /tmp/wheels
+
+USER 10001:10001
+ENTRYPOINT ["conveyor-operator"]
+
+# ---------------------------------------------------------------------------------------------
+# runtime: `conveyor` with Spark (Java 17) and the built-in connectors' extras
+FROM base AS runtime
+
+# The man directory is missing on slim images and the JRE's postinst registers man pages in it.
+# Versions are pinned to the Debian 12 series (security updates replace exact versions).
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends \
+      openjdk-17-jre-headless=17.0.* \
+      tini=0.19.* \
+ && rm -rf /var/lib/apt/lists/* \
+ && java_home="$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" \
+ && ln -s "$java_home" /usr/lib/jvm/java-17
+
+COPY --from=builder /wheels /tmp/wheels
+# The wheel built above pins conveyor; its dependencies are pyproject.toml's ranges (no lock file).
+# hadolint ignore=DL3013
+RUN set -- /tmp/wheels/conveyor-*.whl \
+ && pip install --no-cache-dir "$1[spark,postgres,rabbitmq,archive]" \
+ && rm -rf /tmp/wheels
+
+ENV JAVA_HOME=/usr/lib/jvm/java-17 \
+    SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark \
+    PYSPARK_PYTHON=/usr/local/bin/python3
+ENV PATH="${PATH}:${SPARK_HOME}/bin"
+
+# The Spark executor launcher (see the top of this file). Spark appends `executor`; it is dropped.
+# The script is written literally (single quotes); its variables expand when it runs.
+# hadolint ignore=SC2016
+RUN printf '%s\n' \
+      '#!/bin/bash' \
+      '# Spark-on-Kubernetes executor for the conveyor runtime image (see its Dockerfile).' \
+      'set -euo pipefail' \
+      'if [ "${1:-}" = executor ]; then shift; fi' \
+      'mapfile -t java_opts < <(env | grep "^SPARK_JAVA_OPT_" | sort -t_ -k4 -n | sed "s/^[^=]*=//")' \
+      'classpath="${SPARK_CONF_DIR:-$SPARK_HOME/conf}:$SPARK_HOME/jars/*${SPARK_EXTRA_CLASSPATH:+:$SPARK_EXTRA_CLASSPATH}"' \
+      'exec tini -s -- "$JAVA_HOME/bin/java" "${java_opts[@]}" \' \
+      '  -Xms"$SPARK_EXECUTOR_MEMORY" -Xmx"$SPARK_EXECUTOR_MEMORY" -cp "$classpath" \' \
+      '  org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend \' \
+      '  --driver-url "$SPARK_DRIVER_URL" --executor-id "$SPARK_EXECUTOR_ID" \' \
+      '  --cores "$SPARK_EXECUTOR_CORES" --app-id "$SPARK_APPLICATION_ID" \' \
+      '  --hostname "$SPARK_EXECUTOR_POD_IP" --resourceProfileId "${SPARK_RESOURCE_PROFILE_ID:-0}" \' \
+      '  --podName "$SPARK_EXECUTOR_POD_NAME" "$@"' \
+      > /usr/local/bin/conveyor-spark-executor \
+ && chmod 0755 /usr/local/bin/conveyor-spark-executor \
+ && test -x "$SPARK_HOME/bin/spark-class" \
+ && test -f "$SPARK_HOME/jars/spark-kubernetes_2.13-$(python -c 'import pyspark; print(pyspark.__version__)').jar" \
+ && "$JAVA_HOME/bin/java" -version
+
+USER 10001:10001
+# tini is PID 1: it forwards SIGTERM to `conveyor run` (closing commits) and reaps the JVM's orphans.
+ENTRYPOINT ["tini", "--", "conveyor"]

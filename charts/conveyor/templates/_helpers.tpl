@@ -1,0 +1,155 @@
+{{/*
+Name of the chart, or nameOverride.
+*/}}
+{{- define "conveyor.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name of the release's objects: fullnameOverride, else <release>-<name>, or the release name
+alone when it already contains the name. Truncated to 63 characters (a DNS label).
+*/}}
+{{- define "conveyor.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Chart name and version, for the helm.sh/chart label.
+*/}}
+{{- define "conveyor.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels of every object of the chart.
+*/}}
+{{- define "conveyor.labels" -}}
+helm.sh/chart: {{ include "conveyor.chart" . }}
+{{ include "conveyor.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: conveyor
+{{- end }}
+
+{{/*
+Labels that select the operator pod (immutable in the Deployment's selector).
+*/}}
+{{- define "conveyor.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "conveyor.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{/*
+Name of the operator's ServiceAccount.
+*/}}
+{{- define "conveyor.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "conveyor.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The operator image (the Dockerfile's `operator` target).
+*/}}
+{{- define "conveyor.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/*
+The image of drivers, executors and cleanup Jobs (the Dockerfile's `runtime` target).
+*/}}
+{{- define "conveyor.runtimeImage" -}}
+{{- printf "%s:%s" .Values.runtimeImage.repository (.Values.runtimeImage.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/*
+Name of the ClusterRole and ClusterRoleBinding: cluster-scoped, so the release namespace is part of
+it and two releases of the same name in two namespaces do not collide.
+*/}}
+{{- define "conveyor.clusterRoleName" -}}
+{{- printf "%s-%s" .Release.Namespace (include "conveyor.fullname" .) | trunc 253 }}
+{{- end }}
+
+{{/*
+RBAC rules that are cluster-scoped by nature: kopf scans CRDs and, cluster-wide, namespaces.
+*/}}
+{{- define "conveyor.rbac.clusterRules" -}}
+# kopf: find the Connector CRD and its versions.
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["get", "list", "watch"]
+# kopf: follow namespaces (cluster-wide and namespace patterns).
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
+
+{{/*
+RBAC rules in the namespaces of the Connectors: a ClusterRole cluster-wide, a Role per namespace
+in watchNamespaces. Pods, services, configmaps and persistentvolumeclaims include what the
+per-connector Spark driver Role grants (the operator creates that Role, and RBAC forbids granting
+permissions one does not hold).
+*/}}
+{{- define "conveyor.rbac.namespacedRules" -}}
+# The Connector resources: kopf watches them and patches finalizers, annotations and status.
+- apiGroups: ["conveyor.dev"]
+  resources: ["connectors"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["conveyor.dev"]
+  resources: ["connectors/status"]
+  verbs: ["get", "patch", "update"]
+# Kubernetes Events about Connectors (kopf posts core v1 events).
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+# Driver Service, manifest / executor template ConfigMaps, driver ServiceAccount; the Spark driver
+# creates executor-facing Services and ConfigMaps (deletecollection).
+- apiGroups: [""]
+  resources: ["configmaps", "services"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete", "deletecollection"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# configFrom references are checked to exist; secrets are never listed or watched.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+# Pods: the operator watches them (evictions become drains); the Spark driver manages executors.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete", "deletecollection"]
+# The Spark driver's persistent volume claims (executor local dirs on demand).
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "delete", "deletecollection"]
+# The driver Deployment; scaled to 0 through its scale subresource before a cleanup Job runs.
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["apps"]
+  resources: ["deployments/scale"]
+  verbs: ["patch"]
+# One-shot cleanup Jobs.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# The per-connector Spark driver Role and RoleBinding.
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+{{- end }}

@@ -1,0 +1,761 @@
+"""A real Kubernetes control plane for tests, envtest-style: ``etcd`` + ``kube-apiserver``.
+
+The binaries (``kube-apiserver``, ``etcd``, ``kubectl``, ``helm``) are built from the Go module
+proxy by ``tools/kube/build.sh`` into ``${CONVEYOR_CACHE_DIR:-~/.cache/conveyor}/kube/<version>/bin``
+(``$CONVEYOR_KUBE_BIN`` points elsewhere); :func:`kube_binaries` finds them. This is the Python
+port of ``tools/kube/smoke.sh``.
+
+Typical use::
+
+    from conveyor.testing.kube import KubeAPIServer
+
+    with KubeAPIServer() as kube:                       # etcd + apiserver on free ports, ~3 s
+        kube.server                                     # https://127.0.0.1:PORT
+        kube.kubectl("apply", "-f", "crds/")            # admin (system:masters)
+        kube.helm("install", "conveyor", "charts/conveyor", "-n", "ops")
+        token = kube.service_account_token("ops", "conveyor-operator")
+        operator_kubeconfig = kube.kubeconfig_for_token(token, "operator")
+        # ... run the operator with KUBECONFIG=operator_kubeconfig: it is *that* ServiceAccount,
+        # so the chart's RBAC is what the test exercises
+
+What you get is an API server, not a cluster. Like controller-runtime's envtest there is no
+kube-controller-manager, scheduler or kubelet, so:
+
+* no ``default`` ServiceAccount appears in new namespaces (create ServiceAccounts yourself, or
+  let the Helm chart do it), and no legacy token Secrets are populated; the ``ServiceAccount``
+  admission plugin is disabled so Pods naming a ServiceAccount that does not exist are accepted;
+* no garbage collector: ``ownerReferences`` never cascade, deleting an owner leaves its
+  dependents in place;
+* namespaces never finish terminating (no namespace controller): a deleted namespace stays
+  ``Terminating`` with everything in it, and new objects cannot be created in it;
+* Deployments/StatefulSets/Jobs create no ReplicaSets or Pods, and nothing ever runs: their
+  ``status`` stays empty unless a test writes it, so ``helm install --wait`` and
+  ``kubectl rollout status`` on a chart with a Deployment only end at their timeout (the
+  operator under test runs as a local process instead, with the chart's ServiceAccount token);
+* what the API server does by itself works: validation, defaulting, CRDs (incl. CEL rules and
+  the status subresource), RBAC (bootstrap ClusterRoles such as ``view``/``edit``/``admin``
+  exist), admission (minus ``ServiceAccount``), TokenRequest, SelfSubjectReview, watches.
+
+Credentials: a static bearer token in ``system:masters`` (:attr:`KubeAPIServer.admin_token`,
+:attr:`~KubeEndpoint.admin_kubeconfig`), and ServiceAccount tokens issued through the
+TokenRequest API (:meth:`~KubeEndpoint.service_account_token`), signed with a key pair generated
+per start. TLS is verified: the kubeconfigs trust (``certificate-authority-data``) the
+self-signed CA the apiserver generates at start for its 127.0.0.1 serving certificate.
+
+:func:`start_or_reuse` returns an :class:`ExternalKube` for the kubeconfig in
+``$CONVEYOR_KUBECONFIG`` when that is set (``python -m conveyor.testing up --kube`` prints one),
+else a started :class:`KubeAPIServer`. Failures to find, start or reach the control plane raise
+:class:`~conveyor.testing.errors.ComponentUnavailable` (component ``"kubernetes"``).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from conveyor.testing import _support
+from conveyor.testing.errors import ComponentUnavailable, Endpoint, reuse_or_start
+
+if TYPE_CHECKING:  # pragma: no cover
+    import kubernetes.client
+
+__all__ = [
+    "ENV_BIN",
+    "ENV_KUBECONFIG",
+    "ExternalKube",
+    "KubeAPIServer",
+    "KubeBinaries",
+    "KubeCommandError",
+    "KubeEndpoint",
+    "kube_binaries",
+    "start_or_reuse",
+]
+
+#: Directory with kube-apiserver, etcd, kubectl and helm (default: the build.sh output dir).
+ENV_BIN = "CONVEYOR_KUBE_BIN"
+#: Path of a kubeconfig (admin of some running cluster/control plane) to use instead of starting one.
+ENV_KUBECONFIG = "CONVEYOR_KUBECONFIG"
+
+COMPONENT = "kubernetes"
+_BUILD_HINT = (
+    "run tools/kube/build.sh (builds kube-apiserver, kubectl, etcd and helm from the Go module proxy; "
+    "needs Go >= 1.26, ~8 min cold) and/or export CONVEYOR_KUBE_BIN=$(tools/kube/build.sh)"
+)
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_FILE_RE = re.compile(r"[^A-Za-z0-9_.-]+")
+#: Repository root when running from a checkout (src/conveyor/testing/kube.py -> ../../..).
+_REPO = Path(__file__).resolve().parents[3]
+
+
+# --------------------------------------------------------------------------------------------
+# binaries
+
+
+@dataclass(frozen=True)
+class KubeBinaries:
+    """Paths of the control-plane binaries (all executable when returned by :func:`kube_binaries`)."""
+
+    kube_apiserver: Path
+    etcd: Path
+    kubectl: Path
+    helm: Path
+
+
+def _modver(gomod: Path, module: str) -> str | None:
+    """Required version of ``module`` in ``gomod`` (one-line ``require`` or a block), like build.sh."""
+    try:
+        text = gomod.read_text()
+    except OSError:
+        return None
+    m = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", text, re.MULTILINE)
+    return m.group(1) if m else None
+
+
+def wanted_kube_version() -> str | None:
+    """The Kubernetes version tools/kube builds (from its go.mod), or None outside a checkout."""
+    return _modver(_REPO / "tools" / "kube" / "apiserver" / "go.mod", "k8s.io/kubernetes")
+
+
+def _version_key(p: Path) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", p.parent.name)) or (0,)
+
+
+def kube_binaries(env: Mapping[str, str] | None = None) -> KubeBinaries:
+    """Locate kube-apiserver, etcd, kubectl and helm.
+
+    The directory is ``$CONVEYOR_KUBE_BIN`` if set, else ``<cache>/kube/<version>/bin`` (what
+    ``tools/kube/build.sh`` prints; ``<cache>`` is ``$CONVEYOR_CACHE_DIR``, default
+    ``${XDG_CACHE_HOME:-~/.cache}/conveyor``), where ``<version>`` is read from
+    ``tools/kube/apiserver/go.mod`` in a checkout and otherwise is the newest ``kube/v*/bin``
+    that has a kube-apiserver. ``etcd`` falls back to
+    ``/usr/bin/etcd`` (Debian's 3.4 works, slower) when the directory has none.
+
+    Args:
+        env: environment to read (default ``os.environ``).
+
+    Raises:
+        ComponentUnavailable: the directory or one of the binaries is missing.
+    """
+    env = os.environ if env is None else env
+    explicit = (env.get(ENV_BIN) or "").strip()
+    if explicit:
+        bindir = Path(explicit).expanduser()
+        where = f"{ENV_BIN}={explicit}"
+    else:
+        # the cache root of build.sh and of the rest of the harness (_support.cache_root)
+        cache = (env.get("CONVEYOR_CACHE_DIR") or "").strip()
+        xdg = (env.get("XDG_CACHE_HOME") or "").strip()
+        root = Path(cache or Path(xdg or Path.home() / ".cache") / "conveyor").expanduser()
+        version = wanted_kube_version()
+        if version:
+            bindir = root / "kube" / version / "bin"
+            where = f"the build.sh output dir for Kubernetes {version}"
+        else:
+            built = [p for p in (root / "kube").glob("v*/bin") if (p / "kube-apiserver").exists()]
+            if not built:
+                raise ComponentUnavailable(
+                    COMPONENT, f"no control-plane binaries under {root / 'kube'} and {ENV_BIN} is not set",
+                    hint=_BUILD_HINT,
+                )
+            bindir = max(built, key=_version_key)
+            where = "the newest build in the cache"
+
+    def exe(path: Path) -> bool:
+        return path.is_file() and os.access(path, os.X_OK)
+
+    found: dict[str, Path] = {}
+    missing: list[str] = []
+    for name in ("kube-apiserver", "kubectl", "helm", "etcd"):
+        path = bindir / name
+        if not exe(path) and name == "etcd" and exe(Path("/usr/bin/etcd")):
+            path = Path("/usr/bin/etcd")
+        if exe(path):
+            found[name] = path
+        else:
+            missing.append(name)
+    if missing:
+        raise ComponentUnavailable(
+            COMPONENT, f"{', '.join(missing)} not found in {bindir} ({where})", hint=_BUILD_HINT
+        )
+    return KubeBinaries(
+        kube_apiserver=found["kube-apiserver"], etcd=found["etcd"], kubectl=found["kubectl"], helm=found["helm"]
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _etcd_supports_no_fsync(etcd: str) -> bool:
+    try:
+        out = subprocess.run([etcd, "--help"], check=False, capture_output=True, text=True, timeout=30,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--unsafe-no-fsync" in out.stdout + out.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# kubeconfigs, keys, commands
+
+
+class KubeCommandError(subprocess.CalledProcessError):
+    """``kubectl``/``helm`` exited non-zero; unlike CalledProcessError its message includes stderr."""
+
+    def __str__(self) -> str:
+        err = (self.stderr or self.output or "").strip()
+        return f"{super().__str__()}\n{err}" if err else super().__str__()
+
+
+def _kubeconfig(cluster: Mapping[str, Any], user: str, credentials: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "conveyor", "cluster": dict(cluster)}],
+        "users": [{"name": user, "user": dict(credentials)}],
+        "contexts": [{"name": user, "context": {"cluster": "conveyor", "user": user}}],
+        "current-context": user,
+        "preferences": {},
+    }
+
+
+def _write_private(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(text.encode() if isinstance(text, str) else text)
+    return path
+
+
+def _write_signing_keys(key: Path, pub: Path) -> None:
+    """RSA key pair for signing ServiceAccount tokens: ``cryptography`` if importable, else openssl."""
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+    except ImportError:
+        serialization = None
+    if serialization is not None:
+        private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        _write_private(key, private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        ))
+        _write_private(pub, private.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo,
+        ))
+        return
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ComponentUnavailable(
+            COMPONENT, "cannot generate the service-account signing key: neither the `cryptography` "
+            "package nor `openssl` is available", hint="pip install cryptography, or apt-get install openssl",
+        )
+    for cmd in ([openssl, "genrsa", "-out", str(key), "2048"],
+                [openssl, "rsa", "-in", str(key), "-pubout", "-out", str(pub)]):
+        out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        if out.returncode != 0:
+            raise ComponentUnavailable(COMPONENT, f"`{' '.join(cmd[:2])}` failed: {out.stderr.strip()}")
+
+
+def _kubernetes_client() -> Any:
+    try:
+        import kubernetes
+    except ImportError:
+        raise ComponentUnavailable(
+            COMPONENT, "the `kubernetes` Python client is not installed", hint="pip install -e '.[operator]'",
+        ) from None
+    return kubernetes
+
+
+# --------------------------------------------------------------------------------------------
+# endpoints
+
+
+class KubeEndpoint(Endpoint):
+    """A reachable Kubernetes API server plus an admin kubeconfig for it.
+
+    Usable as a context manager; ``__exit__`` calls :meth:`stop`. ``kubectl``/``helm`` come from
+    :func:`kube_binaries` (looked up on first use).
+    """
+
+    component = COMPONENT
+
+    _admin_kubeconfig: Path | None = None
+    _scratch: Path | None = None  # kubeconfigs written for tokens, kubectl/helm caches
+    _binaries: KubeBinaries | None = None
+
+    # -- addresses and credentials ------------------------------------------------------------
+
+    @property
+    def server(self) -> str:
+        """URL of the API server, e.g. ``https://127.0.0.1:40123``."""
+        return str(self._cluster()["server"])
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        """A kubeconfig whose current context is a cluster admin."""
+        if self._admin_kubeconfig is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return self._admin_kubeconfig
+
+    @property
+    def binaries(self) -> KubeBinaries:
+        if self._binaries is None:
+            self._binaries = kube_binaries()
+        return self._binaries
+
+    def kubeconfig_for_token(self, token: str, name: str = "user") -> Path:
+        """Write a kubeconfig that authenticates to this server with bearer ``token`` and
+        return its path (``<scratch>/kubeconfigs/<name>.kubeconfig``, mode 0600, removed on stop).
+
+        ``name`` is the kubeconfig's user/context name and the file's stem.
+        """
+        stem = _FILE_RE.sub("_", name).strip("._") or "user"
+        cfg = _kubeconfig(self._cluster(), name, {"token": token})
+        return _write_private(self._scratch_dir() / "kubeconfigs" / f"{stem}.kubeconfig", json.dumps(cfg, indent=2))
+
+    def api_client(self, kubeconfig: Path | str | None = None) -> kubernetes.client.ApiClient:
+        """A new ``kubernetes.client.ApiClient`` for ``kubeconfig`` (default: the admin one).
+
+        Close it when done (``with kube.api_client() as api: ...``).
+        """
+        k8s = _kubernetes_client()
+        path = Path(kubeconfig) if kubeconfig is not None else self.admin_kubeconfig
+        return k8s.config.new_client_from_config(config_file=str(path), persist_config=False)
+
+    def service_account_token(self, namespace: str, name: str, expiration_seconds: int = 3600) -> str:
+        """A bound token for ServiceAccount ``namespace/name`` from the TokenRequest API (as admin).
+
+        Use it with :meth:`kubeconfig_for_token` to act *as* that ServiceAccount (e.g. the
+        operator's, created by the Helm chart) so that its RBAC is what is exercised. Its
+        audience is the API server's own; the server refuses ``expiration_seconds`` < 600.
+
+        Raises:
+            LookupError: the ServiceAccount does not exist (nothing creates ``default`` ones here).
+            kubernetes.client.ApiException: the server refused otherwise.
+        """
+        k8s = _kubernetes_client()
+        body = k8s.client.AuthenticationV1TokenRequest(
+            spec=k8s.client.V1TokenRequestSpec(audiences=[], expiration_seconds=expiration_seconds),
+        )
+        with self.api_client() as api:
+            try:
+                resp = k8s.client.CoreV1Api(api).create_namespaced_service_account_token(name, namespace, body)
+            except k8s.client.ApiException as e:
+                if e.status == 404:
+                    raise LookupError(
+                        f"ServiceAccount {namespace}/{name} not found (there is no controller-manager: "
+                        "create ServiceAccounts, even `default`, yourself)"
+                    ) from e
+                raise
+        return resp.status.token
+
+    # -- objects -------------------------------------------------------------------------------
+
+    def create_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> str:
+        """Create namespace ``name`` (a DNS-1123 label) as admin and return the name."""
+        if len(name) > 63 or not _NAME_RE.match(name):
+            raise ValueError(f"namespace name {name!r} is not a DNS-1123 label")
+        k8s = _kubernetes_client()
+        body = k8s.client.V1Namespace(metadata=k8s.client.V1ObjectMeta(name=name, labels=dict(labels or {})))
+        with self.api_client() as api:
+            k8s.client.CoreV1Api(api).create_namespace(body)
+        return name
+
+    def create_service_account(self, namespace: str, name: str) -> None:
+        """Create ServiceAccount ``namespace/name`` as admin (no controller does it here)."""
+        k8s = _kubernetes_client()
+        body = k8s.client.V1ServiceAccount(metadata=k8s.client.V1ObjectMeta(name=name, namespace=namespace))
+        with self.api_client() as api:
+            k8s.client.CoreV1Api(api).create_namespaced_service_account(namespace, body)
+
+    def delete_namespace(self, name: str) -> None:
+        """Request deletion of namespace ``name``; does not wait (on a harness server it stays
+        ``Terminating`` forever, see the module docstring). Missing namespaces are ignored."""
+        k8s = _kubernetes_client()
+        with self.api_client() as api:
+            try:
+                k8s.client.CoreV1Api(api).delete_namespace(name)
+            except k8s.client.ApiException as e:
+                if e.status != 404:
+                    raise
+
+    # -- command-line tools ---------------------------------------------------------------------
+
+    def kubectl(self, *args: str, kubeconfig: Path | str | None = None, check: bool = True,
+                input: str | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run ``kubectl *args`` against this server (as admin unless ``kubeconfig`` is given).
+
+        Output is captured as text. ``$KUBECONFIG`` is set for the child (an explicit
+        ``--kubeconfig`` in ``args`` wins); discovery cache and ``kuberc`` are kept out of ``~/.kube``.
+
+        Raises:
+            KubeCommandError: non-zero exit and ``check`` (message includes stderr).
+            subprocess.TimeoutExpired: it ran longer than ``timeout`` seconds.
+        """
+        return self._run([str(self.binaries.kubectl), *args], kubeconfig, check, input, timeout)
+
+    def helm(self, *args: str, kubeconfig: Path | str | None = None, check: bool = True,
+             input: str | None = None, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+        """Run ``helm *args`` against this server; same contract as :meth:`kubectl`. Helm's
+        cache/config/data homes are private to this endpoint (no repos configured)."""
+        return self._run([str(self.binaries.helm), *args], kubeconfig, check, input, timeout)
+
+    def _run(self, cmd: Sequence[str], kubeconfig: Path | str | None, check: bool, input: str | None,
+             timeout: float) -> subprocess.CompletedProcess[str]:
+        scratch = self._scratch_dir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HELM_")}
+        env.update(
+            KUBECONFIG=str(kubeconfig if kubeconfig is not None else self.admin_kubeconfig),
+            KUBECACHEDIR=str(scratch / "kube-cache"),
+            KUBERC="off",
+            HELM_CACHE_HOME=str(scratch / "helm" / "cache"),
+            HELM_CONFIG_HOME=str(scratch / "helm" / "config"),
+            HELM_DATA_HOME=str(scratch / "helm" / "data"),
+        )
+        out = subprocess.run(
+            list(cmd), check=False, capture_output=True, text=True, input=input, timeout=timeout, env=env,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+        if check and out.returncode != 0:
+            raise KubeCommandError(out.returncode, list(cmd), out.stdout, out.stderr)
+        return out
+
+    # -- readiness -----------------------------------------------------------------------------
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Block until the server answers ``GET /readyz`` with 200 for the admin credentials.
+
+        Raises:
+            ComponentUnavailable: not within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive()
+            err = self._probe()
+            if err is None:
+                return
+            if time.monotonic() >= deadline:
+                raise self._unavailable(f"/readyz did not answer 200 within {timeout:.0f}s: {err}")
+            time.sleep(0.1)
+
+    def _probe(self) -> str | None:
+        """None if /readyz is 200, else why not."""
+        try:
+            with self.api_client() as api:  # (a broken kubeconfig fails here: also "not usable")
+                api.call_api("/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False,
+                             _request_timeout=5, _return_http_data_only=True)  # raises unless 2xx
+        except ComponentUnavailable:
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure means "not ready yet"
+            return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return None
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _cluster(self) -> dict[str, Any]:
+        """The ``cluster`` stanza (server, TLS settings) of the admin kubeconfig's current context."""
+        raise NotImplementedError
+
+    def _scratch_dir(self) -> Path:
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="conveyor-kubectx-"))
+        return self._scratch
+
+    def _remove_scratch(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+
+class ExternalKube(KubeEndpoint):
+    """An API server someone else runs, reached with the admin kubeconfig at ``kubeconfig``
+    (its current context). Never stopped by us; :meth:`stop` only removes our scratch files.
+
+    Its user must be allowed to create namespaces and TokenRequests (cluster-admin, in practice).
+    """
+
+    def __init__(self, kubeconfig: Path | str, *, binaries: KubeBinaries | None = None) -> None:
+        path = Path(str(kubeconfig).strip()).expanduser()
+        if not path.is_file():
+            raise ComponentUnavailable(COMPONENT, f"{ENV_KUBECONFIG}={kubeconfig}: no such file")
+        self._admin_kubeconfig = path.resolve()
+        self._binaries = binaries
+        self._cluster_cache: dict[str, Any] | None = None
+
+    def _cluster(self) -> dict[str, Any]:
+        if self._cluster_cache is None:
+            import yaml
+
+            cfg = yaml.safe_load(self.admin_kubeconfig.read_text()) or {}
+            contexts = {e.get("name"): e.get("context") or {} for e in cfg.get("contexts") or []}
+            clusters = {e.get("name"): e.get("cluster") or {} for e in cfg.get("clusters") or []}
+            context = contexts.get(cfg.get("current-context"), {})
+            cluster = dict(clusters.get(context.get("cluster"), {}))
+            if not cluster.get("server"):
+                raise ComponentUnavailable(COMPONENT, f"{self.admin_kubeconfig}: current context has no cluster server")
+            ca = cluster.get("certificate-authority")
+            if ca and not Path(ca).is_absolute():  # relative to the kubeconfig, not to our scratch dir
+                cluster["certificate-authority"] = str(self.admin_kubeconfig.parent / ca)
+            self._cluster_cache = cluster
+        return self._cluster_cache
+
+    def stop(self) -> None:
+        self._remove_scratch()
+
+    def _unavailable(self, reason: str) -> ComponentUnavailable:
+        return ComponentUnavailable(
+            COMPONENT, f"the reused API server {ENV_KUBECONFIG}={self._admin_kubeconfig} is not usable: {reason}",
+            hint=f"unset {ENV_KUBECONFIG} to let the harness start one, or start one with "
+                 "`python -m conveyor.testing up --kube`",
+        )
+
+    def __repr__(self) -> str:
+        return f"ExternalKube({str(self._admin_kubeconfig)!r})"
+
+
+class KubeAPIServer(KubeEndpoint):
+    """etcd + kube-apiserver on 127.0.0.1:<free ports>, state in a fresh temp dir.
+
+    apiserver flags (as tools/kube/smoke.sh, like envtest): ``--authorization-mode=RBAC``, a
+    ``--token-auth-file`` with :attr:`admin_token` for user ``admin`` in ``system:masters``,
+    ServiceAccount token issuer ``https://kubernetes.default.svc.cluster.local`` with a key pair
+    generated per start, ``--disable-admission-plugins=ServiceAccount``,
+    ``--service-cluster-ip-range=10.0.0.0/24``, ``--allow-privileged``. etcd runs with
+    ``--unsafe-no-fsync`` where supported (etcd >= 3.5).
+
+    Args:
+        binaries: the binaries to use (default :func:`kube_binaries`).
+        startup_timeout: seconds to wait for ``/readyz``.
+        apiserver_args: extra kube-apiserver flags (appended, so they override the defaults).
+
+    Raises (from :meth:`start`):
+        ComponentUnavailable: binaries missing, a process exited during startup, or no ready
+            ``/readyz`` within ``startup_timeout`` (with the tail of both logs).
+    """
+
+    def __init__(self, *, binaries: KubeBinaries | None = None, startup_timeout: float = 90.0,
+                 apiserver_args: Sequence[str] = ()) -> None:
+        self._binaries = binaries
+        self.startup_timeout = startup_timeout
+        self.apiserver_args = list(apiserver_args)
+        self.workdir: Path | None = None
+        self.port: int | None = None
+        self.etcd_port: int | None = None
+        #: seconds from launching etcd to the first 200 from /readyz (set by start()).
+        self.ready_seconds: float | None = None
+        self._token: str | None = None
+        self._ca_data: str | None = None
+        self._procs: list[tuple[str, subprocess.Popen, Path | None]] = []
+
+    @property
+    def admin_token(self) -> str:
+        """Static bearer token of user ``admin`` (group ``system:masters``: bypasses RBAC)."""
+        if self._token is None:
+            raise RuntimeError("KubeAPIServer is not started")
+        return self._token
+
+    @property
+    def log_paths(self) -> dict[str, Path]:
+        """``{"etcd": ..., "kube-apiserver": ...}`` logs while running."""
+        if self.workdir is None:
+            return {}
+        return {"etcd": self.workdir / "etcd.log", "kube-apiserver": self.workdir / "apiserver.log"}
+
+    def is_running(self) -> bool:
+        return bool(self._procs) and all(p.poll() is None for _, p, _ in self._procs)
+
+    def start(self) -> KubeAPIServer:
+        """Start etcd and kube-apiserver and wait for ``/readyz``; retries with new ports (up to 3
+        attempts) when a port was taken in between. Returns self.
+
+        Raises:
+            ComponentUnavailable: see the class docstring.
+        """
+        if self._procs:
+            return self
+        _support.reap_stale()
+        self._binaries = self.binaries  # resolve now: a missing binary fails here, not later
+        for attempt in range(3):
+            try:
+                self._start_once()
+                return self
+            except ComponentUnavailable as e:
+                self.stop()
+                if "address already in use" not in e.log_tail or attempt == 2:
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
+
+    def stop(self) -> None:
+        """Stop kube-apiserver, then etcd (SIGTERM, SIGKILL after 5 s) and remove all state. Idempotent."""
+        procs, self._procs = self._procs, []
+        for _name, proc, record in reversed(procs):
+            _support.stop_process(proc, first_signal=signal.SIGTERM, grace=5.0)
+            _support.unregister_child(record)
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+        self._remove_scratch()
+        self._admin_kubeconfig = None
+        self._token = None
+        self._ca_data = None
+        _support.untrack(self)
+
+    def __enter__(self) -> KubeAPIServer:  # noqa: PYI034 - returns self, started
+        return self.start()
+
+    def __repr__(self) -> str:
+        return f"KubeAPIServer(port={self.port}, workdir={str(self.workdir)!r})"
+
+    # -- internals ------------------------------------------------------------------------------
+
+    @property
+    def server(self) -> str:
+        if self.port is None:
+            raise RuntimeError("KubeAPIServer is not started")
+        return f"https://{_support.LOOPBACK}:{self.port}"
+
+    def _cluster(self) -> dict[str, Any]:
+        # The apiserver generates a serving cert for 127.0.0.1 plus the CA that signed it into
+        # --cert-dir on start; trusting that bundle gives verified TLS (and no urllib3
+        # InsecureRequestWarning from the Python client). It exists once the server is ready.
+        if self._ca_data is None:
+            if self.workdir is None:
+                raise RuntimeError("KubeAPIServer is not started")
+            bundle = self.workdir / "certs" / "apiserver.crt"
+            try:
+                self._ca_data = base64.b64encode(bundle.read_bytes()).decode()
+            except OSError as e:
+                raise RuntimeError(f"the apiserver has not written its serving certificate yet: {e}") from None
+        return {"server": self.server, "certificate-authority-data": self._ca_data}
+
+    def _scratch_dir(self) -> Path:
+        if self.workdir is None:
+            raise RuntimeError("KubeAPIServer is not started")
+        return self.workdir / "client"
+
+    def _remove_scratch(self) -> None:  # lives in workdir
+        pass
+
+    def _spawn(self, name: str, cmd: list[str], log: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "KUBE"))}
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [*_support.pdeathsig_prefix("KILL"), *cmd], stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, cwd=self.workdir, env=env, start_new_session=True,
+            )
+        assert self.workdir is not None
+        self._procs.append((name, proc, _support.register_child(name, proc.pid, self.workdir)))
+
+    def _start_once(self) -> None:
+        bins = self.binaries
+        work = self.workdir = Path(tempfile.mkdtemp(prefix="conveyor-kube-"))
+        self.port, self.etcd_port, peer_port = (_support.free_port() for _ in range(3))
+        (work / "certs").mkdir()
+        _write_signing_keys(work / "sa.key", work / "sa.pub")
+        self._token = secrets.token_hex(16)
+        _write_private(work / "tokens.csv", f"{self._token},admin,admin,system:masters\n")
+
+        etcd_url = f"http://{_support.LOOPBACK}:{self.etcd_port}"
+        peer_url = f"http://{_support.LOOPBACK}:{peer_port}"
+        etcd = [
+            str(bins.etcd), "--name=conveyor", f"--data-dir={work / 'etcd'}",
+            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=conveyor={peer_url}", "--log-level=warn",
+        ]
+        if _etcd_supports_no_fsync(str(bins.etcd)):
+            etcd.append("--unsafe-no-fsync")
+        apiserver = [
+            str(bins.kube_apiserver),
+            f"--etcd-servers={etcd_url}",
+            f"--cert-dir={work / 'certs'}",
+            f"--bind-address={_support.LOOPBACK}",
+            f"--advertise-address={_support.LOOPBACK}",
+            f"--secure-port={self.port}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={work / 'sa.pub'}",
+            f"--service-account-signing-key-file={work / 'sa.key'}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--authorization-mode=RBAC",
+            f"--token-auth-file={work / 'tokens.csv'}",
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            *self.apiserver_args,
+        ]
+        t0 = time.monotonic()
+        self._spawn("kube-etcd", etcd, work / "etcd.log")
+        self._spawn("kube-apiserver", apiserver, work / "apiserver.log")
+        _support.track(self)
+        self.wait_ready(self.startup_timeout)
+        self.ready_seconds = time.monotonic() - t0
+        admin = _kubeconfig(self._cluster(), "admin", {"token": self._token})
+        self._admin_kubeconfig = _write_private(work / "admin.kubeconfig", json.dumps(admin, indent=2))
+
+    def _probe(self) -> str | None:
+        # urllib rather than an ApiClient per poll: cheaper, and no urllib3 TLS warnings
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        req = urllib.request.Request(f"{self.server}/readyz", headers={"Authorization": f"Bearer {self.admin_token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=5, context=ctx) as resp:
+                return None if resp.status == 200 else f"HTTP {resp.status}"
+        except urllib.error.HTTPError as e:
+            body = e.read().decode("utf-8", "replace")
+            failed = [ln.strip() for ln in body.splitlines() if "failed" in ln]
+            return f"HTTP {e.code}" + (f" ({'; '.join(failed[:3])})" if failed else "")
+        except (OSError, ValueError) as e:
+            return str(getattr(e, "reason", e))
+
+    def _check_alive(self) -> None:
+        for name, proc, _ in self._procs:
+            if proc.poll() is not None:
+                raise self._unavailable(f"{name} exited with code {proc.returncode} during startup")
+
+    def _unavailable(self, reason: str) -> ComponentUnavailable:
+        kept = [str(k) for kind, path in self.log_paths.items()
+                if (k := _support.preserve_log(path, kind if kind.startswith("kube") else f"kube-{kind}"))]
+        tails = []
+        for kind, path in self.log_paths.items():
+            text = _support.tail(path, 20)
+            if text.strip():
+                tails.append(f"--- {kind} ---\n{text}")
+        return ComponentUnavailable(
+            COMPONENT, f"kube-apiserver on {_support.LOOPBACK}:{self.port} (etcd :{self.etcd_port}): {reason}",
+            hint=f"full logs: {', '.join(kept)}" if kept else "",
+            log_tail="\n".join(tails),
+        )
+
+
+def start_or_reuse(*, env: Mapping[str, str] | None = None, **server_kwargs: Any) -> KubeEndpoint:
+    """The control plane for a test session: reuse ``$CONVEYOR_KUBECONFIG`` if set, else start one.
+
+    Args:
+        env: environment to read (default ``os.environ``).
+        **server_kwargs: passed to :class:`KubeAPIServer` when one is started.
+
+    Returns:
+        A reachable :class:`ExternalKube` or a started :class:`KubeAPIServer` (call ``stop()``
+        when done).
+
+    Raises:
+        ComponentUnavailable: the reused server does not answer within 30 s, or starting failed.
+    """
+    return reuse_or_start(env, ENV_KUBECONFIG, ExternalKube, lambda: KubeAPIServer(**server_kwargs).start())

@@ -1,0 +1,96 @@
+"""pytest fixtures giving tests a real Kubernetes API server (envtest-style: etcd + kube-apiserver).
+
+Enable in a ``conftest.py`` (next to ``conveyor.testing.pytest_plugin``)::
+
+    pytest_plugins = ["conveyor.testing.pytest_plugin", "conveyor.testing.pytest_kube"]
+
+Session-scoped (started lazily by the first test that needs them, stopped at session end):
+
+* ``kube_binaries`` -> :class:`~conveyor.testing.kube.KubeBinaries`: kube-apiserver, etcd,
+  kubectl and helm as built by ``tools/kube/build.sh`` (``$CONVEYOR_KUBE_BIN`` overrides).
+* ``kube_api`` -> :class:`~conveyor.testing.kube.KubeEndpoint`: a started
+  :class:`~conveyor.testing.kube.KubeAPIServer` (about 3 s), or
+  :class:`~conveyor.testing.kube.ExternalKube` when ``$CONVEYOR_KUBECONFIG`` names an admin
+  kubeconfig (``python -m conveyor.testing up --kube`` prints one). ``.server``,
+  ``.admin_kubeconfig``, ``.kubectl(...)``, ``.helm(...)``, ``.api_client()``,
+  ``.service_account_token(ns, name)``, ``.kubeconfig_for_token(token, name)``.
+
+Function-scoped:
+
+* ``kube_namespace`` -> ``str``: a namespace with a unique name derived from the test name
+  (``t-<test>-<random>``), created as admin; deletion is requested after the test (on the
+  harness's own server it then stays ``Terminating``: there is no namespace controller).
+
+There is no kube-controller-manager, scheduler or kubelet: see :mod:`conveyor.testing.kube`
+for what that means (no default ServiceAccounts, no garbage collection, no Pods).
+
+When the control plane cannot start (binaries not built, a process dies, no ``/readyz``) the
+fixture *fails* with the :class:`~conveyor.testing.errors.ComponentUnavailable` message (which
+says to run ``tools/kube/build.sh``); nothing is ever skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from conveyor.testing.errors import ComponentUnavailable
+
+log = logging.getLogger("conveyor.testing")
+
+
+def _start(factory: Callable[[], object]):
+    """Call ``factory``; turn ComponentUnavailable into a plain test failure (never a skip)."""
+    error: ComponentUnavailable | None = None
+    try:
+        return factory()
+    except ComponentUnavailable as e:
+        error = e  # fail outside the except block: no "during handling of..." noise
+    pytest.fail(str(error), pytrace=False)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    from conveyor.testing.kube import ENV_BIN, ENV_KUBECONFIG
+
+    return [f"conveyor.testing: {verb} {var}={os.environ[var]}"
+            for var, verb in ((ENV_KUBECONFIG, "reusing"), (ENV_BIN, "using"))
+            if os.environ.get(var)]
+
+
+@pytest.fixture(scope="session")
+def kube_binaries():
+    """kube-apiserver, etcd, kubectl and helm (:class:`~conveyor.testing.kube.KubeBinaries`)."""
+    from conveyor.testing.kube import kube_binaries
+
+    return _start(kube_binaries)
+
+
+@pytest.fixture(scope="session")
+def kube_api():
+    """The session's Kubernetes API server (KubeAPIServer, or ExternalKube for $CONVEYOR_KUBECONFIG)."""
+    from conveyor.testing.kube import start_or_reuse
+
+    endpoint = _start(start_or_reuse)
+    try:
+        yield endpoint
+    finally:
+        endpoint.stop()
+
+
+@pytest.fixture
+def kube_namespace(kube_api, request) -> Iterator[str]:
+    """A fresh namespace for this test (``t-<test name>-<random>``, at most 63 chars)."""
+    slug = re.sub(r"^test_?", "", request.node.name.lower())
+    slug = re.sub(r"[^a-z0-9]+", "-", slug).strip("-")[:44].strip("-") or "t"
+    name = f"t-{slug}-{uuid.uuid4().hex[:8]}"
+    kube_api.create_namespace(name)
+    yield name
+    try:
+        kube_api.delete_namespace(name)
+    except Exception as e:  # noqa: BLE001 - cleanup only
+        log.warning("could not delete namespace %s: %s", name, e)

@@ -1,0 +1,59 @@
+"""Fixtures of the operator's end-to-end tests: the Helm chart installed into the
+harness's real kube-apiserver, and the operator (kopf, in-process) authenticated as the
+chart's ServiceAccount with a TokenRequest token, so the chart's RBAC is what is tested."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+from _objects import free_port
+
+# The status timer's interval is read when conveyor_operator.handlers is first imported.
+os.environ.setdefault("CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS", "1")
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "conveyor"
+OPERATOR_NAMESPACE = "conveyor-system"
+
+
+@pytest.fixture(scope="session")
+def chart(kube_api) -> dict[str, str]:
+    """``helm install`` of charts/conveyor (once per session): its namespace and the
+    operator's ServiceAccount."""
+    result = kube_api.helm("install", "conveyor", str(CHART), "--namespace", OPERATOR_NAMESPACE,
+                           "--create-namespace")
+    rendered = kube_api.helm("get", "manifest", "conveyor", "--namespace", OPERATOR_NAMESPACE).stdout
+    accounts = [d for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "ServiceAccount"]
+    assert len(accounts) == 1, f"the chart should create one ServiceAccount, made {len(accounts)}"
+    return {"namespace": OPERATOR_NAMESPACE, "service_account": accounts[0]["metadata"]["name"],
+            "install_output": result.stdout}
+
+
+@pytest.fixture
+def operator(kube_api, chart, kube_namespace, monkeypatch):
+    """A factory: ``with operator(control_port) as runner:`` runs the operator against
+    the harness, as the chart's ServiceAccount (cluster-wide RBAC), watching the test's
+    namespace only (connectors other tests left behind must not reach this test's
+    driver), reaching drivers at 127.0.0.1:<port>."""
+
+    @contextmanager
+    def run(control_port: int | None = None) -> Iterator[object]:
+        from kopf.testing import KopfRunner
+
+        token = kube_api.service_account_token(chart["namespace"], chart["service_account"])
+        kubeconfig = kube_api.kubeconfig_for_token(token, "conveyor-operator")
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        monkeypatch.setenv("CONVEYOR_OPERATOR_CONTROL_URL_TEMPLATE",
+                           f"http://127.0.0.1:{control_port or free_port()}")
+        monkeypatch.setenv("CONVEYOR_OPERATOR_REQUEST_TIMEOUT_SECONDS", "2")
+        with KopfRunner(["run", "--standalone", "--namespace", kube_namespace, "-m", "conveyor_operator.handlers"],
+                        timeout=120) as runner:
+            yield runner
+        assert runner.exception is None, runner.output
+        assert runner.exit_code == 0, runner.output
+
+    return run

@@ -1,0 +1,387 @@
+"""The operator end to end against a real kube-apiserver (envtest-style: no kubelet, no
+controllers), installed with the Helm chart and acting as the chart's ServiceAccount.
+
+Where a pod must run, the test runs the real ``conveyor run`` locally from the manifest
+the operator rendered into the ConfigMap, and points the operator at its control API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+from confluent_kafka.admin import AdminClient, NewTopic
+from kubernetes import client
+
+from conveyor.testing.runs import committed_offsets, produce
+from _objects import Api, connector, eventually, free_port
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def api(kube_api):
+    with kube_api.api_client() as api_client:
+        yield Api(api_client)
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+# --- install, CRD, explain ----------------------------------------------------------------------
+
+def test_helm_install_establishes_the_crd_and_kubectl_explains_it(kube_api, chart):
+    crd = json.loads(kube_api.kubectl("get", "crd", "connectors.conveyor.dev", "-o", "json").stdout)
+    established = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+    assert established.get("Established") == "True"
+    explained = kube_api.kubectl("explain", "connector.spec").stdout
+    assert "tasksMax" in explained and "Maximum number of tasks" in explained
+    explained = kube_api.kubectl("explain", "connector.spec.deletionPolicy.offsets").stdout
+    assert "tombstones the source offsets" in explained
+    dep = json.loads(kube_api.kubectl("get", "deployment", "-n", chart["namespace"], "-o", "json").stdout)["items"]
+    assert len(dep) == 1 and dep[0]["spec"]["strategy"]["type"] == "Recreate"
+
+
+# --- apply, render, validation, scale -------------------------------------------------------------
+
+def test_apply_creates_owned_objects_and_scale_changes_tasks_max(kube_api, kube_namespace, operator, api):
+    name = _name("orders")
+    body = connector(name, kube_namespace, "noop-sink", "kafka:9092", {"topics": "orders"}, tasksMax=1,
+                     shutdown={"gracePeriodSeconds": 20})
+    with operator():
+        kube_api.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+        dep = eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace),
+                         message="driver Deployment")
+        uid = api.get_connector(kube_namespace, name)["metadata"]["uid"]
+        assert dep.metadata.owner_references[0].uid == uid
+        assert dep.spec.replicas == 1 and dep.spec.strategy.type == "Recreate"
+        pod = dep.spec.template.spec
+        assert pod.termination_grace_period_seconds == 35
+        assert pod.service_account_name == f"{name}-spark"
+        driver = pod.containers[0]
+        assert driver.lifecycle.pre_stop._exec.command[:2] == ["conveyor", "drain"]
+        assert "spark.kubernetes.driver.pod.name=$(POD_NAME)" in driver.args
+        assert f"spark.kubernetes.namespace={kube_namespace}" in driver.args
+        assert any(e.name == "POD_NAME" and e.value_from.field_ref.field_path == "metadata.name" for e in driver.env)
+
+        manifest = yaml.safe_load(api.core.read_namespaced_config_map(f"{name}-connector", kube_namespace)
+                                  .data["connector.yaml"])
+        assert manifest["spec"]["config"] == {"topics": "orders"} and manifest["spec"]["tasksMax"] == 1
+        svc = api.core.read_namespaced_service(f"{name}-driver", kube_namespace)
+        assert svc.spec.cluster_ip == "None" and {p.port for p in svc.spec.ports} >= {8083, 7078, 7079}
+        role = api.rbac.read_namespaced_role(f"{name}-spark", kube_namespace)
+        assert any("pods" in r.resources and "create" in r.verbs for r in role.rules)
+        api.rbac.read_namespaced_role_binding(f"{name}-spark", kube_namespace)
+        api.core.read_namespaced_service_account(f"{name}-spark", kube_namespace)
+        template = yaml.safe_load(api.core.read_namespaced_config_map(f"{name}-executor-template", kube_namespace)
+                                  .data["executor-pod.yaml"])
+        assert template["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"][:2] == ["conveyor",
+                                                                                                    "drain"]
+        eventually(lambda: (api.get_connector(kube_namespace, name).get("status") or {}).get("observedGeneration")
+                   == 1, message="observedGeneration 1")
+        progressing = api.condition(kube_namespace, name, "Progressing")
+        assert progressing["status"] == "True"
+        # without a driver the status timer says so
+        eventually(lambda: (api.condition(kube_namespace, name, "Ready") or {}).get("reason") == "DriverUnreachable",
+                   message="Ready=False DriverUnreachable")
+
+        kube_api.kubectl("scale", f"connector/{name}", "-n", kube_namespace, "--replicas=3")
+        assert api.get_connector(kube_namespace, name)["spec"]["tasksMax"] == 3
+        eventually(lambda: (api.get_connector(kube_namespace, name).get("status") or {}).get("tasksMax") == 3,
+                   message="status.tasksMax 3")
+        eventually(lambda: yaml.safe_load(api.core.read_namespaced_config_map(
+            f"{name}-connector", kube_namespace).data["connector.yaml"])["spec"]["tasksMax"] == 3,
+            message="ConfigMap tasksMax 3")
+        listed = kube_api.kubectl("get", "connectors", "-n", kube_namespace).stdout
+        assert "CLASS" in listed and "noop-sink" in listed and "READY" in listed
+        kube_api.kubectl("get", "cnr", "-n", kube_namespace)
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"kafka": {"bootstrapServers": "k:9092"}}, "spec.class"),
+    ({"class": "noop-sink", "kafka": {"bootstrapServers": "k:9092"}, "tasksMax": 0}, "spec.tasksMax"),
+    ({"class": "noop-sink", "kafka": {"bootstrapServers": "k:9092"}, "state": "sleeping"}, "spec.state"),
+    ({"class": "noop-sink", "kafka": {"bootstrapServers": "k:9092"},
+      "configFrom": [{"secretRef": {"name": "a"}, "configMapRef": {"name": "b"}}]}, "spec.configFrom[0]"),
+])
+def test_invalid_manifests_are_rejected_at_admission_naming_the_field(kube_api, kube_namespace, spec, field):
+    body = {"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
+            "metadata": {"name": "bad", "namespace": kube_namespace}, "spec": spec}
+    result = kube_api.kubectl("apply", "-f", "-", input=yaml.safe_dump(body), check=False)
+    assert result.returncode != 0
+    assert field in result.stderr, result.stderr
+
+
+def test_bad_config_and_missing_secret_become_conditions_and_events(kube_api, kube_namespace, operator, api):
+    bad, secretless = _name("badcfg"), _name("nosecret")
+    with operator():
+        api.create_connector(connector(bad, kube_namespace, "noop-sink", "k:9092",
+                                       {"topics": "t", "errors.tolerance": "sometimes"}))
+        api.create_connector(connector(secretless, kube_namespace, "noop-sink", "k:9092",
+                                       {"topics": "t", "password": "${secret:creds:password}"},
+                                       configFrom=[{"secretRef": {"name": "creds"}}]))
+        degraded = eventually(lambda: api.condition(kube_namespace, bad, "Degraded"), message="Degraded")
+        assert degraded["status"] == "True" and degraded["reason"] == "InvalidConfig"
+        assert "spec.config.errors.tolerance" in degraded["message"]
+        eventually(lambda: api.events(kube_namespace, bad, "InvalidConfig"), message="InvalidConfig Event")
+        missing = eventually(lambda: api.condition(kube_namespace, secretless, "Degraded"), message="Degraded")
+        assert missing["reason"] == "MissingReference"
+        assert "spec.configFrom[0].secretRef: Secret 'creds' not found" in missing["message"]
+        eventually(lambda: api.events(kube_namespace, secretless, "MissingReference"), message="Event")
+        with pytest.raises(client.ApiException):
+            api.apps.read_namespaced_deployment(f"{bad}-driver", kube_namespace)
+        # fixing the input heals the connector without a restart of anything
+        api.core.create_namespaced_secret(kube_namespace, client.V1Secret(
+            metadata=client.V1ObjectMeta(name="creds"), string_data={"password": "s3cret"}))
+        eventually(lambda: (api.condition(kube_namespace, secretless, "Degraded") or {}).get("status") == "False",
+                   timeout_s=60, message="Degraded=False once the Secret exists")
+        dep = api.apps.read_namespaced_deployment(f"{secretless}-driver", kube_namespace)
+        mounts = {m.mount_path for m in dep.spec.template.spec.containers[0].volume_mounts}
+        assert "/etc/conveyor/secrets/creds" in mounts
+        for event in api.events(kube_namespace, secretless):
+            assert "s3cret" not in (event.message or "")
+
+
+# --- drivers run locally --------------------------------------------------------------------------
+
+class LocalDriver:
+    """``conveyor run`` of the manifest the operator rendered, as the driver pod would."""
+
+    def __init__(self, api: Api, namespace: str, name: str, tmp: Path, port: int, pod: str | None = None) -> None:
+        manifest = api.core.read_namespaced_config_map(f"{name}-connector", namespace).data["connector.yaml"]
+        path = tmp / f"{name}.yaml"
+        path.write_text(manifest)
+        self.url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "POD_NAME": pod or f"{name}-driver-local"}
+        self.log = open(tmp / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "conveyor.cli", "run", str(path), "--control-port", str(port),
+             "--no-progress"], stdout=self.log, stderr=subprocess.STDOUT, env=env)
+
+    def status(self) -> dict:
+        with urllib.request.urlopen(f"{self.url}/status", timeout=5) as r:
+            return json.loads(r.read())
+
+    def wait_running(self, tasks: int = 1, timeout_s: float = 120.0) -> dict:
+        def running():
+            if self.process.poll() is not None:
+                raise AssertionError(f"driver exited with {self.process.returncode}: {self._tail()}")
+            try:
+                st = self.status()
+            except OSError:
+                return None
+            return st if len(st["tasks"]) == tasks and all(t["state"] == "RUNNING" for t in st["tasks"]) else None
+        return eventually(running, timeout_s, "local driver RUNNING")
+
+    def _tail(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text()[-3000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(90)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+
+def _audit_objects(url: str) -> list[str]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE 'conveyor_audit_%' "
+            "UNION ALL SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'conveyor_audit' AND c.relkind = 'r' ORDER BY 1")]
+
+
+def _audit_connector(name, namespace, bootstrap, url, **extra):
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY, item text)")
+    return connector(name, namespace, "postgres-audit-source", bootstrap, {
+        "connection.url": url, "tables": "public.orders", "topic.prefix": f"{name}.",
+        "value.converter": "json", "value.converter.schemas.enable": "false",
+        "key.converter": "json", "key.converter.schemas.enable": "false", "poll.interval.ms": "200",
+    }, **extra)
+
+
+def test_delete_holds_the_finalizer_until_the_driver_cleaned_up(kube_api, kube_namespace, operator, api,
+                                                                 kafka_bootstrap, pg_database, tmp_path):
+    name = _name("audit")
+    port = free_port()
+    with operator(port):
+        api.create_connector(_audit_connector(name, kube_namespace, kafka_bootstrap, pg_database))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        driver = LocalDriver(api, kube_namespace, name, tmp_path, port)
+        try:
+            driver.wait_running()
+            eventually(lambda: len(_audit_objects(pg_database)) >= 2, message="audit trigger and table")
+            eventually(lambda: (api.condition(kube_namespace, name, "Ready") or {}).get("status") == "True",
+                       message="Ready=True from the driver's status")
+            api.delete_connector(kube_namespace, name)
+            held = api.get_connector(kube_namespace, name)
+            assert held is not None and "conveyor.dev/finalizer" in held["metadata"]["finalizers"]
+            eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=120,
+                       message="Connector gone once the driver cleaned up")
+            assert _audit_objects(pg_database) == [], "the audit trigger and table are dropped"
+            assert driver.process.wait(60) == 0
+            cleaned = api.events(kube_namespace, name, "CleanedUp")
+            assert cleaned and "driver" in cleaned[0].message
+        finally:
+            driver.stop()
+
+
+def _complete_job(api: Api, namespace: str, name: str) -> None:
+    """Play the Job controller: mark the Job succeeded, as it would after its pod exited 0."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    conditions = [{"type": t, "status": "True", "lastProbeTime": now, "lastTransitionTime": now}
+                  for t in ("SuccessCriteriaMet", "Complete")]
+    api.batch.patch_namespaced_job_status(name, namespace, {"status": {
+        "startTime": now, "completionTime": now, "succeeded": 1, "conditions": conditions}})
+
+
+def test_cleanup_job_when_no_driver_runs_even_with_the_operator_down_at_delete(
+        kube_api, kube_namespace, operator, api, kafka_bootstrap, pg_database, tmp_path):
+    name = _name("audit")
+    port = free_port()
+    with operator(port):
+        api.create_connector(_audit_connector(name, kube_namespace, kafka_bootstrap, pg_database,
+                                              deletionPolicy={"cleanup": True, "offsets": "delete"}))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+    driver = LocalDriver(api, kube_namespace, name, tmp_path, port)
+    try:
+        driver.wait_running()
+        eventually(lambda: len(_audit_objects(pg_database)) >= 2, message="audit trigger and table")
+    finally:
+        driver.stop()                       # a plain stop: what the connector provisioned stays
+    assert len(_audit_objects(pg_database)) >= 2
+
+    api.delete_connector(kube_namespace, name)        # the operator is down: the finalizer waits
+    time.sleep(2)
+    assert api.get_connector(kube_namespace, name) is not None
+
+    with operator(port):
+        job = eventually(lambda: api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace),
+                         message="cleanup Job")
+        container = job.spec.template.spec.containers[0]
+        assert container.command == ["conveyor"] and container.args[0] == "cleanup"
+        assert "--delete-offsets" in container.args
+        assert job.spec.backoff_limit == 0
+        assert api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace).spec.replicas == 0
+        # Play the kubelet: run the Job's command on the manifest its pod mounts.
+        manifest = tmp_path / "mounted.yaml"
+        manifest.write_text(api.core.read_namespaced_config_map(f"{name}-connector", kube_namespace)
+                            .data["connector.yaml"])
+        args = [str(manifest) if a.endswith("/connector.yaml") else a for a in container.args]
+        ran = subprocess.run([sys.executable, "-m", "conveyor.cli", *args], capture_output=True, text=True,
+                             timeout=300)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert _audit_objects(pg_database) == []
+        time.sleep(1)
+        assert api.get_connector(kube_namespace, name) is not None, "held until the Job reports success"
+        _complete_job(api, kube_namespace, f"{name}-cleanup")
+        eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=60,
+                   message="Connector gone after the Job succeeded")
+        assert api.events(kube_namespace, name, "CleanupJobStarted")
+
+
+def test_skip_cleanup_annotation_gives_up_explicitly(kube_api, kube_namespace, operator, api):
+    name = _name("skip")
+    with operator():
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"},
+                                       annotations={"conveyor.dev/skip-cleanup": "true"}))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        api.delete_connector(kube_namespace, name)
+        eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=30, message="Connector gone")
+        with pytest.raises(client.ApiException) as missing:
+            api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace)
+        assert missing.value.status == 404
+        assert api.events(kube_namespace, name, "CleanupSkipped")
+
+
+def test_failed_cleanup_keeps_the_finalizer_and_says_why(kube_api, kube_namespace, operator, api):
+    name = _name("fails")
+    with operator():
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        api.delete_connector(kube_namespace, name)
+        job = eventually(lambda: api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace), message="Job")
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        api.batch.patch_namespaced_job_status(job.metadata.name, kube_namespace, {"status": {
+            "startTime": now, "failed": 1, "conditions": [
+                {"type": t, "status": "True", "reason": "BackoffLimitExceeded",
+                 "message": "Job has reached the specified backoff limit", "lastProbeTime": now,
+                 "lastTransitionTime": now} for t in ("FailureTarget", "Failed")]}})
+        failed = eventually(lambda: api.condition(kube_namespace, name, "CleanupFailed"), message="CleanupFailed")
+        assert failed["status"] == "True" and "backoff limit" in failed["message"]
+        assert api.events(kube_namespace, name, "CleanupFailed")
+        assert api.get_connector(kube_namespace, name) is not None
+        api.custom.patch_namespaced_custom_object("conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
+                                                  {"metadata": {"annotations": {"conveyor.dev/skip-cleanup": "true"}}})
+        eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=60,
+                   message="gone after skip-cleanup")
+
+
+def test_eviction_of_a_driver_pod_becomes_a_closing_commit(kube_api, kube_namespace, operator, api,
+                                                           kafka_bootstrap, tmp_path):
+    name, topic = _name("evict"), _name("evict-topic")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
+    produce(kafka_bootstrap, topic, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(300)])
+    port = free_port()
+    pod_name = f"{name}-driver-7d9f-x2x4q"
+    with operator(port):
+        api.create_connector(connector(name, kube_namespace, "noop-sink", kafka_bootstrap, {
+            "topics": topic, "offset.flush.interval.ms": "3600000",
+            "key.converter": "string", "value.converter": "string"}, shutdown={"gracePeriodSeconds": 30}))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        driver = LocalDriver(api, kube_namespace, name, tmp_path, port, pod=pod_name)
+        try:
+            driver.wait_running()
+            eventually(lambda: sum(t.get("records_put", 0) for t in driver.status()["tasks"]) >= 300,
+                       message="300 records put")
+            assert sum(committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 3).values()) == 0, \
+                "nothing committed yet: the flush interval is an hour"
+            # the pod the Deployment would have made, bound to a node so that deletion is graceful
+            api.core.create_namespaced_pod(kube_namespace, client.V1Pod(
+                metadata=client.V1ObjectMeta(name=pod_name, labels={
+                    "conveyor.dev/connector": name, "conveyor.dev/component": "driver",
+                    "app.kubernetes.io/instance": name}),
+                spec=client.V1PodSpec(node_name="node-a", containers=[client.V1Container(name="driver",
+                                                                                         image="conveyor")])))
+            api.core.create_namespaced_pod_eviction(pod_name, kube_namespace, client.V1Eviction(
+                metadata=client.V1ObjectMeta(name=pod_name, namespace=kube_namespace)))
+            translated = eventually(lambda: api.events(kube_namespace, name, "EvictionTranslated"), timeout_s=60,
+                                    message="EvictionTranslated Event")
+            assert pod_name in translated[0].message
+            committed = committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 3)
+            assert sum(committed.values()) == 300, committed
+            eviction = api.get_connector(kube_namespace, name)["status"]["evictions"][-1]
+            assert eviction["pod"] == pod_name and eviction["trigger"] == "DisruptionTarget"
+            assert eviction["complete"] is True
+            assert sum(c["offset"] for c in eviction["committed"]) == 300
+
+            # the restart-task annotation is delivered and removed
+            attempt = eventually(lambda: driver.status()["tasks"][0]["state"] == "RUNNING"
+                                 and driver.status()["tasks"][0]["attempt"], message="task 0 running again")
+            api.custom.patch_namespaced_custom_object(
+                "conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
+                {"metadata": {"annotations": {"conveyor.dev/restart-task": "0"}}})
+            eventually(lambda: "conveyor.dev/restart-task" not in
+                       (api.get_connector(kube_namespace, name)["metadata"].get("annotations") or {}),
+                       message="annotation removed")
+            eventually(lambda: driver.status()["tasks"][0]["attempt"] > attempt, message="task 0 restarted")
+        finally:
+            driver.stop()

@@ -1,0 +1,569 @@
+"""The Helm chart charts/conveyor: it lints and renders, the operator Deployment is one non-root
+replica, the RBAC is exactly what the operator needs (nothing more), the values are typed and
+documented.
+
+helm is a real binary (built from the Go module proxy by tools/kube/build.sh). A missing helm
+fails these tests, with the way to get it; it never skips them.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest depends on tomli there
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "conveyor"
+NAMESPACE = "conveyor-system"
+RELEASE = "rel"
+
+# What the operator does with each resource (the brief of the operator), as (group, resource) -> verbs.
+OPERATOR_NEEDS: dict[tuple[str, str], set[str]] = {
+    ("conveyor.dev", "connectors"): {"get", "list", "watch", "patch", "update"},
+    ("conveyor.dev", "connectors/status"): {"get", "patch", "update"},
+    ("apiextensions.k8s.io", "customresourcedefinitions"): {"get", "list", "watch"},
+    ("", "namespaces"): {"get", "list", "watch"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    ("", "services"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    ("", "serviceaccounts"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    ("", "secrets"): {"get"},
+    ("", "pods"): {"get", "list", "watch"},
+    ("apps", "deployments"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    # conveyor_operator.kube.Kube.scale_deployment: PATCH .../deployments/<driver>/scale (to 0 before a cleanup Job)
+    ("apps", "deployments/scale"): {"patch"},
+    ("batch", "jobs"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    ("rbac.authorization.k8s.io", "roles"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    ("rbac.authorization.k8s.io", "rolebindings"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+}
+# The per-connector Spark driver Role the operator creates. RBAC forbids granting what one does not
+# hold, so the operator must hold all of it too.
+SPARK_DRIVER_ROLE: dict[tuple[str, str], set[str]] = {
+    ("", "pods"): {"create", "get", "list", "watch", "delete", "deletecollection", "patch"},
+    ("", "services"): {"create", "get", "list", "watch", "delete", "deletecollection"},
+    ("", "configmaps"): {"create", "get", "list", "watch", "delete", "deletecollection"},
+    ("", "persistentvolumeclaims"): {"create", "get", "list", "watch", "delete", "deletecollection"},
+}
+CLUSTER_SCOPED = {("apiextensions.k8s.io", "customresourcedefinitions"), ("", "namespaces")}
+
+
+def _union(*grants: dict[tuple[str, str], set[str]]) -> set[tuple[str, str, str]]:
+    return {(group, resource, verb) for grant in grants for (group, resource), verbs in grant.items() for verb in verbs}
+
+
+REQUIRED = _union(OPERATOR_NEEDS, SPARK_DRIVER_ROLE)
+REQUIRED_CLUSTER = {p for p in REQUIRED if p[:2] in CLUSTER_SCOPED}
+REQUIRED_NAMESPACED = REQUIRED - REQUIRED_CLUSTER
+
+
+# --------------------------------------------------------------------------------------------
+# helm
+
+
+def _find_helm() -> str:
+    """The helm binary.
+
+    ``conveyor.testing.kube.kube_binaries().helm`` once that module exists; until then
+    ``$CONVEYOR_KUBE_BIN/helm``, then the newest ``<cache>/kube/*/bin/helm`` (cache:
+    ``$CONVEYOR_CACHE_DIR``, default ``~/.cache/conveyor``), where tools/kube/build.sh puts it.
+    """
+    if importlib.util.find_spec("conveyor.testing.kube") is not None:
+        from conveyor.testing.errors import ComponentUnavailable
+        from conveyor.testing.kube import kube_binaries
+
+        error: ComponentUnavailable | None = None
+        try:
+            return str(kube_binaries().helm)
+        except ComponentUnavailable as e:
+            error = e  # fail outside the except block: no "during handling of..." noise
+        pytest.fail(f"the chart tests need helm: {error}", pytrace=False)
+    tried = []
+    if os.environ.get("CONVEYOR_KUBE_BIN"):
+        candidate = Path(os.environ["CONVEYOR_KUBE_BIN"]) / "helm"
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+        tried.append(str(candidate))
+    cache = Path(os.environ.get("CONVEYOR_CACHE_DIR") or Path.home() / ".cache" / "conveyor")
+    pattern = str(cache / "kube" / "*" / "bin" / "helm")
+
+    def version_key(path: str) -> tuple[int, ...]:
+        return tuple(int(n) for n in re.findall(r"\d+", Path(path).parts[-3]))
+
+    found = sorted((p for p in glob.glob(pattern) if os.access(p, os.X_OK)), key=version_key)
+    if found:
+        return found[-1]
+    tried.append(pattern)
+    pytest.fail(
+        "helm unavailable: not found at " + ", ".join(tried) + "\n"
+        "hint: build it with `tools/kube/build.sh` (helm from the Go module proxy, a few minutes cold), "
+        "or point CONVEYOR_KUBE_BIN at a directory holding helm",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    return _find_helm()
+
+
+def _run(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([helm, *args], check=False, capture_output=True, text=True, timeout=120)
+
+
+def _render(helm: str, *sets: str) -> list[dict]:
+    """``helm template`` of the chart, parsed; each of ``sets`` is a ``--set`` argument."""
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    for s in sets:
+        args += ["--set", s]
+    result = _run(helm, *args)
+    assert result.returncode == 0, f"helm {' '.join(args)} failed:\n{result.stderr}"
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def _one(docs: list[dict], kind: str) -> dict:
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+def _grants(role: dict) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) triples a Role or ClusterRole grants."""
+    out = set()
+    for rule in role["rules"]:
+        assert not rule.get("resourceNames") and not rule.get("nonResourceURLs"), rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    out.add((group, resource, verb))
+    return out
+
+
+def _assert_no_wildcards(role: dict) -> None:
+    for rule in role["rules"]:
+        for key in ("apiGroups", "resources", "verbs"):
+            assert all("*" not in item for item in rule[key]), f"wildcard in {role['kind']} rule {rule}"
+
+
+# --------------------------------------------------------------------------------------------
+# lint and render
+
+SET_VARIANTS = {
+    "defaults": [],
+    "watchNamespaces": ["watchNamespaces={a,b}"],
+    "existing-service-account": ["serviceAccount.create=false", "serviceAccount.name=ops"],
+}
+
+
+@pytest.mark.parametrize("sets", SET_VARIANTS.values(), ids=SET_VARIANTS.keys())
+def test_lint_strict_is_clean(helm, sets):
+    args = ["lint", "--strict", str(CHART)]
+    for s in sets:
+        args += ["--set", s]
+    result = _run(helm, *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[ERROR]" not in result.stdout and "[WARNING]" not in result.stdout, result.stdout
+
+
+def test_chart_metadata_matches_the_package():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert chart["apiVersion"] == "v2" and chart["name"] == "conveyor" and chart["type"] == "application"
+    assert chart["appVersion"] == project["version"], "appVersion is the default image tag: the package version"
+
+
+def test_renders_the_operator_objects(helm):
+    docs = _render(helm)
+    assert sorted(d["kind"] for d in docs) == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]
+    for doc in docs:
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "conveyor"
+        assert labels["app.kubernetes.io/instance"] == RELEASE
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert labels["app.kubernetes.io/version"] == yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+
+
+def test_the_chart_ships_the_connector_crd():
+    """crds/ holds the generated CRD (written by the CRD generator), the same as the repository's."""
+    files = sorted(p.name for p in (CHART / "crds").iterdir())
+    assert files == ["connectors.conveyor.dev.yaml"]
+    crd = yaml.safe_load((CHART / "crds" / "connectors.conveyor.dev.yaml").read_text())
+    assert crd["kind"] == "CustomResourceDefinition" and crd["metadata"]["name"] == "connectors.conveyor.dev"
+    assert crd["spec"]["names"]["plural"] == "connectors" and crd["spec"]["scope"] == "Namespaced"
+    assert (CHART / "crds" / "connectors.conveyor.dev.yaml").read_text() == (
+        ROOT / "crds" / "connectors.conveyor.dev.yaml"
+    ).read_text()
+
+
+# --------------------------------------------------------------------------------------------
+# the operator Deployment
+
+
+def test_deployment_is_one_non_root_replica(helm):
+    deployment = _one(_render(helm), "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}, "never two operators, not even during a rollout"
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    sc = container["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+
+
+def test_operator_container_command_image_env_and_probe(helm):
+    pod = _one(_render(helm), "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["conveyor-operator"]
+    assert container["image"] == "conveyor-operator:0.1.0"
+    assert pod["serviceAccountName"] == f"{RELEASE}-conveyor"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["CONVEYOR_OPERATOR_RUNTIME_IMAGE"]["value"] == "conveyor:0.1.0"
+    assert env["CONVEYOR_OPERATOR_WATCH_NAMESPACES"]["value"] == ""
+    assert float(env["CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS"]["value"]) > 0
+    assert env["CONVEYOR_OPERATOR_LOG_LEVEL"]["value"] == "INFO"
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert all(isinstance(e.get("value", ""), str) for e in container["env"])
+    probe = container["livenessProbe"]["httpGet"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert probe["path"] == "/healthz" and ports[probe["port"]] == 8080
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert "/tmp" in mounts, "a writable /tmp under the read-only root filesystem"
+
+
+def test_values_reach_the_deployment(helm):
+    deployment = _one(
+        _render(
+            helm,
+            "image.repository=registry.example:5000/ops/conveyor-operator",
+            "image.tag=1.2.3",
+            "runtimeImage.repository=registry.example:5000/ops/conveyor",
+            "runtimeImage.tag=4.5.6",
+            "watchNamespaces={data,etl}",
+            "statusIntervalSeconds=5",
+            "logLevel=DEBUG",
+            "podAnnotations.team=data",
+            "imagePullSecrets[0].name=regcred",
+            "nodeSelector.pool=ops",
+            "tolerations[0].key=dedicated",
+            "tolerations[0].operator=Exists",
+            "resources.limits.memory=1Gi",
+        ),
+        "Deployment",
+    )
+    template = deployment["spec"]["template"]
+    pod = template["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert container["image"] == "registry.example:5000/ops/conveyor-operator:1.2.3"
+    assert env["CONVEYOR_OPERATOR_RUNTIME_IMAGE"] == "registry.example:5000/ops/conveyor:4.5.6"
+    assert env["CONVEYOR_OPERATOR_WATCH_NAMESPACES"] == "data,etl"
+    assert env["CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS"] == "5"
+    assert env["CONVEYOR_OPERATOR_LOG_LEVEL"] == "DEBUG"
+    assert template["metadata"]["annotations"] == {"team": "data"}
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["nodeSelector"] == {"pool": "ops"}
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+    assert container["resources"]["limits"]["memory"] == "1Gi"
+
+
+def test_existing_service_account(helm):
+    docs = _render(helm, "serviceAccount.create=false", "serviceAccount.name=ops")
+    assert not [d for d in docs if d["kind"] == "ServiceAccount"]
+    assert _one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "ops"
+    assert _one(docs, "ClusterRoleBinding")["subjects"] == [
+        {"kind": "ServiceAccount", "name": "ops", "namespace": NAMESPACE}
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# RBAC
+
+
+def test_cluster_wide_rbac_is_exactly_what_the_operator_needs(helm):
+    docs = _render(helm)
+    role = _one(docs, "ClusterRole")
+    _assert_no_wildcards(role)
+    granted = _grants(role)
+    missing = REQUIRED - granted
+    extra = granted - REQUIRED
+    assert not missing, f"the operator ClusterRole lacks {sorted(missing)}"
+    assert not extra, f"the operator ClusterRole grants more than needed: {sorted(extra)}"
+    assert {v for g, r, v in granted if (g, r) == ("", "secrets")} == {"get"}, "secrets: get only, never list/watch"
+    assert _union(SPARK_DRIVER_ROLE) <= granted, "the Spark driver Role must be grantable by the operator"
+
+    binding = _one(docs, "ClusterRoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    sa = _one(docs, "ServiceAccount")
+    assert sa["metadata"]["namespace"] == NAMESPACE
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NAMESPACE}]
+    assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
+
+
+def test_the_operator_can_grant_the_spark_role_it_renders(helm):
+    """The Role the operator really creates (conveyor_operator.render), not only the brief's copy."""
+    from conveyor_operator.render import SPARK_ROLE_RULES
+
+    rendered = _grants({"kind": "Role", "rules": SPARK_ROLE_RULES})
+    assert rendered == _union(SPARK_DRIVER_ROLE), (
+        "the Spark driver Role changed: update SPARK_DRIVER_ROLE and the chart"
+    )
+    assert rendered <= _grants(_one(_render(helm), "ClusterRole"))
+    for role in (d for d in _render(helm, "watchNamespaces={a}") if d["kind"] == "Role"):
+        assert rendered <= _grants(role)
+
+
+def test_watch_namespaces_rbac_is_roles_in_those_namespaces(helm):
+    docs = _render(helm, "watchNamespaces={a,b}")
+    cluster_role = _one(docs, "ClusterRole")
+    _assert_no_wildcards(cluster_role)
+    assert _grants(cluster_role) == REQUIRED_CLUSTER, "cluster-wide: only the cluster-scoped bits"
+    _one(docs, "ClusterRoleBinding")
+
+    roles = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "Role"}
+    bindings = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "RoleBinding"}
+    assert sorted(roles) == sorted(bindings) == ["a", "b"]
+    sa = _one(docs, "ServiceAccount")["metadata"]
+    for namespace, role in roles.items():
+        _assert_no_wildcards(role)
+        assert _grants(role) == REQUIRED_NAMESPACED, namespace
+        binding = bindings[namespace]
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": role["metadata"]["name"],
+        }
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}]
+
+
+def test_rbac_can_be_left_to_someone_else(helm):
+    docs = _render(helm, "rbac.create=false")
+    assert sorted(d["kind"] for d in docs) == ["Deployment", "ServiceAccount"]
+
+
+def test_cluster_role_names_hold_the_release_namespace(helm):
+    """Two releases of one name in two namespaces must not share (and fight over) a ClusterRole."""
+    a = _one(_render(helm), "ClusterRole")["metadata"]["name"]
+    result = _run(helm, "template", RELEASE, str(CHART), "--namespace", "other")
+    b = _one([d for d in yaml.safe_load_all(result.stdout) if d], "ClusterRole")["metadata"]["name"]
+    assert a != b
+
+
+# --------------------------------------------------------------------------------------------
+# values and their schema
+
+BAD_VALUES = {
+    "replicaCount-not-integer": ["replicaCount=two"],
+    "two-operators": ["replicaCount=2"],
+    "unknown-top-level-key": ["replicas=1"],
+    "unknown-nested-key": ["image.name=x"],
+    "bad-log-level": ["logLevel=verbose"],
+    "bad-namespace": ["watchNamespaces={Not_A_Namespace}"],
+    "bad-pull-policy": ["image.pullPolicy=Sometimes"],
+    "non-positive-interval": ["statusIntervalSeconds=0"],
+    "fractional-interval": ["statusIntervalSeconds=2.5"],
+    "rbac-create-not-boolean": ["rbac.create=maybe"],
+}
+
+
+@pytest.mark.parametrize("sets", BAD_VALUES.values(), ids=BAD_VALUES.keys())
+def test_schema_rejects_bad_values(helm, sets):
+    args = ["template", RELEASE, str(CHART)]
+    for s in sets:
+        args += ["--set", s]
+    result = _run(helm, *args)
+    assert result.returncode != 0, f"helm accepted --set {sets}"
+    assert "schema" in result.stderr, result.stderr
+
+
+def test_schema_accepts_a_stopped_operator(helm):
+    assert _one(_render(helm, "replicaCount=0"), "Deployment")["spec"]["replicas"] == 0
+
+
+def test_schema_is_draft07_closed_and_covers_values():
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    assert schema["additionalProperties"] is False
+    assert set(values) <= set(schema["properties"]), "every value is in the schema"
+    assert set(schema["properties"]) - set(values) <= {"global"}, "the schema describes no value that does not exist"
+    for key, prop in schema["properties"].items():
+        assert "type" in prop or "$ref" in prop, f"{key} has no type"
+
+
+KEY_LINE = re.compile(r"^(?P<indent>\s*)(?:-\s+)?(?P<key>[A-Za-z_][\w.-]*)\s*:(?:\s|$)")
+
+
+def test_every_key_in_values_yaml_has_a_comment():
+    """A key is documented by a comment on its own line (`key: value  # ...`) or by the comment
+    block right above it."""
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    undocumented = []
+    for number, line in enumerate(lines, start=1):
+        match = KEY_LINE.match(line)
+        if not match:
+            continue
+        before = lines[number - 2].strip() if number > 1 else ""
+        inline = re.search(r"\s#\s*\S", line.split(":", 1)[1])
+        if not (before.startswith("#") or inline):
+            undocumented.append(f"line {number}: {line.strip()}")
+    assert not undocumented, "keys without a comment in values.yaml:\n" + "\n".join(undocumented)
+    # The regular expression does find the keys: every key of the parsed file was seen.
+    seen = {m["key"] for m in map(KEY_LINE.match, lines) if m}
+
+    def keys(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield k
+                yield from keys(v)
+        elif isinstance(node, list):
+            for item in node:
+                yield from keys(item)
+
+    assert set(keys(yaml.safe_load("\n".join(lines)))) <= seen
+
+
+# --------------------------------------------------------------------------------------------
+# against a real API server (envtest-style, from conveyor.testing.pytest_kube): the chart installs,
+# and its ServiceAccount can do what the operator does, and no more. RBAC's escalation check is
+# what matters most here: the operator can create the Spark driver Role only if it holds every
+# permission in it.
+
+SPARK_DRIVER_OBJECTS = """
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: demo-spark, namespace: {ns}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: demo-spark, namespace: {ns}}}
+rules:
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [create, get, list, watch, delete, deletecollection, patch]
+- apiGroups: [""]
+  resources: [services, configmaps, persistentvolumeclaims]
+  verbs: [create, get, list, watch, delete, deletecollection]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: demo-spark, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: demo-spark}}
+subjects: [{{kind: ServiceAccount, name: demo-spark, namespace: {ns}}}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: demo-cleanup, namespace: {ns}}}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{{name: cleanup, image: "conveyor:0.1.0", args: [cleanup, /etc/conveyor/connector.yaml]}}]
+"""
+
+DRIVER_DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: demo-driver, namespace: {ns}}}
+spec:
+  replicas: 1
+  strategy: {{type: Recreate}}
+  selector: {{matchLabels: {{app: demo}}}}
+  template:
+    metadata: {{labels: {{app: demo}}}}
+    spec:
+      containers: [{{name: driver, image: "conveyor:0.1.0", command: [conveyor], args: [run, /etc/conveyor/c.yaml]}}]
+"""
+
+
+def _install(kube_api, release: str, namespace: str, *sets: str) -> None:
+    args = ["install", release, str(CHART), "--namespace", namespace]
+    for s in sets:
+        args += ["--set", s]
+    kube_api.helm(*args)
+
+
+def _as_operator(kube_api, release: str, namespace: str):
+    token = kube_api.service_account_token(namespace, f"{release}-conveyor")
+    return kube_api.kubeconfig_for_token(token, f"operator-{namespace}")
+
+
+def _can_i(kube_api, kubeconfig, verb: str, resource: str, namespace: str | None = None) -> bool:
+    args = ["auth", "can-i", verb, resource] + (["--namespace", namespace] if namespace else ["--all-namespaces"])
+    result = kube_api.kubectl(*args, kubeconfig=kubeconfig, check=False)
+    return result.stdout.strip() == "yes"
+
+
+@pytest.mark.integration
+def test_installed_chart_lets_the_operator_do_its_work_cluster_wide(kube_api, kube_namespace):
+    release = "cv"
+    _install(kube_api, release, kube_namespace)
+    kube_api.kubectl("get", "crd", "connectors.conveyor.dev")
+    operator = _as_operator(kube_api, release, kube_namespace)
+    connectors_ns = kube_api.create_namespace(f"cn-{kube_namespace[-8:]}")
+    try:
+        # The escalation check passes: the operator may create the Spark driver Role it must hand out.
+        kube_api.kubectl("apply", "-f", "-", kubeconfig=operator, input=SPARK_DRIVER_OBJECTS.format(ns=connectors_ns))
+        assert _can_i(kube_api, operator, "watch", "connectors.conveyor.dev")
+        assert _can_i(kube_api, operator, "patch", "connectors.conveyor.dev", connectors_ns)
+        assert _can_i(kube_api, operator, "list", "customresourcedefinitions.apiextensions.k8s.io")
+        assert _can_i(kube_api, operator, "create", "deployments.apps", connectors_ns)
+        # the driver Deployment is scaled to 0 through its scale subresource (Kube.scale_deployment)
+        kube_api.kubectl("apply", "-f", "-", kubeconfig=operator, input=DRIVER_DEPLOYMENT.format(ns=connectors_ns))
+        from kubernetes import client
+
+        with kube_api.api_client(operator) as api:  # a bare PATCH, as Kube.scale_deployment sends it
+            client.AppsV1Api(api).patch_namespaced_deployment_scale(
+                "demo-driver", connectors_ns, {"spec": {"replicas": 0}}
+            )
+        assert _can_i(kube_api, operator, "create", "events", connectors_ns)
+        assert _can_i(kube_api, operator, "get", "secrets", connectors_ns)
+        assert not _can_i(kube_api, operator, "list", "secrets", connectors_ns), "secrets are never listed"
+        assert not _can_i(kube_api, operator, "watch", "secrets", connectors_ns)
+        assert not _can_i(kube_api, operator, "create", "clusterroles.rbac.authorization.k8s.io")
+        assert not _can_i(kube_api, operator, "delete", "namespaces")
+    finally:
+        kube_api.delete_namespace(connectors_ns)
+
+
+@pytest.mark.integration
+def test_installed_chart_with_watch_namespaces_is_confined_to_them(kube_api, kube_namespace):
+    release = "cv"
+    watched = kube_api.create_namespace(f"w-{kube_namespace[-8:]}")
+    unwatched = kube_api.create_namespace(f"u-{kube_namespace[-8:]}")
+    try:
+        _install(kube_api, release, kube_namespace, f"watchNamespaces={{{watched}}}")
+        operator = _as_operator(kube_api, release, kube_namespace)
+        kube_api.kubectl("apply", "-f", "-", kubeconfig=operator, input=SPARK_DRIVER_OBJECTS.format(ns=watched))
+        refused = kube_api.kubectl(
+            "apply", "-f", "-", kubeconfig=operator, input=SPARK_DRIVER_OBJECTS.format(ns=unwatched), check=False
+        )
+        assert refused.returncode != 0 and "forbidden" in refused.stderr, refused.stderr
+        assert _can_i(kube_api, operator, "watch", "connectors.conveyor.dev", watched)
+        assert not _can_i(kube_api, operator, "watch", "connectors.conveyor.dev", unwatched)
+        assert not _can_i(kube_api, operator, "watch", "connectors.conveyor.dev"), "not cluster-wide"
+        assert _can_i(kube_api, operator, "list", "customresourcedefinitions.apiextensions.k8s.io")
+        assert _can_i(kube_api, operator, "watch", "namespaces")
+    finally:
+        kube_api.delete_namespace(watched)
+        kube_api.delete_namespace(unwatched)
