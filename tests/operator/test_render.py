@@ -92,3 +92,16 @@ def test_cleanup_job_deletes_offsets_only_when_asked():
 def test_container_memory_adds_spark_overhead():
     assert render.container_memory("1g") == "1408Mi"
     assert render.container_memory("8g") == f"{8192 + 819}Mi"
+
+
+def test_the_kubernetes_example_is_a_valid_connector():
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "kubernetes" / "orders-audit.yaml"
+    m = ConnectorManifest.from_dict(yaml.safe_load(path.read_text()))
+    assert m.spec.secret_names() == ["orders-db", "kafka-credentials"]
+    dep = by_kind(render.objects(m, "u", 1, SETTINGS))["Deployment"]
+    mounts = {v["mountPath"] for v in dep["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    assert {"/etc/conveyor/secrets/orders-db", "/etc/conveyor/secrets/kafka-credentials"} <= mounts
