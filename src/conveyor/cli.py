@@ -52,11 +52,22 @@ def run(
         Optional[bool], typer.Option("--progress/--no-progress", help="Live status line (default: when a terminal).")
     ] = None,
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "INFO",
+    conf: Annotated[
+        Optional[list[str]],
+        typer.Option("--conf", metavar="KEY=VALUE",
+                     help="A Spark property, as spark-submit's --conf (repeatable); wins over spec.spark.sparkConf. "
+                     "spark.master here is used when --master is not given."),
+    ] = None,
 ) -> None:
     """Run a connector until SIGTERM or Ctrl-C, then stop it gracefully (closing commits)."""
     from conveyor.runtime.driver import Driver, DriverError
 
     _setup_logging(log_level)
+    try:
+        spark_conf = parse_conf(conf or [])
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     try:
         connector = ConnectorManifest.load(manifest)
     except ManifestError as exc:
@@ -64,7 +75,7 @@ def run(
         raise typer.Exit(2) from None
     driver = Driver(
         connector, master=master, control_host=control_host, control_port=control_port,
-        advertised_host=advertised_host,
+        advertised_host=advertised_host, spark_conf=spark_conf,
     )
     stop_requested = threading.Event()
 
@@ -95,6 +106,22 @@ def run(
     failed = [t for t in result["tasks"] if t["state"] == "FAILED"]
     typer.echo(json.dumps(result, indent=2))
     raise typer.Exit(1 if failed else 0)
+
+
+def parse_conf(items: list[str]) -> dict[str, str]:
+    """``["k=v", ...]`` (``--conf`` values) as a dict, later ones winning; the value may
+    contain ``=``.
+
+    Raises:
+        ValueError: an item has no ``=`` or an empty key.
+    """
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--conf {item!r}: expected KEY=VALUE")
+        conf[key.strip()] = value
+    return conf
 
 
 def _call(url: str, method: str = "GET", timeout: float = 120.0) -> Any:
@@ -133,10 +160,21 @@ def stop(
     connector_deleted: Annotated[
         bool, typer.Option("--connector-deleted", help="The connector is being deleted: clean up external resources.")
     ] = False,
+    delete_offsets: Annotated[
+        bool, typer.Option("--delete-offsets",
+                           help="Then delete the offsets: the sink consumer group connect-<name>, or tombstones for "
+                           "the source offsets and task-count record.")
+    ] = False,
 ) -> None:
-    """Stop a running connector: closing commits, then stop(connector_deleted); the driver exits."""
-    flag = "true" if connector_deleted else "false"
-    _print(_post(url, f"/stop?connector_deleted={flag}", timeout=600))
+    """Stop a running connector: closing commits, then stop(connector_deleted); the driver exits.
+    Prints the result; exits 1 when deleting the offsets failed."""
+    deleted = "true" if connector_deleted else "false"
+    offsets = "true" if delete_offsets else "false"
+    result = _post(url, f"/stop?connector_deleted={deleted}&delete_offsets={offsets}", timeout=600)
+    _print(result)
+    if result.get("offsets_error"):
+        typer.echo(f"error: {result['offsets_error']}", err=True)
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -178,22 +216,61 @@ def stop_tasks(url: UrlOption = DEFAULT_CONTROL_URL) -> None:
 
 @app.command()
 def restart(
-    task: Annotated[int, typer.Argument(help="Task id.")],
+    task: Annotated[Optional[int], typer.Argument(help="Task id: restart only this task.")] = None,
     url: UrlOption = DEFAULT_CONTROL_URL,
+    all_: Annotated[
+        bool, typer.Option("--all", help="Restart the connector and all its tasks (include_tasks=true).")
+    ] = False,
+    connector: Annotated[
+        bool, typer.Option("--connector", help="Restart the connector instance only (include_tasks=false).")
+    ] = False,
+    only_failed: Annotated[
+        bool, typer.Option("--only-failed", help="Only what is FAILED (the connector and/or tasks); implies --all "
+                           "unless --connector is given.")
+    ] = False,
 ) -> None:
-    """Restart one task (closing commit, then a new run)."""
-    _print(_post(url, f"/tasks/{task}/restart"))
+    """Restart one task (closing commit, then a new run): `conveyor restart 2`; or the
+    connector as Kafka Connect's POST /connectors/<name>/restart: `conveyor restart --all`,
+    `--connector`, `--only-failed`. Exits 1 when the connector failed to start again."""
+    if task is not None:
+        if all_ or connector or only_failed:
+            typer.echo("error: give a task id or --all/--connector/--only-failed, not both", err=True)
+            raise typer.Exit(2)
+        _print(_post(url, f"/tasks/{task}/restart"))
+        return
+    if all_ and connector:
+        typer.echo("error: --all and --connector exclude each other", err=True)
+        raise typer.Exit(2)
+    if not (all_ or connector or only_failed):
+        typer.echo("error: give a task id, --all, --connector or --only-failed", err=True)
+        raise typer.Exit(2)
+    include_tasks = "false" if connector else "true"
+    failed = "true" if only_failed else "false"
+    result = _post(url, f"/restart?include_tasks={include_tasks}&only_failed={failed}", timeout=600)
+    _print(result)
+    if result.get("connector", {}).get("state") == "FAILED":
+        raise typer.Exit(1)
 
 
 @app.command()
 def cleanup(
     manifest: Annotated[Path, typer.Argument(help="Connector manifest (YAML, kind: Connector).")],
     timeout: Annotated[float, typer.Option(help="Seconds to keep retrying transient failures.")] = 300.0,
+    delete_offsets: Annotated[
+        bool, typer.Option("--delete-offsets",
+                           help="Also delete the offsets: the sink consumer group connect-<name>, or tombstones for "
+                           "the source offsets and task-count record (spec.deletionPolicy.offsets: delete).")
+    ] = False,
+    offsets_only: Annotated[
+        bool, typer.Option("--offsets-only",
+                           help="Only delete the offsets; do not start the connector (implies --delete-offsets).")
+    ] = False,
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "INFO",
 ) -> None:
     """Clean up after a deleted connector that is not running: start it and its tasks only
-    to stop them with connector_deleted=True. Moves no data; idempotent; exits 1 with the
-    reason when cleanup cannot finish."""
+    to stop them with connector_deleted=True, then optionally delete its offsets. Moves no
+    data; idempotent; prints what was done; exits 1 with the reason when cleanup or the
+    offsets deletion cannot finish, 2 for an invalid manifest."""
     from dataclasses import asdict
 
     from conveyor.runtime.cleanup import CleanupError, cleanup_connector
@@ -201,7 +278,8 @@ def cleanup(
 
     _setup_logging(log_level)
     try:
-        result = cleanup_connector(ConnectorManifest.load(manifest), timeout_s=timeout)
+        result = cleanup_connector(ConnectorManifest.load(manifest), timeout_s=timeout,
+                                   delete_offsets=delete_offsets or offsets_only, connector_cleanup=not offsets_only)
     except ManifestError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -209,6 +287,9 @@ def cleanup(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     _print(asdict(result))
+    if not result.ok:
+        typer.echo(f"error: cleanup of {result.name}: deleting offsets failed: {result.offsets_error}", err=True)
+        raise typer.Exit(1)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -5,13 +5,19 @@ Starts the connector and each of its tasks only to stop them with
 consumers: no data moves. Safe to repeat: a connector's cleanup must be idempotent.
 Transient failures (anything but a configuration error) are retried with exponential
 backoff until the deadline.
+
+With ``delete_offsets`` (``spec.deletionPolicy.offsets: delete``) the connector's offsets
+are deleted afterwards, as the driver's stop does (:mod:`conveyor.runtime.offsets_deletion`):
+the sink consumer group ``connect-<name>``, or tombstones for the source offsets and the
+task-count record. That part can run alone (``connector_cleanup=False``), for a connector
+whose ``deletionPolicy.cleanup`` is false or whose driver stopped before deleting them.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -31,7 +37,7 @@ from conveyor.api import (
     TopicPartition,
     TransactionContext,
 )
-from conveyor.manifest import ConnectorManifest
+from conveyor.manifest import ConnectorManifest, ManifestError
 from conveyor.runtime.preflight import connector_class
 
 log = logging.getLogger(__name__)
@@ -43,12 +49,30 @@ class CleanupError(RuntimeError):
 
 @dataclass
 class CleanupResult:
-    """What a finished cleanup did."""
+    """What a finished cleanup did.
+
+    Attributes:
+        name: the connector.
+        removed: what the connector reported removing (``cleanup_report()``).
+        tasks: how many tasks were started and stopped with ``connector_deleted=True``.
+        attempts: attempts of the connector-deleted stop path (0 when not run).
+        offsets_deleted: with ``delete_offsets``: what was deleted, as in
+            :meth:`conveyor.runtime.driver.Driver.stop`'s result; else ``None``.
+        offsets_error: with ``delete_offsets``: why deleting the offsets failed (after
+            retries), else ``None``.
+    """
 
     name: str
     removed: list[str] = field(default_factory=list)
     tasks: int = 0
     attempts: int = 1
+    offsets_deleted: dict[str, Any] | None = None
+    offsets_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Everything asked for was done (no ``offsets_error``)."""
+        return self.offsets_error is None
 
 
 class _Context(ConnectorContext):
@@ -141,34 +165,94 @@ def _clean_once(cls: type[Connector], manifest: ConnectorManifest) -> CleanupRes
 
 
 def cleanup_connector(
-    manifest: ConnectorManifest, timeout_s: float = 300.0, initial_backoff_s: float = 1.0, max_backoff_s: float = 30.0
+    manifest: ConnectorManifest,
+    timeout_s: float = 300.0,
+    initial_backoff_s: float = 1.0,
+    max_backoff_s: float = 30.0,
+    delete_offsets: bool = False,
+    connector_cleanup: bool = True,
 ) -> CleanupResult:
-    """Run the connector-deleted stop path for ``manifest`` without running it.
+    """Run the connector-deleted stop path for ``manifest`` without running it, then, with
+    ``delete_offsets``, delete its offsets. Blocking, on the caller's thread.
+
+    Args:
+        timeout_s: seconds to keep retrying transient failures (both parts share it).
+        delete_offsets: also delete the offsets (sink consumer group / source offsets).
+        connector_cleanup: run the connector-deleted stop path (``False``: offsets only).
+
+    Returns:
+        What was done; a failure to delete the offsets is in ``offsets_error`` (see
+        :attr:`CleanupResult.ok`), not raised.
 
     Raises:
-        CleanupError: the configuration is invalid (no retry), or cleanup kept failing
-            until ``timeout_s`` seconds passed; the message carries the last error.
+        CleanupError: the configuration is invalid (no retry; a Kafka Secret that is not
+            mounted included), or the connector-deleted stop path kept failing until
+            ``timeout_s`` seconds passed; the message carries the last error.
     """
-    cls, _ = connector_class(manifest.spec.connector_class)
+    cls, connector_type = connector_class(manifest.spec.connector_class)
     deadline = time.monotonic() + timeout_s
+    if connector_cleanup:
+        result = _retry(lambda: _clean_once(cls, manifest), manifest.name, deadline, timeout_s, initial_backoff_s,
+                        max_backoff_s)
+    else:
+        result = CleanupResult(manifest.name, attempts=0)
+    if delete_offsets:
+        _delete_offsets(manifest, connector_type, result, deadline, initial_backoff_s, max_backoff_s)
+    return result
+
+
+def _retry(once: Callable[[], CleanupResult], name: str, deadline: float, timeout_s: float, initial_backoff_s: float,
+           max_backoff_s: float) -> CleanupResult:
     backoff = initial_backoff_s
     attempt = 0
     while True:
         attempt += 1
         try:
-            result = _clean_once(cls, manifest)
+            result = once()
             result.attempts = attempt
             return result
         except ConfigError as exc:
-            raise CleanupError(f"cleanup of {manifest.name} cannot start: {exc}") from exc
+            raise CleanupError(f"cleanup of {name} cannot start: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - anything else may be transient: retry
             remaining = deadline - time.monotonic()
             if remaining <= backoff:
                 raise CleanupError(
-                    f"cleanup of {manifest.name} did not finish after {attempt} attempt(s) in {timeout_s:.0f}s: "
+                    f"cleanup of {name} did not finish after {attempt} attempt(s) in {timeout_s:.0f}s: "
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
-            log.warning("cleanup of %s failed (attempt %d), retrying in %.1fs: %s", manifest.name, attempt, backoff,
-                        exc)
+            log.warning("cleanup of %s failed (attempt %d), retrying in %.1fs: %s", name, attempt, backoff, exc)
             time.sleep(backoff)
             backoff = min(backoff * 2, max_backoff_s)
+
+
+def _delete_offsets(manifest: ConnectorManifest, connector_type: str, result: CleanupResult, deadline: float,
+                    initial_backoff_s: float, max_backoff_s: float) -> None:
+    from conveyor.runtime.offsets_deletion import OffsetsDeletionError, delete_offsets
+
+    try:
+        kafka = manifest.spec.kafka.client_properties()
+    except ManifestError as exc:
+        raise CleanupError(f"cleanup of {manifest.name} cannot start: {exc}") from None
+    backoff = initial_backoff_s
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            result.offsets_deleted = delete_offsets(
+                kafka, manifest.name, connector_type, manifest.metadata.namespace, manifest.spec.config,
+                timeout_s=max(5.0, min(60.0, deadline - time.monotonic())),
+            )
+            result.offsets_error = None
+            return
+        except OffsetsDeletionError as exc:
+            error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - reported in the result
+            error = f"{type(exc).__name__}: {exc}"
+        if deadline - time.monotonic() <= backoff:
+            result.offsets_error = f"{error} ({attempt} attempt(s))"
+            log.error("cleanup of %s: deleting offsets failed: %s", manifest.name, result.offsets_error)
+            return
+        log.warning("cleanup of %s: deleting offsets failed (attempt %d), retrying in %.1fs: %s", manifest.name,
+                    attempt, backoff, error)
+        time.sleep(backoff)
+        backoff = min(backoff * 2, max_backoff_s)

@@ -6,14 +6,21 @@ Public endpoints (the operator, ``conveyor`` commands and people use them):
   Conveyor's extras per task (assignment, committed offsets, lag, counters).
 * ``GET /metrics`` — Prometheus text format.
 * ``GET /healthz`` — 200 while the driver serves.
-* ``POST /stop?connector_deleted=true|false`` — stop every task (closing commits), then
-  the connector; with ``connector_deleted=true`` both clean up what they provisioned.
-  Answers with what was committed and removed once everything has stopped.
+* ``POST /stop?connector_deleted=true|false&delete_offsets=true|false`` — stop every task
+  (closing commits), then the connector; with ``connector_deleted=true`` both clean up
+  what they provisioned; with ``delete_offsets=true`` the sink consumer group
+  ``connect-<name>`` is then deleted, or the source offsets (and task-count record)
+  tombstoned. Answers 200 once everything has stopped with what was committed, removed
+  and deleted (:meth:`Driver.stop`); a failed offsets deletion is ``offsets_error`` in it.
 * ``POST /drain?pod=<pod>`` or ``?task=<id>`` (``&timeout_s=``) — closing commit of those
   tasks, which then run again; answers with what each committed once done (404 for an
   unknown pod or task).
-* ``POST /pause``, ``POST /resume``, ``POST /state?target=running|paused|stopped``,
-  ``POST /tasks/<id>/restart``.
+* ``POST /pause``, ``POST /resume``, ``POST /state?target=running|paused|stopped``.
+* ``POST /restart?include_tasks=true|false&only_failed=true|false`` — Kafka Connect's
+  ``POST /connectors/<name>/restart`` (KIP-745; both default false): 202 with the status
+  document, ``RESTARTING`` for what restarts, and ``"restarted": {"connector": bool,
+  "tasks": [ids]}`` (:meth:`Driver.restart`); 409 in the ``stopped`` state.
+* ``POST /tasks/<id>/restart`` — 202 ``{"id", "state": "RESTARTING"}``; 404 for an unknown task.
 * ``PUT /config`` — a new ``spec`` (JSON, the manifest's ``spec``): tasks close, the
   connector restarts with it.
 
@@ -99,7 +106,11 @@ class _Handler(BaseHTTPRequestHandler):
                 directive = driver.sync(int(m.group(1)), report, version, wait_ms)
                 return self._json(HTTPStatus.OK, directive.to_json())
             if method == "POST" and url.path == "/stop":
-                return self._json(HTTPStatus.OK, driver.stop(connector_deleted=_flag(query, "connector_deleted")))
+                return self._json(HTTPStatus.OK, driver.stop(connector_deleted=_flag(query, "connector_deleted"),
+                                                             delete_offsets=_flag(query, "delete_offsets")))
+            if method == "POST" and url.path == "/restart":
+                return self._json(HTTPStatus.ACCEPTED, driver.restart(include_tasks=_flag(query, "include_tasks"),
+                                                                      only_failed=_flag(query, "only_failed")))
             if method == "POST" and url.path == "/drain":
                 result = driver.drain(pod=query.get("pod", [None])[-1], task_id=_optional(query, "task", int),
                                       timeout_s=_optional(query, "timeout_s", float))

@@ -11,13 +11,19 @@ with ``is_closing()`` true, a synchronous commit, then ``close``):
 operation                   tasks
 ==========================  ===================================================================
 ``stop()`` / SIGTERM        closing commit → ``stop(connector_deleted)``; then the connector's
-                            ``stop(connector_deleted)``; the driver exits
+                            ``stop(connector_deleted)``; with ``delete_offsets`` the sink
+                            consumer group / the source offsets are deleted; the driver exits
 ``set_state(STOPPED)``      closing commit → ``stop(False)``; the connector's ``stop(False)``;
                             the driver keeps serving (Kafka Connect's ``STOPPED``)
 ``set_state(PAUSED)``       no ``put``; offsets still committed; resources kept
 ``drain(pod=…|task=…)``     closing commit → ``stop(False)``; the task is launched again and
                             resumes from the offsets it just committed
 ``restart_task(id)``        as a drain of that task (a failed task just runs again)
+``restart(include_tasks,    Kafka Connect's ``POST /connectors/<name>/restart``: the connector
+only_failed)``              instance stops and starts again (``stop(False)``, ``start``), then
+                            the chosen tasks restart as ``restart_task``; when the restarted
+                            connector's task configurations changed, or it had failed, every
+                            task closes and starts again with them
 ``reconfigure(spec)``       closing commit → ``stop(False)`` for every task, the connector's
                             ``stop(False)``, then ``start`` with the new configuration
 task reconfiguration        (the connector calls ``context.request_task_reconfiguration()``)
@@ -34,7 +40,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Any
@@ -42,7 +48,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from conveyor.api import Connector, ConnectorContext
-from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState
+from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState, ManifestError
 from conveyor.runtime.metrics import TaskMetricsCollector
 from conveyor.runtime.preflight import (
     PreflightError,
@@ -60,6 +66,57 @@ log = logging.getLogger(__name__)
 
 DriverError = PreflightError
 """Raised by :meth:`Driver.start` when the connector cannot start; nothing is left running."""
+
+
+SPARK_DEFAULTS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+"""The driver's own Spark properties (``spec.spark.sparkConf`` and ``--conf`` override them)."""
+
+
+def spark_properties(
+    connector: str,
+    task_count: int,
+    master: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    cli_conf: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The Spark properties of the session a driver creates, later sources winning:
+
+    1. the driver's defaults: :data:`SPARK_DEFAULTS`, ``spark.app.name`` ``conveyor-<name>``;
+    2. ``spark_conf``: the manifest's ``spec.spark.sparkConf``;
+    3. ``cli_conf``: ``conveyor run --conf key=value``;
+    4. ``master`` (``conveyor run --master``), when given, as ``spark.master``.
+
+    Without any ``spark.master`` the master is ``local[N]`` with a slot per task. Unless set,
+    ``spark.task.maxFailures`` is 1 on a local master (a failed task is the runtime's to
+    report, not Spark's to retry) and 4 elsewhere (an executor lost is retried).
+
+    Returns:
+        ``{property: value}``, always with ``spark.master`` and ``spark.app.name``.
+    """
+    props = {**SPARK_DEFAULTS, "spark.app.name": f"conveyor-{connector}"}
+    props.update(spark_conf or {})
+    props.update(cli_conf or {})
+    if master:
+        props["spark.master"] = master
+    props.setdefault("spark.master", f"local[{max(task_count, 1)}]")
+    props.setdefault("spark.task.maxFailures", "1" if props["spark.master"].startswith("local") else "4")
+    return props
+
+
+def kafka_properties(spec: ConnectorSpec) -> dict[str, str]:
+    """The base Kafka client properties of a connector: ``spec.kafka.client_properties()``
+    (TLS and SASL from the Secrets mounted under ``$CONVEYOR_MOUNT_DIR``).
+
+    Raises:
+        DriverError: a Secret key it needs is not mounted (names the field).
+    """
+    try:
+        return spec.kafka.client_properties()
+    except ManifestError as exc:
+        raise DriverError(str(exc)) from None
 
 
 class OperationError(Exception):
@@ -84,12 +141,21 @@ class _Context(ConnectorContext):
 class Driver:
     """Runs one connector on a SparkSession.
 
+    Threads: the control API's request threads call the operations (serialised by one
+    lock, ``_ops``); one driver thread per task runs its Spark job; the herder thread acts
+    on the connector's reconfiguration requests.
+
     Args:
         manifest: the validated Connector manifest.
-        spark: a SparkSession to use; when ``None`` one is created with ``master``.
-        master: Spark master URL; default ``local[N]`` with a slot per task.
+        spark: a SparkSession to use; when ``None`` one is created (see :func:`spark_properties`)
+            and stopped by :meth:`close`.
+        master: Spark master URL; wins over ``spark.master`` of ``spark_conf`` and
+            ``spec.spark.sparkConf``; default ``local[N]`` with a slot per task.
         control_host / control_port: where the control API listens (port 0 picks one).
         advertised_host: host name task runners use to reach the control API.
+        spark_conf: Spark properties given on the command line (``conveyor run --conf``);
+            they win over ``spec.spark.sparkConf``, which wins over the driver's defaults.
+            Ignored when ``spark`` is given.
     """
 
     def __init__(
@@ -100,8 +166,12 @@ class Driver:
         control_host: str = "127.0.0.1",
         control_port: int = 8083,
         advertised_host: str | None = None,
+        spark_conf: Mapping[str, str] | None = None,
     ) -> None:
         self.manifest = manifest
+        self._spark_conf = dict(spark_conf or {})
+        self.spark_info: dict[str, str] = {}
+        self.kafka: dict[str, str] = {}
         self.name = manifest.name
         self._spark = spark
         self._own_spark = spark is None
@@ -139,15 +209,16 @@ class Driver:
 
         Raises:
             DriverError: unknown connector class, invalid configuration (names the key),
-                unreachable broker, or a connector whose ``start`` raised. Nothing is
-                left running.
+                a Kafka Secret that is not mounted, an unreachable broker or refused
+                credentials, or a connector whose ``start`` raised. Nothing is left running.
         """
         spec = self.manifest.spec
         log.info("starting connector %s (%s)", self.name, spec.connector_class)
         cls, self.connector_type = connector_class(spec.connector_class)
         connector = self._new_connector(cls)
         validate_config(connector, self.connector_type, dict(spec.config), self.name)
-        check_kafka(spec.kafka.bootstrap_servers)
+        self.kafka = kafka_properties(spec)
+        check_kafka(self.kafka)
         self._prepare_kafka()
         self._start_control_api()
         try:
@@ -171,18 +242,18 @@ class Driver:
         spec = self.manifest.spec
         config = dict(spec.config)
         if self.connector_type == "sink":
-            prepare_sink_topics(spec.kafka.bootstrap_servers, config)
+            prepare_sink_topics(self.kafka, config)
             return
         from conveyor.runtime.settings import parse_source_settings
 
         settings = parse_source_settings(config)
         if settings.exactly_once:
-            check_transactions(spec.kafka.bootstrap_servers, settings)
-        prepare_source_topics(spec.kafka.bootstrap_servers, settings)
+            check_transactions(self.kafka, settings)
+        prepare_source_topics(self.kafka, settings)
         if settings.exactly_once:
             from conveyor.runtime.fencing import TaskCountWriter
 
-            self._task_count_writer = TaskCountWriter(spec.kafka.bootstrap_servers, settings.config_storage_topic,
+            self._task_count_writer = TaskCountWriter(self.kafka, settings.config_storage_topic,
                                                       self.manifest.metadata.namespace, self.name)
 
     def _new_connector(self, cls: type[Connector]) -> Connector:
@@ -229,7 +300,7 @@ class Driver:
 
             settings = parse_source_settings(self.manifest.spec.config)
             self.generation = start_generation(
-                self.manifest.spec.kafka.bootstrap_servers, settings.config_storage_topic,
+                self.kafka, settings.config_storage_topic,
                 self.manifest.metadata.namespace, self.name, len(configs), self._task_count_writer,
             ).generation
         initial = self._resume_action()
@@ -260,24 +331,28 @@ class Driver:
             self.server.stop()
             self.server = None
 
-    def _ensure_spark(self, task_count: int) -> None:
-        if self._spark is not None:
-            return
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        from pyspark.sql import SparkSession
+    @property
+    def spark(self) -> Any:
+        """The SparkSession the tasks run on (``None`` before :meth:`start` created it)."""
+        return self._spark
 
-        master = self._master or f"local[{max(task_count, 1)}]"
-        builder = (
-            SparkSession.builder.master(master)
-            .appName(f"conveyor-{self.name}")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.task.maxFailures", "4" if not master.startswith("local") else "1")
-        )
-        with _jvm_ignoring_sigterm():
-            self._spark = builder.getOrCreate()
-        self._spark.sparkContext.setLogLevel("WARN")
+    def _ensure_spark(self, task_count: int) -> None:
+        if self._spark is None:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+            from pyspark.sql import SparkSession
+
+            props = spark_properties(self.name, task_count, self._master, self.manifest.spec.spark.spark_conf,
+                                     self._spark_conf)
+            builder = SparkSession.builder
+            for key, value in props.items():
+                builder = builder.config(key, value)
+            log.info("starting Spark: master %s, app %s", props["spark.master"], props["spark.app.name"])
+            with _jvm_ignoring_sigterm():
+                self._spark = builder.getOrCreate()
+            self._spark.sparkContext.setLogLevel("WARN")
+        sc = self._spark.sparkContext
+        self.spark_info = {"master": sc.master, "app_name": sc.appName, "app_id": sc.applicationId}
 
     def _spec_for(self, handle: TaskHandle) -> TaskSpec:
         spec = self.manifest.spec
@@ -289,7 +364,7 @@ class Driver:
             connector_class=spec.connector_class,
             connector_config=dict(spec.config),
             task_config=handle.config,
-            bootstrap_servers=spec.kafka.bootstrap_servers,
+            kafka=dict(self.kafka),
             control_url=self.control_url,
             closing_timeout_s=float(spec.shutdown.grace_period_seconds),
             generation=self.generation,
@@ -399,23 +474,114 @@ class Driver:
     def restart_task(self, task_id: int) -> dict[str, Any]:
         """Restart one task: a closing commit and a new run (a failed task just runs again).
 
+        Returns at once (the restart is asynchronous): ``{"id": task_id, "state": "RESTARTING"}``.
+
         Raises:
-            OperationError: 404 for an unknown task.
+            OperationError: 404 for an unknown task; 409 while stopping.
         """
         with self._ops:
             self._check_not_stopping()
             handle = self.tasks.get(task_id)
             if handle is None:
                 raise OperationError(HTTPStatus.NOT_FOUND, f"connector {self.name} has no task {task_id}")
-            if handle.done.is_set():
-                assert self._launcher is not None
-                with self._lock:
-                    handle.direct(self._resume_action())
-                    handle.state = TaskState.RESTARTING
-                self._launcher.launch(handle)
-            else:
-                self._direct(Action.DRAIN, task_ids=[task_id])
+            self._restart_task(handle)
             return {"id": task_id, "state": "RESTARTING"}
+
+    def _restart_task(self, handle: TaskHandle) -> None:
+        """A running task drains (closing commit; the launcher runs it again); a task whose
+        run ended is launched again. Called with ``_ops`` held."""
+        assert self._launcher is not None
+        if handle.done.is_set():
+            with self._lock:
+                handle.direct(self._resume_action())
+                handle.state = TaskState.RESTARTING
+            self._launcher.launch(handle)
+        else:
+            with self._lock:
+                handle.direct(Action.DRAIN)
+                handle.state = TaskState.RESTARTING
+                self._lock.notify_all()
+
+    def restart(self, include_tasks: bool = False, only_failed: bool = False) -> dict[str, Any]:
+        """Kafka Connect's ``POST /connectors/<name>/restart?includeTasks=&onlyFailed=`` (KIP-745).
+
+        * The connector instance restarts (``stop(connector_deleted=False)``, a new
+          instance, ``start``, ``task_configs``) unless ``only_failed`` and it is not FAILED.
+          When its task configurations differ from the running ones, or it had FAILED (its
+          tasks were stopped), every task makes a closing commit and starts again with the
+          new configurations.
+        * With ``include_tasks``, the tasks restart too (all of them, or only the FAILED ones
+          with ``only_failed``): a running task makes a closing commit and runs again, a
+          task whose run ended runs again.
+
+        Returns at once; tasks restart asynchronously. Returns the connector's status
+        document with ``RESTARTING`` for what restarts, plus
+        ``"restarted": {"connector": bool, "tasks": [ids]}``. A connector that fails to
+        start again shows ``FAILED`` with its trace (the tasks are left as they were).
+
+        Raises:
+            OperationError: 409 while stopping or in the ``stopped`` state.
+        """
+        with self._ops:
+            self._check_not_stopping()
+            if self.target_state is ConnectorState.STOPPED:
+                raise OperationError(HTTPStatus.CONFLICT,
+                                     f"connector {self.name} is stopped: set its state to running to restart it")
+            with self._lock:
+                chosen = [h for h in self.tasks.values()
+                          if include_tasks and (not only_failed or h.state is TaskState.FAILED)]
+            restart_connector = not only_failed or self.connector_state is TaskState.FAILED
+            restarted_tasks: list[int] = []
+            connector_restarted = False
+            if restart_connector:
+                log.info("restarting connector %s", self.name)
+                relaunch = self._restart_connector()
+                connector_restarted = relaunch is not None
+                if relaunch is not None and relaunch is not False:
+                    log.info("connector %s restarted with new task configurations: restarting every task", self.name)
+                    self._stop_tasks(connector_deleted=False)
+                    self._launch_tasks(relaunch)
+                    restarted_tasks = sorted(self.tasks)
+                    chosen = []
+            for handle in chosen:
+                self._restart_task(handle)
+                restarted_tasks.append(handle.task_id)
+            result = self.status()
+            if connector_restarted:
+                result["connector"]["state"] = TaskState.RESTARTING.value if \
+                    self.connector_state is not TaskState.FAILED else self.connector_state.value
+            for entry in result["tasks"]:
+                if entry["id"] in restarted_tasks:
+                    entry["state"] = TaskState.RESTARTING.value
+            result["restarted"] = {"connector": connector_restarted, "tasks": sorted(restarted_tasks)}
+            return result
+
+    def _restart_connector(self) -> list[dict[str, Any]] | bool | None:
+        """Stop the connector instance and start a new one. Returns the new task
+        configurations when the tasks must be relaunched with them, ``False`` when the
+        running tasks can stay, ``None`` when the new instance failed (then FAILED)."""
+        had_failed = self.connector_state is TaskState.FAILED
+        self._stop_connector(False)
+        self.connector_trace = None
+        cls, _ = connector_class(self.manifest.spec.connector_class)
+        connector = self._new_connector(cls)
+        try:
+            connector.start({**self.manifest.spec.config, "name": self.name})
+            self.connector = connector
+            configs = self._task_configs()
+        except Exception as exc:  # noqa: BLE001 - reported as the connector's FAILED state
+            log.error("connector %s failed to start again: %s", self.name, exc)
+            self._stop_connector(False)
+            self.connector_state = TaskState.FAILED
+            self.connector_trace = trace_of(exc)
+            return None
+        self.connector_state = TaskState.PAUSED if self.target_state is ConnectorState.PAUSED else TaskState.RUNNING
+        with self._lock:
+            current = [h.config for h in self.tasks.values()]
+            any_ended = any(h.done.is_set() for h in self.tasks.values())
+        if configs != current or (had_failed and any_ended):
+            return configs
+        return False
 
     def reconfigure(self, spec: ConnectorSpec) -> dict[str, Any]:
         """Apply a new ``spec`` (configuration, ``tasksMax``, ``state``): every task makes
@@ -432,13 +598,20 @@ class Driver:
             candidate = self._new_connector(cls)
             try:
                 validate_config(candidate, connector_type, dict(spec.config), self.name)
+                kafka = kafka_properties(spec)
             except PreflightError as exc:
                 raise OperationError(HTTPStatus.BAD_REQUEST, str(exc)) from None
+            if kafka != self.kafka:
+                try:
+                    check_kafka(kafka)
+                except PreflightError as exc:
+                    raise OperationError(HTTPStatus.BAD_REQUEST, str(exc)) from None
             log.info("reconfiguring connector %s", self.name)
             if self.connector_state is not TaskState.STOPPED:
                 self._stop_tasks(connector_deleted=False)
                 self._stop_connector(False)
             self.manifest = self.manifest.model_copy(update={"spec": spec})
+            self.kafka = kafka
             self.target_state = spec.state
             if spec.state is ConnectorState.STOPPED:
                 self.connector_state = TaskState.STOPPED
@@ -486,10 +659,32 @@ class Driver:
                     self._launcher.cancel(handle)
                 handle.done.wait(10)
 
-    def stop(self, connector_deleted: bool = False, timeout_s: float | None = None) -> dict[str, Any]:
+    def stop(self, connector_deleted: bool = False, timeout_s: float | None = None,
+             delete_offsets: bool = False) -> dict[str, Any]:
         """Stop for good: every task makes a closing commit and gets
-        ``stop(connector_deleted)``, then the connector does. Idempotent; returns what
-        each task committed at its close and what the connector reported removed."""
+        ``stop(connector_deleted)``, then the connector does; with ``delete_offsets`` the
+        connector's offsets are deleted once the tasks are gone (see
+        :mod:`conveyor.runtime.offsets_deletion`). Blocks until done; idempotent (a second
+        call waits for the first and returns its result).
+
+        Args:
+            connector_deleted: the connector is being deleted: tasks and connector clean up
+                what they provisioned outside Kafka (KAFKA-14651).
+            timeout_s: grace period of the tasks' closing commits (default
+                ``shutdown.gracePeriodSeconds``); a task still running then is cancelled.
+            delete_offsets: ``spec.deletionPolicy.offsets: delete``: delete the sink consumer
+                group ``connect-<name>`` / tombstone the source offsets and task-count record.
+
+        Returns:
+            ``{"name", "connector_deleted", "tasks": [{"id", "state", "committed",
+            "last_closing_commit", "trace"}], "removed": [what the connector reported
+            removing], "connector_trace", "offsets_deleted", "offsets_error"}``.
+            ``offsets_deleted`` is ``None`` unless offsets were deleted, else
+            ``{"consumer_group": "connect-<name>", "existed": bool}`` (sink) or
+            ``{"offsets_topic", "source_partitions", "tombstones", "task_count_record"}``
+            (source); ``offsets_error`` is ``None`` or why the deletion failed (then
+            ``offsets_deleted`` is ``None``). Failures are reported, never raised.
+        """
         with self._lock:
             already = self._stopping
             self._stopping = True
@@ -498,12 +693,14 @@ class Driver:
             self.stopped.wait(timeout_s or self.manifest.spec.shutdown.grace_period_seconds + 30)
             return self.stop_result or {"name": self.name, "stopped": True}
         with self._ops:
-            log.info("stopping connector %s (connector_deleted=%s)", self.name, connector_deleted)
+            log.info("stopping connector %s (connector_deleted=%s, delete_offsets=%s)", self.name,
+                     connector_deleted, delete_offsets)
             self._stop_tasks(connector_deleted, timeout_s)
             removed = self._stop_connector(connector_deleted)
             if connector_deleted and self.connector is None and self.connector_state is TaskState.STOPPED:
                 removed = self._cleanup_stopped_connector()
             self.connector_state = TaskState.STOPPED
+            offsets_deleted, offsets_error = self._delete_offsets() if delete_offsets else (None, None)
             self.stop_result = {
                 "name": self.name,
                 "connector_deleted": connector_deleted,
@@ -519,9 +716,25 @@ class Driver:
                 ],
                 "removed": removed,
                 "connector_trace": self.connector_trace,
+                "offsets_deleted": offsets_deleted,
+                "offsets_error": offsets_error,
             }
         self.stopped.set()
         return self.stop_result
+
+    def _delete_offsets(self) -> tuple[dict[str, Any] | None, str | None]:
+        """Delete the stopped connector's offsets: ``(what was deleted, None)`` or ``(None, why not)``."""
+        from conveyor.runtime.offsets_deletion import OffsetsDeletionError, delete_offsets
+
+        try:
+            return delete_offsets(self.kafka, self.name, self.connector_type, self.manifest.metadata.namespace,
+                                  self.manifest.spec.config), None
+        except OffsetsDeletionError as exc:
+            log.error("connector %s: deleting offsets failed: %s", self.name, exc)
+            return None, str(exc)
+        except Exception as exc:  # noqa: BLE001 - reported in the stop result, never lost
+            log.exception("connector %s: deleting offsets failed", self.name)
+            return None, f"{type(exc).__name__}: {exc}"
 
     def _cleanup_stopped_connector(self) -> list[str]:
         """A connector deleted while ``stopped`` has no running instance: start one only
@@ -596,7 +809,8 @@ class Driver:
         connector: dict[str, Any] = {"state": self.connector_state.value, "worker_id": self.worker_id}
         if self.connector_trace:
             connector["trace"] = self.connector_trace
-        return {"name": self.name, "connector": connector, "tasks": tasks, "type": self.connector_type}
+        return {"name": self.name, "connector": connector, "tasks": tasks, "type": self.connector_type,
+                "spark": dict(self.spark_info)}
 
 
 @contextmanager

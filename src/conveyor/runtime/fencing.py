@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from conveyor.runtime.topics import ensure_topic, high_watermark
+from conveyor.runtime.kafka_clients import KafkaProperties, client_config
+from conveyor.runtime.topics import ensure_topic, scan_topic
 
 log = logging.getLogger(__name__)
 
@@ -60,51 +59,34 @@ def ensure_config_topic(admin: AdminClient, topic: str) -> None:
     ensure_topic(admin, topic, 1, 3, {"cleanup.policy": "compact"})
 
 
-def read_task_count(bootstrap_servers: str, topic: str, connector: str, timeout_s: float = 30.0) -> TaskCount | None:
-    """The latest committed task-count record of ``connector``, or ``None``."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap_servers,
-        "group.id": f"conveyor-config-reader-{connector}",
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
-        "enable.partition.eof": True,
-    })
+def read_task_count(kafka: KafkaProperties, topic: str, connector: str, timeout_s: float = 30.0) -> TaskCount | None:
+    """The latest committed task-count record of ``connector``, or ``None`` (none, or a
+    tombstone after the connector's offsets were deleted).
+
+    Args:
+        kafka: base Kafka client properties (see :mod:`conveyor.runtime.kafka_clients`).
+
+    Raises:
+        KafkaException: the topic cannot be read.
+        TimeoutError: its end was not reached within ``timeout_s``.
+    """
     key = (TASK_COUNT_PREFIX + connector).encode()
     latest: TaskCount | None = None
-    try:
-        high = high_watermark(consumer, KafkaTopicPartition(topic, 0), time.monotonic() + timeout_s)
-        if high <= 0:
-            return None
-        consumer.assign([KafkaTopicPartition(topic, 0, OFFSET_BEGINNING)])
-        done = False
-        deadline = time.monotonic() + timeout_s
-        while not done:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"config topic {topic} not read to its end within {timeout_s:.0f}s")
-            # consume() waits for a full batch or the timeout: keep the timeout short.
-            for msg in consumer.consume(1000, 0.2):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        done = True
-                        continue
-                    raise KafkaException(err)
-                if msg.key() != key:
-                    continue
-                if msg.value() is None:
-                    latest = None
-                    continue
-                try:
-                    data = json.loads(msg.value())
-                    latest = TaskCount(int(data["task-count"]), int(data.get("generation", 0)))
-                except (ValueError, KeyError, TypeError) as exc:
-                    log.warning("skipping malformed task-count record at offset %d: %s", msg.offset(), exc)
-        return latest
-    finally:
-        consumer.close()
+    for msg in scan_topic(kafka, topic, f"conveyor-config-reader-{connector}", timeout_s):
+        if msg.key() != key:
+            continue
+        if msg.value() is None:
+            latest = None
+            continue
+        try:
+            data = json.loads(msg.value())
+            latest = TaskCount(int(data["task-count"]), int(data.get("generation", 0)))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("skipping malformed task-count record at offset %d: %s", msg.offset(), exc)
+    return latest
 
 
-def fence(bootstrap_servers: str, transactional_ids: list[str], timeout_s: float = 60.0) -> None:
+def fence(kafka: KafkaProperties, transactional_ids: list[str], timeout_s: float = 60.0) -> None:
     """Fence every id: initialise a producer with it (aborting its open transaction and
     bumping its epoch), then close it.
 
@@ -112,7 +94,7 @@ def fence(bootstrap_servers: str, transactional_ids: list[str], timeout_s: float
         KafkaException: an id could not be fenced (the generation must not start).
     """
     for tid in transactional_ids:
-        producer = Producer({"bootstrap.servers": bootstrap_servers, "transactional.id": tid})
+        producer = Producer(client_config(kafka, {"transactional.id": tid}))
         producer.init_transactions(timeout_s)
         producer.flush(timeout_s)
         log.info("fenced transactional id %s", tid)
@@ -124,16 +106,20 @@ class TaskCountWriter:
     Initialising it fences any older driver's writer of the same connector.
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, namespace: str, connector: str,
+    def __init__(self, kafka: KafkaProperties, topic: str, namespace: str, connector: str,
                  timeout_s: float = 60.0) -> None:
         self._topic = topic
         self._connector = connector
         self._timeout_s = timeout_s
-        self._producer = Producer({
-            "bootstrap.servers": bootstrap_servers,
+        self._producer = Producer(client_config(kafka, {
             "transactional.id": leader_transactional_id(namespace, connector),
-        })
+        }))
         self._producer.init_transactions(timeout_s)
+
+    @property
+    def producer(self) -> Producer:
+        """The transactional producer (for other writes the leader makes in a transaction)."""
+        return self._producer
 
     def write(self, count: TaskCount) -> None:
         """Write ``count`` in a transaction.
@@ -148,16 +134,16 @@ class TaskCountWriter:
         self._producer.commit_transaction(self._timeout_s)
 
 
-def start_generation(bootstrap_servers: str, topic: str, namespace: str, connector: str, task_count: int,
+def start_generation(kafka: KafkaProperties, topic: str, namespace: str, connector: str, task_count: int,
                      writer: TaskCountWriter) -> TaskCount:
     """Fence the previous generation and record the new one; returns the new record.
 
     Raises:
         KafkaException: fencing or writing failed; no task of the new generation may start.
     """
-    previous = read_task_count(bootstrap_servers, topic, connector)
+    previous = read_task_count(kafka, topic, connector)
     if previous is not None:
-        fence(bootstrap_servers, [transactional_id(namespace, connector, i) for i in range(previous.task_count)])
+        fence(kafka, [transactional_id(namespace, connector, i) for i in range(previous.task_count)])
     current = TaskCount(task_count, (previous.generation if previous else 0) + 1)
     writer.write(current)
     log.info("connector %s: generation %d with %d task(s); fenced %d id(s) of the previous one", connector,

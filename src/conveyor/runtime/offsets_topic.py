@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from conveyor.api import OffsetStorageReader
-from conveyor.runtime.topics import ensure_topic, high_watermark
+from conveyor.runtime.kafka_clients import KafkaProperties
+from conveyor.runtime.topics import ensure_topic, scan_topic
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +64,7 @@ def ensure_offsets_topic(admin: AdminClient, topic: str, partitions: int = 25) -
     ensure_topic(admin, topic, partitions, 3, {"cleanup.policy": "compact"})
 
 
-def read_offsets(bootstrap_servers: str, topic: str, connector: str, timeout_s: float = 30.0,
+def read_offsets(kafka: KafkaProperties, topic: str, connector: str, timeout_s: float = 30.0,
                  client_config: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Every committed offset of ``connector``: ``{partition_id: offset}``.
 
@@ -74,50 +72,48 @@ def read_offsets(bootstrap_servers: str, topic: str, connector: str, timeout_s: 
     aborted transactions never count). The last record of a key wins; a tombstone
     removes it. A malformed record is logged with its key and skipped.
 
+    Args:
+        kafka: base Kafka client properties (see :mod:`conveyor.runtime.kafka_clients`).
+        client_config: extra consumer settings, applied last.
+
     Raises:
         KafkaException: the topic cannot be read.
         TimeoutError: its end was not reached within ``timeout_s``.
     """
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap_servers,
-        "group.id": f"conveyor-offsets-reader-{connector}",
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
-        "enable.partition.eof": True,
-        **(client_config or {}),
-    })
-    try:
-        metadata = consumer.list_topics(topic, timeout=timeout_s)
-        if topic not in metadata.topics or metadata.topics[topic].error is not None:
-            return {}
-        partitions = list(metadata.topics[topic].partitions)
-        deadline = time.monotonic() + timeout_s
-        ends = {}
-        for p in partitions:
-            high = high_watermark(consumer, KafkaTopicPartition(topic, p), deadline)
-            if high > 0:
-                ends[p] = high
-        if not ends:
-            return {}
-        consumer.assign([KafkaTopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-        offsets: dict[str, dict[str, Any]] = {}
-        remaining = set(ends)
-        while remaining:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"offsets topic {topic} not read to its end within {timeout_s:.0f}s")
-            for msg in consumer.consume(1000, 0.2):  # waits for a full batch or the timeout
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        remaining.discard(msg.partition())
-                        continue
-                    raise KafkaException(err)
-                _apply(offsets, connector, msg.key(), msg.value(), msg.partition(), msg.offset())
-                if msg.offset() + 1 >= ends[msg.partition()]:
-                    remaining.discard(msg.partition())
-        return offsets
-    finally:
-        consumer.close()
+    offsets: dict[str, dict[str, Any]] = {}
+    for msg in scan_topic(kafka, topic, f"conveyor-offsets-reader-{connector}", timeout_s, client_config):
+        _apply(offsets, connector, msg.key(), msg.value(), msg.partition(), msg.offset())
+    return offsets
+
+
+def live_offset_keys(kafka: KafkaProperties, topic: str, connector: str,
+                     timeout_s: float = 60.0) -> dict[bytes, tuple[int, str]]:
+    """The offsets-topic keys of ``connector`` whose latest record is not a tombstone:
+    ``{raw key: (topic partition, partition_id)}``.
+
+    Keys are kept as written: the same source partition may appear under several byte
+    spellings (e.g. written by Apache Kafka Connect with spaces, then by Conveyor compact),
+    and compaction only removes a record superseded by one with the very same key bytes.
+
+    Raises:
+        KafkaException: the topic cannot be read.
+        TimeoutError: its end was not reached within ``timeout_s``.
+    """
+    live: dict[bytes, tuple[int, str]] = {}
+    for msg in scan_topic(kafka, topic, f"conveyor-offsets-reader-{connector}", timeout_s):
+        key = msg.key()
+        try:
+            name, source_partition = decode_key(key)
+        except ValueError:
+            continue
+        if name != connector:
+            continue
+        assert key is not None
+        if msg.value() is None:
+            live.pop(key, None)
+        else:
+            live[key] = (msg.partition(), partition_id(source_partition))
+    return live
 
 
 def _apply(offsets: dict[str, dict[str, Any]], connector: str, key: bytes | None, value: bytes | None,

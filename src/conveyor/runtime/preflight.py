@@ -7,6 +7,8 @@ refuses to start instead of leaving half-started tasks behind.
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from conveyor.api import (
@@ -17,7 +19,10 @@ from conveyor.api import (
     SinkConnector,
     SourceConnector,
 )
+from conveyor.runtime.kafka_clients import KafkaProperties, bootstrap_servers, client_config, describe
 from conveyor.runtime.plugins import PluginError, load_connector_class
+
+log = logging.getLogger(__name__)
 
 
 class PreflightError(RuntimeError):
@@ -97,7 +102,7 @@ def _exactly_once_errors(connector: Connector, config: dict[str, Any], settings:
     return errors
 
 
-def check_transactions(bootstrap_servers: str, settings: Any) -> None:
+def check_transactions(kafka: KafkaProperties, settings: Any) -> None:
     """With exactly-once delivery: the brokers must support transactions and allow the
     producers' ``transaction.timeout.ms``.
 
@@ -108,11 +113,11 @@ def check_transactions(bootstrap_servers: str, settings: Any) -> None:
 
     from conveyor.runtime.offsets_topic import broker_transaction_limits
 
-    usable, max_timeout = broker_transaction_limits(AdminClient({"bootstrap.servers": bootstrap_servers}))
+    usable, max_timeout = broker_transaction_limits(AdminClient(client_config(kafka)))
     if not usable:
         raise PreflightError(
             f"exactly.once.support={settings.exactly_once_support.value} needs transactions, but the brokers at "
-            f"{bootstrap_servers} cannot host the transaction state log (transaction.state.log.replication.factor "
+            f"{bootstrap_servers(kafka)} cannot host the transaction state log (transaction.state.log.replication.factor "
             "or .min.isr exceeds the number of brokers)"
         )
     if max_timeout is not None and settings.transaction_timeout_ms > max_timeout:
@@ -123,14 +128,14 @@ def check_transactions(bootstrap_servers: str, settings: Any) -> None:
         )
 
 
-def prepare_source_topics(bootstrap_servers: str, settings: Any) -> None:
+def prepare_source_topics(kafka: KafkaProperties, settings: Any) -> None:
     """Create the offsets topic and, with exactly-once delivery, the config topic."""
     from confluent_kafka.admin import AdminClient
 
     from conveyor.runtime.fencing import ensure_config_topic
     from conveyor.runtime.offsets_topic import ensure_offsets_topic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient(client_config(kafka))
     ensure_offsets_topic(admin, settings.offsets_storage_topic)
     if settings.exactly_once:
         ensure_config_topic(admin, settings.config_storage_topic)
@@ -155,19 +160,51 @@ def _pipeline_errors(config: dict[str, Any], key_default: str, value_default: st
     return errors
 
 
-def check_kafka(bootstrap_servers: str, timeout_s: float = 10.0) -> None:
-    """Raises PreflightError when no broker answers within ``timeout_s`` seconds."""
-    from confluent_kafka import KafkaException
+_AUTH_ERRORS = ("_AUTHENTICATION", "_SSL", "SASL_AUTHENTICATION_FAILED", "ILLEGAL_SASL_STATE",
+                "UNSUPPORTED_SASL_MECHANISM", "CLUSTER_AUTHORIZATION_FAILED")
+
+
+def check_kafka(kafka: KafkaProperties, timeout_s: float = 10.0) -> None:
+    """Check that the brokers answer a metadata request with the connector's client
+    properties (so TLS and SASL settings are exercised too).
+
+    Returns as soon as a broker answers. A TLS handshake or SASL authentication failure
+    (librdkafka reports those through its error callback, not the request) fails at once,
+    with the broker's reason; any other failure after ``timeout_s`` seconds.
+
+    Raises:
+        PreflightError: ``cannot reach Kafka at <where>: <reason>`` or
+            ``Kafka at <where> refused the connection's credentials: <reason>``; ``<where>``
+            names the bootstrap servers, protocol, mechanism and user, never the password.
+    """
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "socket.connection.setup.timeout.ms": 5000})
-    try:
-        admin.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise PreflightError(f"cannot reach Kafka at {bootstrap_servers}: {exc.args[0].str()}") from None
+    errors: list[KafkaError] = []
+    admin = AdminClient(client_config(kafka, {"socket.connection.setup.timeout.ms": 5000,
+                                              "error_cb": errors.append}), logger=log)
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while True:
+        try:
+            admin.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+            return
+        except KafkaException as exc:
+            last = exc.args[0].str()
+        admin.poll(0)  # serves error_cb
+        refused = [e for e in errors if e.name() in _AUTH_ERRORS]
+        if refused:
+            raise PreflightError(
+                f"Kafka at {describe(kafka)} refused the connection's credentials: {refused[-1].str()}"
+            ) from None
+        informative = [e for e in errors if e.name() != "_ALL_BROKERS_DOWN"]
+        if informative:
+            last = informative[-1].str()
+        if time.monotonic() >= deadline:
+            raise PreflightError(f"cannot reach Kafka at {describe(kafka)}: {last}") from None
 
 
-def prepare_sink_topics(bootstrap_servers: str, config: dict[str, Any]) -> None:
+def prepare_sink_topics(kafka: KafkaProperties, config: dict[str, Any]) -> None:
     """Create the dead-letter queue topic when one is configured (as Kafka Connect does)."""
     from confluent_kafka.admin import AdminClient
 
@@ -176,5 +213,5 @@ def prepare_sink_topics(bootstrap_servers: str, config: dict[str, Any]) -> None:
 
     settings = parse_sink_settings(config)
     if settings.dlq_topic:
-        ensure_topic(AdminClient({"bootstrap.servers": bootstrap_servers}), settings.dlq_topic,
+        ensure_topic(AdminClient(client_config(kafka)), settings.dlq_topic,
                      replication_factor=settings.dlq_replication_factor)

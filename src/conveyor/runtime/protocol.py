@@ -68,7 +68,10 @@ class TaskSpec:
         connector_class: entry-point name or dotted path, resolved on the executor.
         connector_config: the connector's whole ``spec.config`` (runtime keys included).
         task_config: what ``task_configs`` returned for this task, plus ``name``.
-        bootstrap_servers: Kafka bootstrap servers.
+        kafka: base librdkafka properties of every Kafka client the task opens
+            (``bootstrap.servers`` plus ``security.protocol``, ``ssl.*``, ``sasl.*`` from
+            ``spec.kafka``; see :mod:`conveyor.runtime.kafka_clients`). Holds the SASL
+            password, so it is left out of ``repr``.
         control_url: base URL of the driver's control API.
         closing_timeout_s: seconds a closing commit may take (``shutdown.gracePeriodSeconds``).
         generation: the task generation (exactly-once sources: the task-count record's
@@ -82,10 +85,15 @@ class TaskSpec:
     connector_class: str
     connector_config: dict[str, Any]
     task_config: dict[str, Any]
-    bootstrap_servers: str
+    kafka: dict[str, str] = field(repr=False)
     control_url: str
     closing_timeout_s: float = 60.0
     generation: int = 0
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``bootstrap.servers`` of :attr:`kafka`."""
+        return self.kafka["bootstrap.servers"]
 
 
 @dataclass

@@ -28,6 +28,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from conveyor.api import ConnectError, Header, RetriableError, SinkTask, TimestampType, TopicPartition
 from conveyor.converters import ByteArrayConverter, load_converter
 from conveyor.runtime.dead_letter_queue import DeadLetterQueue
+from conveyor.runtime.kafka_clients import client_config
 from conveyor.runtime.plugins import load_connector_class
 from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, tp_key
 from conveyor.runtime.settings import SinkSettings, parse_sink_settings, prefixed
@@ -47,11 +48,15 @@ _TIMESTAMP_TYPES = {0: TimestampType.NO_TIMESTAMP_TYPE, 1: TimestampType.CREATE_
 _JAVA_ONLY_CONSUMER_KEYS = {"max.poll.records", "key.deserializer", "value.deserializer"}
 DEFAULT_RETRY_BACKOFF_S = 1.0
 POLL_TIMEOUT_S = 0.2
+CLOSING_COMMIT_RETRY_S = 10.0
+"""How long a closing commit is retried while the group rebalances (see ``_commit_sync``)."""
+_REBALANCING = (KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS)
 
 def consumer_config(spec: TaskSpec) -> dict[str, Any]:
-    """librdkafka settings of a sink task's consumer (``consumer.override.*`` applied last)."""
-    config: dict[str, Any] = {
-        "bootstrap.servers": spec.bootstrap_servers,
+    """librdkafka settings of a sink task's consumer: the connector's base Kafka properties
+    (``spec.kafka``: bootstrap servers, TLS, SASL), the runtime's settings, then
+    ``consumer.override.*`` (applied last; Java-only keys dropped)."""
+    settings: dict[str, Any] = {
         "group.id": f"connect-{spec.connector}",
         "client.id": f"connector-consumer-{spec.connector}-{spec.task_id}",
         "enable.auto.commit": False,
@@ -65,17 +70,15 @@ def consumer_config(spec: TaskSpec) -> dict[str, Any]:
         "fetch.queue.backoff.ms": 10,
     }
     overrides = prefixed(spec.connector_config, "consumer.override.")
-    config.update({k: v for k, v in overrides.items() if k not in _JAVA_ONLY_CONSUMER_KEYS})
-    return config
+    return client_config(spec.kafka, settings,
+                         {k: v for k, v in overrides.items() if k not in _JAVA_ONLY_CONSUMER_KEYS})
 
 
 def producer_config(spec: TaskSpec) -> dict[str, Any]:
-    """librdkafka settings for producers a sink task owns (the dead-letter queue)."""
-    return {
-        "bootstrap.servers": spec.bootstrap_servers,
-        "client.id": f"connector-dlq-producer-{spec.connector}-{spec.task_id}",
-        **prefixed(spec.connector_config, "producer.override."),
-    }
+    """librdkafka settings for producers a sink task owns (the dead-letter queue): base
+    Kafka properties, a client id, then ``producer.override.*``."""
+    return client_config(spec.kafka, {"client.id": f"connector-dlq-producer-{spec.connector}-{spec.task_id}"},
+                         prefixed(spec.connector_config, "producer.override."))
 
 
 class SinkTaskRunner(TaskRunner):
@@ -330,10 +333,7 @@ class SinkTaskRunner(TaskRunner):
                 to_commit[tp] = off
         if to_commit:
             try:
-                self.consumer.commit(
-                    offsets=[KafkaTopicPartition(tp.topic, tp.partition, off) for tp, off in to_commit.items()],
-                    asynchronous=False,
-                )
+                self._commit_sync(to_commit, closing)
             except KafkaException as exc:
                 # As Kafka Connect: a failed commit (e.g. the group is rebalancing) is logged and the
                 # same offsets are offered again at the next commit; only a fatal error fails the task.
@@ -348,6 +348,31 @@ class SinkTaskRunner(TaskRunner):
         if closing:
             self.closing_commits += 1
             self.last_closing_commit = {tp_key(tp.topic, tp.partition): off for tp, off in to_commit.items()}
+
+    def _commit_sync(self, offsets: dict[TopicPartition, int], closing: bool) -> None:
+        """Commit synchronously. A closing commit that meets a group rebalance
+        (``ILLEGAL_GENERATION`` / ``REBALANCE_IN_PROGRESS``: another member joined or left,
+        e.g. tasks restarted or drained together) is retried for up to
+        :data:`CLOSING_COMMIT_RETRY_S` (at most half the closing timeout), while the
+        consumer's background thread rejoins with the new generation: there is no later
+        commit to offer these offsets again.
+
+        Raises:
+            KafkaException: the commit failed (for good).
+        """
+        assert self.consumer is not None
+        partitions = [KafkaTopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]
+        deadline = time.monotonic() + (min(CLOSING_COMMIT_RETRY_S, self.spec.closing_timeout_s / 2) if closing else 0)
+        while True:
+            try:
+                self.consumer.commit(offsets=partitions, asynchronous=False)
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() not in _REBALANCING or time.monotonic() + 0.2 > deadline:
+                    raise
+                log.info("task %s-%d: closing commit met a rebalance (%s); retrying", self.spec.connector,
+                         self.spec.task_id, exc.args[0].name())
+                time.sleep(0.2)
 
     def _close_partitions(self, partitions: list[TopicPartition], commit: bool) -> None:
         assert self.task and self.context

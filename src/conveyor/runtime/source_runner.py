@@ -41,6 +41,7 @@ from conveyor.api import (
 )
 from conveyor.converters import load_converter
 from conveyor.runtime.fencing import read_task_count, transactional_id
+from conveyor.runtime.kafka_clients import client_config
 from conveyor.runtime.offsets_topic import TopicOffsetReader, offset_key, offset_value, partition_id, read_offsets
 from conveyor.runtime.plugins import load_connector_class
 from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState
@@ -124,7 +125,7 @@ class SourceTaskRunner(TaskRunner):
             self._init_transactions()
         initialised = time.monotonic()
         self.reader = TopicOffsetReader(
-            read_offsets(spec.bootstrap_servers, self.settings.offsets_storage_topic, spec.connector)
+            read_offsets(spec.kafka, self.settings.offsets_storage_topic, spec.connector)
         )
         log.info("task %s-%d: producer ready in %.2fs, offsets read in %.2fs", spec.connector, spec.task_id,
                  initialised - began, time.monotonic() - initialised)
@@ -143,20 +144,21 @@ class SourceTaskRunner(TaskRunner):
         self._next_txn_commit = now + self.settings.transaction_interval_ms / 1000
 
     def _producer_config(self) -> dict[str, Any]:
+        """The task's producer: base Kafka properties (``spec.kafka``), the runtime's
+        settings (idempotence, the transactional id with exactly-once), then
+        ``producer.override.*``."""
         spec = self.spec
         assert self.settings is not None
-        config: dict[str, Any] = {
-            "bootstrap.servers": spec.bootstrap_servers,
+        settings: dict[str, Any] = {
             "client.id": f"connector-producer-{spec.connector}-{spec.task_id}",
             "enable.idempotence": True,
             "linger.ms": 5,
             "partitioner": "murmur2_random",
         }
         if self.exactly_once:
-            config["transactional.id"] = transactional_id(spec.namespace, spec.connector, spec.task_id)
-            config["transaction.timeout.ms"] = self.settings.transaction_timeout_ms
-        config.update(prefixed(spec.connector_config, "producer.override."))
-        return config
+            settings["transactional.id"] = transactional_id(spec.namespace, spec.connector, spec.task_id)
+            settings["transaction.timeout.ms"] = self.settings.transaction_timeout_ms
+        return client_config(spec.kafka, settings, prefixed(spec.connector_config, "producer.override."))
 
     def _init_transactions(self) -> None:
         """Initialise the transactional producer (fencing any older holder of the id), then
@@ -168,7 +170,7 @@ class SourceTaskRunner(TaskRunner):
             if _is_fenced(exc.args[0]):
                 raise TaskFenced(exc.args[0].str()) from exc
             raise
-        latest = read_task_count(self.spec.bootstrap_servers, self.settings.config_storage_topic, self.spec.connector)
+        latest = read_task_count(self.spec.kafka, self.settings.config_storage_topic, self.spec.connector)
         if latest is not None and latest.generation > self.spec.generation:
             raise TaskFenced(
                 f"generation {latest.generation} of connector {self.spec.connector} exists; this task belongs to "

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from conveyor.runtime.kafka_clients import KafkaProperties, client_config
 
 log = logging.getLogger(__name__)
 
@@ -73,3 +76,55 @@ def high_watermark(consumer: Consumer, tp: KafkaTopicPartition, deadline: float)
             if exc.args[0].code() not in _NOT_READY or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def scan_topic(kafka: KafkaProperties, topic: str, group_id: str, timeout_s: float = 30.0,
+               client_settings: Mapping[str, Any] | None = None) -> Iterator[Message]:
+    """Every record of ``topic`` from the beginning up to the end it has when the scan
+    starts, partition by partition in offset order, ``read_committed`` (records of aborted
+    or open transactions are skipped). A topic that does not exist yields nothing.
+
+    The consumer is assigned partitions directly: ``group_id`` never joins a group and
+    nothing is committed. ``client_settings`` are applied over the runtime's.
+
+    Raises:
+        KafkaException: the topic cannot be read.
+        TimeoutError: its end was not reached within ``timeout_s`` seconds.
+    """
+    consumer = Consumer(client_config(kafka, {
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "enable.partition.eof": True,
+    }, client_settings))
+    try:
+        deadline = time.monotonic() + timeout_s
+        metadata = consumer.list_topics(topic, timeout=timeout_s)
+        if topic not in metadata.topics or metadata.topics[topic].error is not None:
+            return
+        ends = {}
+        for p in metadata.topics[topic].partitions:
+            high = high_watermark(consumer, KafkaTopicPartition(topic, p), deadline)
+            if high > 0:
+                ends[p] = high
+        if not ends:
+            return
+        consumer.assign([KafkaTopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        remaining = set(ends)
+        while remaining:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {topic} not read to its end within {timeout_s:.0f}s")
+            for msg in consumer.consume(1000, 0.2):  # waits for a full batch or the timeout: keep it short
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        remaining.discard(msg.partition())
+                        continue
+                    raise KafkaException(err)
+                if msg.partition() not in remaining:
+                    continue
+                yield msg
+                if msg.offset() + 1 >= ends[msg.partition()]:
+                    remaining.discard(msg.partition())
+    finally:
+        consumer.close()

@@ -16,6 +16,10 @@ Typical use::
 that is set, else a freshly started :class:`KafkaBroker`. Both have the same interface
 (:class:`KafkaEndpoint`).
 
+A started broker also has a ``SASL_PLAINTEXT`` listener with mechanism ``PLAIN``
+(:meth:`KafkaEndpoint.sasl_plain`), for tests of authenticated clients; its users are
+:data:`SASL_PLAIN_USERS`.
+
 Every failure to resolve, format, start or reach a broker raises
 :class:`~conveyor.testing.errors.ComponentUnavailable` (component ``"kafka"``) with the reason
 and the last lines of the broker log.
@@ -34,6 +38,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from conveyor.testing import _support
@@ -41,10 +46,13 @@ from conveyor.testing.errors import ComponentUnavailable, Endpoint, reuse_or_sta
 
 __all__ = [
     "ENV_BOOTSTRAP",
+    "ENV_SASL_BOOTSTRAP",
     "KAFKA_VERSION",
+    "SASL_PLAIN_USERS",
     "ExternalKafka",
     "KafkaBroker",
     "KafkaEndpoint",
+    "SaslListener",
     "kafka_libs",
     "start_or_reuse",
 ]
@@ -56,6 +64,11 @@ KAFKA_VERSION = "4.1.1"
 SCALA_BINARY_VERSION = "2.13"
 #: Environment variable naming an already running broker to reuse (``host:port[,host:port]``).
 ENV_BOOTSTRAP = "CONVEYOR_KAFKA_BOOTSTRAP"
+#: With :data:`ENV_BOOTSTRAP`: ``host:port`` of the reused broker's SASL_PLAINTEXT listener
+#: (mechanism PLAIN, accepting the users of :data:`SASL_PLAIN_USERS`).
+ENV_SASL_BOOTSTRAP = "CONVEYOR_KAFKA_SASL_BOOTSTRAP"
+#: ``{username: password}`` the harness broker's SASL_PLAINTEXT/PLAIN listener accepts.
+SASL_PLAIN_USERS: Mapping[str, str] = {"admin": "admin-secret", "conveyor": "conveyor-secret"}
 
 _POM_TEMPLATE = """\
 <?xml version="1.0" encoding="UTF-8"?>
@@ -231,6 +244,32 @@ def _random_cluster_id() -> str:
 # endpoints
 
 
+@dataclass(frozen=True)
+class SaslListener:
+    """A listener that wants SASL authentication (``SASL_PLAINTEXT``).
+
+    Attributes:
+        bootstrap_servers: ``host:port`` of the listener.
+        mechanism: librdkafka's ``sasl.mechanism``, e.g. ``"PLAIN"``.
+        users: ``{username: password}`` it accepts.
+    """
+
+    bootstrap_servers: str
+    mechanism: str
+    users: Mapping[str, str]
+
+    def client_properties(self, username: str = "conveyor", password: str | None = None) -> dict[str, str]:
+        """librdkafka properties of a client authenticating as ``username`` (with its
+        password from :attr:`users` unless ``password`` is given)."""
+        return {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": self.mechanism,
+            "sasl.username": username,
+            "sasl.password": self.users[username] if password is None else password,
+        }
+
+
 class KafkaEndpoint(Endpoint):
     """A reachable Kafka cluster and a few admin helpers. Base of KafkaBroker and ExternalKafka.
 
@@ -301,6 +340,14 @@ class KafkaEndpoint(Endpoint):
                 raise TimeoutError(f"topic {name!r} has no leader for every partition after {timeout:.0f}s")
             time.sleep(0.1)
 
+    def sasl_plain(self) -> SaslListener:
+        """The cluster's SASL_PLAINTEXT listener with mechanism PLAIN.
+
+        Raises:
+            ComponentUnavailable: the cluster has none the harness knows of.
+        """
+        raise ComponentUnavailable("kafka", f"{self!r} has no known SASL_PLAINTEXT listener")
+
     def delete_topic(self, name: str, *, timeout: float = 30.0) -> None:
         """Delete topic ``name`` and wait for the broker's acknowledgement.
 
@@ -353,10 +400,29 @@ class ExternalKafka(KafkaEndpoint):
 
     Args:
         bootstrap_servers: ``host:port[,host:port]``.
+        sasl_bootstrap_servers: ``host:port`` of its SASL_PLAINTEXT listener with mechanism
+            PLAIN accepting :data:`SASL_PLAIN_USERS` (``$CONVEYOR_KAFKA_SASL_BOOTSTRAP``), if any.
     """
 
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, sasl_bootstrap_servers: str | None = None) -> None:
         self._bootstrap = bootstrap_servers.strip()
+        self._sasl_bootstrap = (sasl_bootstrap_servers or "").strip() or None
+
+    def sasl_plain(self) -> SaslListener:
+        """The SASL_PLAINTEXT/PLAIN listener given at construction (``$CONVEYOR_KAFKA_SASL_BOOTSTRAP``).
+
+        Raises:
+            ComponentUnavailable: none was given.
+        """
+        if not self._sasl_bootstrap:
+            raise ComponentUnavailable(
+                "kafka",
+                f"the reused broker {ENV_BOOTSTRAP}={self._bootstrap} has no known SASL_PLAINTEXT listener",
+                hint=f"set {ENV_SASL_BOOTSTRAP}=host:port of a SASL_PLAINTEXT/PLAIN listener accepting the users of "
+                     f"conveyor.testing.kafka.SASL_PLAIN_USERS, or unset {ENV_BOOTSTRAP} to let the harness start a "
+                     "broker",
+            )
+        return SaslListener(self._sasl_bootstrap, "PLAIN", dict(SASL_PLAIN_USERS))
 
     def _unavailable(self, reason: str) -> ComponentUnavailable:
         return ComponentUnavailable(
@@ -373,9 +439,10 @@ class ExternalKafka(KafkaEndpoint):
 class KafkaBroker(KafkaEndpoint):
     """A real single-node Apache Kafka broker in KRaft mode (``process.roles=broker,controller``).
 
-    Listens on free 127.0.0.1 ports only (one PLAINTEXT client listener, one controller
-    listener), keeps its data in a fresh temp dir removed by :meth:`stop`, and is configured for
-    one node (internal topics with replication factor 1, ``transaction.state.log.min.isr=1``,
+    Listens on free 127.0.0.1 ports only (a PLAINTEXT client listener, a SASL_PLAINTEXT
+    client listener with mechanism PLAIN and the users of :data:`SASL_PLAIN_USERS` unless
+    ``sasl_plain`` is false, and a controller listener), keeps its data in a fresh temp dir
+    removed by :meth:`stop`, and is configured for one node (internal topics with replication factor 1, ``transaction.state.log.min.isr=1``,
     ``group.initial.rebalance.delay.ms=0``). Topic auto-creation keeps Kafka's default (on).
 
     Args:
@@ -383,6 +450,8 @@ class KafkaBroker(KafkaEndpoint):
         heap: JVM heap (``-Xmx``), e.g. ``"1g"``.
         config: extra/overriding ``server.properties`` entries.
         startup_timeout: seconds to wait for the broker to serve metadata.
+        sasl_plain: add the SASL_PLAINTEXT/PLAIN listener (inline JAAS users, no authorizer:
+            an authenticated user may do anything).
 
     Raises (from :meth:`start`):
         ComponentUnavailable: Java/Maven missing, jar resolution, storage format or startup failed.
@@ -395,8 +464,11 @@ class KafkaBroker(KafkaEndpoint):
         heap: str = "1g",
         config: Mapping[str, str] | None = None,
         startup_timeout: float = 60.0,
+        sasl_plain: bool = True,
     ) -> None:
         self.version = version
+        self.sasl_enabled = sasl_plain
+        self.sasl_port: int | None = None
         self.heap = heap
         self.config = dict(config or {})
         self.startup_timeout = startup_timeout
@@ -419,6 +491,16 @@ class KafkaBroker(KafkaEndpoint):
 
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def sasl_plain(self) -> SaslListener:
+        """The SASL_PLAINTEXT/PLAIN listener (users :data:`SASL_PLAIN_USERS`).
+
+        Raises:
+            ComponentUnavailable: the broker was started with ``sasl_plain=False`` or is not running.
+        """
+        if not self.sasl_enabled or not self.sasl_port or not self._bootstrap:
+            raise ComponentUnavailable("kafka", f"{self!r} has no SASL_PLAINTEXT listener")
+        return SaslListener(f"{_support.LOOPBACK}:{self.sasl_port}", "PLAIN", dict(SASL_PLAIN_USERS))
 
     def start(self) -> KafkaBroker:
         """Resolve the jars if needed, format storage, start the broker, wait until ready.
@@ -497,6 +579,17 @@ class KafkaBroker(KafkaEndpoint):
             "group.initial.rebalance.delay.ms": "0",
             "transaction.max.timeout.ms": "900000",  # Kafka's default, stated explicitly
         }
+        if self.sasl_enabled and self.sasl_port:  # assigned by start() with the other ports
+            sasl = f"SASL_PLAINTEXT://{host}:{self.sasl_port}"
+            props["listeners"] += f",{sasl}"
+            props["advertised.listeners"] += f",{sasl}"
+            props["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            props["sasl.enabled.mechanisms"] = "PLAIN"
+            users = " ".join(f'user_{u}="{p}"' for u, p in SASL_PLAIN_USERS.items())
+            props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'username="admin" password="{SASL_PLAIN_USERS["admin"]}" {users};'
+            )
         props.update(self.config)
         return props
 
@@ -506,6 +599,10 @@ class KafkaBroker(KafkaEndpoint):
         self.controller_port = _support.free_port()
         while self.controller_port == self.port:
             self.controller_port = _support.free_port()
+        if self.sasl_enabled:
+            self.sasl_port = _support.free_port()
+            while self.sasl_port in (self.port, self.controller_port):
+                self.sasl_port = _support.free_port()
         props_file = self.workdir / "server.properties"
         props_file.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
         log4j = self.workdir / "log4j2.properties"
@@ -561,7 +658,8 @@ class KafkaBroker(KafkaEndpoint):
 
 
 def start_or_reuse(*, env: Mapping[str, str] | None = None, **broker_kwargs) -> KafkaEndpoint:
-    """The broker for a test session: reuse ``$CONVEYOR_KAFKA_BOOTSTRAP`` if set, else start one.
+    """The broker for a test session: reuse ``$CONVEYOR_KAFKA_BOOTSTRAP`` if set (with
+    ``$CONVEYOR_KAFKA_SASL_BOOTSTRAP`` as its SASL_PLAINTEXT/PLAIN listener, if set), else start one.
 
     Args:
         env: environment to read (default ``os.environ``).
@@ -574,5 +672,7 @@ def start_or_reuse(*, env: Mapping[str, str] | None = None, **broker_kwargs) -> 
     Raises:
         ComponentUnavailable: the reused broker does not answer within 30 s, or starting failed.
     """
-    return reuse_or_start(env, ENV_BOOTSTRAP, ExternalKafka, lambda: KafkaBroker(**broker_kwargs).start())
+    environ = os.environ if env is None else env
+    return reuse_or_start(environ, ENV_BOOTSTRAP, lambda value: ExternalKafka(value, environ.get(ENV_SASL_BOOTSTRAP)),
+                          lambda: KafkaBroker(**broker_kwargs).start())
 

@@ -105,13 +105,28 @@ def produce(
 
 
 def committed_offsets(bootstrap_servers: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """``{partition: committed next-offset}`` of ``group`` on ``topic`` (absent = none)."""
-    from confluent_kafka import Consumer
+    """``{partition: committed next-offset}`` of ``group`` on ``topic`` (absent = none).
+    Waits out a group coordinator that is still loading (a broker just started).
+
+    Raises:
+        KafkaException: any other error, or the coordinator not ready within 30 s.
+    """
+    from confluent_kafka import Consumer, KafkaError, KafkaException
     from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+    not_ready = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                 KafkaError.COORDINATOR_NOT_AVAILABLE)
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group, "enable.auto.commit": False})
+    deadline = time.monotonic() + 30
     try:
-        result = consumer.committed([KafkaTopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        while True:
+            try:
+                result = consumer.committed([KafkaTopicPartition(topic, p) for p in range(partitions)], timeout=30)
+                break
+            except KafkaException as exc:
+                if exc.args[0].code() not in not_ready or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         consumer.close()
     return {tp.partition: tp.offset for tp in result if tp.offset >= 0}
