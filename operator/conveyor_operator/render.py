@@ -286,7 +286,7 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
     volumes.append({"name": "executor-template", "configMap": {"name": names.executor_template(manifest.name)}})
     mounts.append({"name": "executor-template", "mountPath": f"{MOUNT_ROOT}/templates", "readOnly": True})
     args = ["run", MANIFEST_PATH, "--control-host", "0.0.0.0", "--control-port", str(settings.control_port),
-            "--advertised-host", driver_host(manifest), "--no-progress"]
+            "--advertised-host", driver_host(manifest), "--no-progress", "--stay-after-stop"]
     for key, value in spark_conf(manifest, settings).items():
         args += ["--conf", f"{key}={value}"]
     annotations = {names.ANNOTATION_SPEC_HASH: spec_hash(manifest)}

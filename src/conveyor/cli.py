@@ -58,6 +58,11 @@ def run(
                      help="A Spark property, as spark-submit's --conf (repeatable); wins over spec.spark.sparkConf. "
                      "spark.master here is used when --master is not given."),
     ] = None,
+    stay_after_stop: Annotated[
+        bool, typer.Option("--stay-after-stop/--exit-after-stop",
+                           help="After a stop through the control API, keep serving /status until SIGTERM instead of "
+                           "exiting (in a Deployment, an exit would restart the connector).")
+    ] = False,
 ) -> None:
     """Run a connector until SIGTERM or Ctrl-C, then stop it gracefully (closing commits)."""
     from conveyor.runtime.driver import Driver, DriverError
@@ -100,6 +105,9 @@ def run(
             while not stop_requested.is_set() and not driver.stopped.is_set():
                 stop_requested.wait(0.5)
                 reporter.update()
+        if driver.stopped.is_set() and stay_after_stop and not stop_requested.is_set():
+            log.info("connector %s stopped through the control API; serving its status until SIGTERM", connector.name)
+            stop_requested.wait()
         result = driver.stop()
     finally:
         driver.close()

@@ -382,10 +382,19 @@ class ConnectorManifest(_Model):
             raise ManifestError(f"{p}: not valid YAML: {exc}") from None
         data = substitute_env(data, os.environ if environ is None else environ, source=str(p))
         manifest = cls.from_dict(data, source=str(p))
-        if manifest.spec.config_from or _mentions_mounts(manifest.spec.config):
-            config = resolve_mounted_config(manifest.spec, mount_root(), source=str(p))
-            manifest = manifest.model_copy(update={"spec": manifest.spec.model_copy(update={"config": config})})
-        return manifest
+        return manifest.model_copy(update={"spec": with_mounted_config(manifest.spec, source=str(p))})
+
+
+def with_mounted_config(spec: ConnectorSpec, source: str = "<manifest>") -> ConnectorSpec:
+    """``spec`` with ``configFrom`` and ``${secret:...}``/``${configmap:...}`` resolved
+    from the files mounted under :func:`mount_root` (unchanged when it uses neither).
+
+    Raises:
+        ManifestError: see :func:`resolve_mounted_config`.
+    """
+    if not spec.config_from and not _mentions_mounts(spec.config):
+        return spec
+    return spec.model_copy(update={"config": resolve_mounted_config(spec, mount_root(), source=source)})
 
 
 def _mentions_mounts(config: Mapping[str, Any]) -> bool:

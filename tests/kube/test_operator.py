@@ -158,7 +158,8 @@ def test_bad_config_and_missing_secret_become_conditions_and_events(kube_api, ku
 class LocalDriver:
     """``conveyor run`` of the manifest the operator rendered, as the driver pod would."""
 
-    def __init__(self, api: Api, namespace: str, name: str, tmp: Path, port: int, pod: str | None = None) -> None:
+    def __init__(self, api: Api, namespace: str, name: str, tmp: Path, port: int, pod: str | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         manifest = api.core.read_namespaced_config_map(f"{name}-connector", namespace).data["connector.yaml"]
         path = tmp / f"{name}.yaml"
         path.write_text(manifest)
@@ -167,7 +168,7 @@ class LocalDriver:
         self.log = open(tmp / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "conveyor.cli", "run", str(path), "--control-port", str(port),
-             "--no-progress"], stdout=self.log, stderr=subprocess.STDOUT, env=env)
+             "--no-progress", *args], stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def status(self) -> dict:
         with urllib.request.urlopen(f"{self.url}/status", timeout=5) as r:
@@ -224,7 +225,8 @@ def test_delete_holds_the_finalizer_until_the_driver_cleaned_up(kube_api, kube_n
     with operator(port):
         api.create_connector(_audit_connector(name, kube_namespace, kafka_bootstrap, pg_database))
         eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
-        driver = LocalDriver(api, kube_namespace, name, tmp_path, port)
+        # as the Deployment runs it: a driver stopped through the API stays up (no restart by the kubelet)
+        driver = LocalDriver(api, kube_namespace, name, tmp_path, port, args=("--stay-after-stop",))
         try:
             driver.wait_running()
             eventually(lambda: len(_audit_objects(pg_database)) >= 2, message="audit trigger and table")
@@ -236,6 +238,8 @@ def test_delete_holds_the_finalizer_until_the_driver_cleaned_up(kube_api, kube_n
             eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=120,
                        message="Connector gone once the driver cleaned up")
             assert _audit_objects(pg_database) == [], "the audit trigger and table are dropped"
+            assert driver.process.poll() is None and driver.status()["connector"]["state"] == "STOPPED"
+            driver.process.send_signal(signal.SIGTERM)
             assert driver.process.wait(60) == 0
             cleaned = api.events(kube_namespace, name, "CleanedUp")
             assert cleaned and "driver" in cleaned[0].message
@@ -383,5 +387,19 @@ def test_eviction_of_a_driver_pod_becomes_a_closing_commit(kube_api, kube_namesp
                        (api.get_connector(kube_namespace, name)["metadata"].get("annotations") or {}),
                        message="annotation removed")
             eventually(lambda: driver.status()["tasks"][0]["attempt"] > attempt, message="task 0 restarted")
+
+            # config and state changes reach the running driver through its control API
+            api.custom.patch_namespaced_custom_object(
+                "conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
+                {"spec": {"config": {"offset.flush.interval.ms": "500"}}})
+            eventually(lambda: api.events(kube_namespace, name, "Reconfigured"), message="Reconfigured Event")
+            eventually(lambda: driver.status()["tasks"] and driver.status()["tasks"][0]["state"] == "RUNNING",
+                       message="running with the new config")
+            assert driver.process.poll() is None, "reconfigured live, not restarted"
+            api.custom.patch_namespaced_custom_object(
+                "conveyor.dev", "v1alpha1", kube_namespace, "connectors", name, {"spec": {"state": "paused"}})
+            eventually(lambda: driver.status()["connector"]["state"] == "PAUSED", message="driver PAUSED")
+            eventually(lambda: (api.condition(kube_namespace, name, "Ready") or {}).get("reason") == "Paused",
+                       message="Ready reason Paused")
         finally:
             driver.stop()

@@ -42,7 +42,7 @@ from urllib.parse import parse_qs, urlparse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
-from conveyor.manifest import ConnectorSpec, ConnectorState
+from conveyor.manifest import ConnectorSpec, ConnectorState, with_mounted_config
 from conveyor.runtime.driver import OperationError
 from conveyor.runtime.protocol import TaskReport
 
@@ -128,7 +128,7 @@ class _Handler(BaseHTTPRequestHandler):
                                          "target must be one of running, paused, stopped") from None
                 return self._json(HTTPStatus.OK, driver.set_state(state))
             if method == "PUT" and url.path == "/config":
-                spec = ConnectorSpec.model_validate(self._body())
+                spec = with_mounted_config(ConnectorSpec.model_validate(self._body()), source="PUT /config")
                 return self._json(HTTPStatus.OK, driver.reconfigure(spec))
             if method == "POST" and (m := _RESTART.match(url.path)):
                 return self._json(HTTPStatus.ACCEPTED, driver.restart_task(int(m.group(1))))
