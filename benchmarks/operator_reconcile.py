@@ -1,0 +1,741 @@
+"""Operator reconcile latency and memory, measured against a real kube-apiserver.
+
+The Helm chart (charts/conveyor) is installed into ``conveyor-system`` and the real operator
+(the ``conveyor-operator`` console script, as in the chart's Deployment) runs as a separate
+local process, authenticated with a TokenRequest token of the chart's ServiceAccount (so the
+chart's RBAC is what it has), watching one fresh benchmark namespace. Its driver control URL
+points at a closed local port: no driver ever answers, as right after a create.
+
+Then ``--count`` Connectors (``noop-sink``, config ``{"topics": "t"}``,
+``deletionPolicy: {cleanup: false}`` so that deleting one needs no driver and no cleanup Job)
+are created at once from a thread pool, and per connector:
+
+* create: the create request sent -> the first ADDED of Deployment ``<name>-driver`` on a
+  watch of Deployments in the namespace (what the operator applies last);
+* delete: after all exist, every Connector is deleted at once; the delete request sent ->
+  DELETED on a watch of Connectors, which needs the operator to remove the
+  ``conveyor.dev/finalizer`` finalizer (the benchmark never touches finalizers).
+
+It prints p50/p95/p99/max of both, the wall time for all of them, the operator's RSS once
+started (idle, before the load) and its peak (VmHWM) after the run, a breakdown of the create
+path from the Connector watch (kopf adding its finalizer, the reconcile handler's status
+write), the round trip of the benchmark's own create requests (the API server's latency under
+that load), and for each phase the CPU seconds the operator, kube-apiserver, etcd, this process
+and every other process on the machine used (the harness shares the cores with all of them), and
+the API requests the server received (from its /metrics).
+
+``--max-workers 8,32,128`` runs the operator with each CONVEYOR_OPERATOR_MAX_WORKERS side by
+side. ``--what-if-bind-escalate`` also runs each setting with the operator's ServiceAccount
+granted ``bind`` and ``escalate`` on Roles, which the chart does not grant: without them the API
+server runs its RBAC escalation check on every Role and RoleBinding the operator applies (a
+consistent list of ClusterRoleBindings and RoleBindings from its watch cache, ~0.1 s each).
+
+Targets (issue): create p99 < 1 s; operator peak RSS < 150 MB (taken as MiB).
+
+Run: ``python benchmarks/operator_reconcile.py [--count 100] [--runs 2] [--max-workers 8,32]``.
+Uses ``$CONVEYOR_KUBECONFIG`` (an admin kubeconfig) when set, otherwise starts etcd +
+kube-apiserver (conveyor.testing.kube; the binaries from tools/kube/build.sh) for the run. Each
+run has a fresh operator process and namespace; every process started here is stopped at exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from conveyor.testing import _support
+from conveyor.testing.kube import KubeAPIServer, KubeEndpoint, start_or_reuse
+
+REPO = Path(__file__).resolve().parents[1]
+CHART = REPO / "charts" / "conveyor"
+OPERATOR_NAMESPACE = "conveyor-system"
+RELEASE = "conveyor"
+GROUP, VERSION, PLURAL = "conveyor.dev", "v1alpha1", "connectors"
+FINALIZER = "conveyor.dev/finalizer"
+TARGET_CREATE_P99_S = 1.0
+TARGET_PEAK_RSS_MIB = 150.0
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+# --------------------------------------------------------------------------------------------
+# small helpers
+
+
+def _quantiles(values: list[float]) -> dict[str, float]:
+    if len(values) == 1:
+        return {"p50": values[0], "p95": values[0], "p99": values[0], "max": values[0]}
+    q = statistics.quantiles(values, n=100, method="inclusive")
+    return {"p50": q[49], "p95": q[94], "p99": q[98], "max": max(values)}
+
+
+def _proc_status(pid: int, key: str) -> float | None:
+    """``VmRSS``/``VmHWM`` of ``pid`` in MiB (None when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` (all its threads) in seconds; 0 when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rfind(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _machine_busy_seconds() -> float:
+    """CPU seconds all processes on the machine used since boot (/proc/stat, all cores)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / TICK
+
+
+def _pids_with(text: str) -> list[int]:
+    """Pids whose command line contains ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def _machine() -> str:
+    cores = os.cpu_count() or 0
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
+    model = ""
+    try:
+        model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                      if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(next(ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines()
+                      if ln.startswith("MemTotal:")))
+        mem = f", {kb / 1024 / 1024:.1f} GiB RAM"
+    except (OSError, StopIteration, ValueError):
+        pass
+    return (f"{cores} cores ({usable} usable by this process{', ' + model if model else ''}){mem}, "
+            f"{platform.system()} {platform.release()}, Python {platform.python_version()}; "
+            f"load average {os.getloadavg()[0]:.2f} before the start (other processes share the cores)")
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+# --------------------------------------------------------------------------------------------
+# API access: raw calls over the kubernetes client, no model (de)serialization
+
+
+class Api:
+    def __init__(self, endpoint: KubeEndpoint, pool: int) -> None:
+        from kubernetes import client, config
+
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(endpoint.admin_kubeconfig), client_configuration=configuration,
+                                persist_config=False)
+        configuration.connection_pool_maxsize = pool
+        self.client = client.ApiClient(configuration)
+
+    def call(self, method: str, path: str, body: Any = None, query: list | None = None,
+             content_type: str = "application/json", stream: bool = False, timeout: float | None = 60,
+             raw: bool = False) -> Any:
+        response = self.client.call_api(
+            path, method, query_params=query or [], body=body, auth_settings=["BearerToken"],
+            header_params={"Content-Type": content_type, "Accept": "text/plain" if raw else "application/json"},
+            _preload_content=False, _return_http_data_only=True, _request_timeout=None if stream else timeout,
+        )
+        if stream:
+            return response
+        data = response.data
+        response.release_conn()
+        if raw:
+            return data.decode("utf-8", "replace")
+        return json.loads(data) if data else None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _connectors_path(namespace: str, name: str | None = None) -> str:
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+    return f"{path}/{name}" if name else path
+
+
+class Watcher(threading.Thread):
+    """A watch of ``path`` from the current resourceVersion; calls ``on_event(type, obj, t)``
+    with ``t`` the ``time.monotonic()`` at which the event's line was read."""
+
+    def __init__(self, api: Api, path: str, on_event: Callable[[str, dict[str, Any], float], None]) -> None:
+        super().__init__(daemon=True, name=f"watch {path}")
+        self.api, self.path, self.on_event = api, path, on_event
+        self.established = threading.Event()
+        self.error: BaseException | None = None
+        self._response: Any = None
+        self._stopping = False
+
+    def run(self) -> None:
+        from kubernetes.watch.watch import iter_resp_lines
+
+        try:
+            listed = self.api.call("GET", self.path, query=[("limit", "1")])
+            rv = listed["metadata"]["resourceVersion"]
+            self._response = self.api.call("GET", self.path, query=[
+                ("watch", "true"), ("resourceVersion", rv), ("allowWatchBookmarks", "true"),
+                ("timeoutSeconds", "3600")], stream=True)
+            self.established.set()
+            for line in iter_resp_lines(self._response):
+                t = time.monotonic()
+                event = json.loads(line)
+                if event["type"] == "ERROR":
+                    raise RuntimeError(f"watch of {self.path} failed: {event['object']}")
+                if event["type"] != "BOOKMARK":
+                    self.on_event(event["type"], event["object"], t)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            if not self._stopping:
+                self.error = exc
+        finally:
+            self.established.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self._response is not None:
+            # shutdown() (urllib3 >= 2.3) unblocks a read in progress; close() otherwise
+            with suppress(Exception):
+                getattr(self._response, "shutdown", self._response.close)()
+
+
+# --------------------------------------------------------------------------------------------
+# the operator process
+
+
+class Operator:
+    """``conveyor-operator`` as the chart's ServiceAccount, in its own session, stopped at exit."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, workdir: Path, extra_env: dict[str, str],
+                 log_level: str) -> None:
+        script = Path(sys.executable).parent / "conveyor-operator"
+        command = [str(script)] if script.exists() else [sys.executable, "-m", "conveyor_operator"]
+        self.liveness_port = _support.free_port()
+        self.control_port = _support.free_port()  # nothing listens there: no driver answers
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_OPERATOR_")}
+        env.update({
+            "KUBECONFIG": str(kubeconfig),
+            "CONVEYOR_OPERATOR_WATCH_NAMESPACES": namespace,
+            "CONVEYOR_OPERATOR_CONTROL_URL_TEMPLATE": f"http://127.0.0.1:{self.control_port}",
+            "CONVEYOR_OPERATOR_LOG_LEVEL": log_level,
+            **extra_env,
+        })
+        env.pop("KUBERNETES_SERVICE_HOST", None)  # never in-cluster credentials
+        self.env = {k: v for k, v in env.items() if k.startswith("CONVEYOR_OPERATOR_")}
+        self.log_path = workdir / f"operator-{namespace}.log"
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [*_support.pdeathsig_prefix("KILL"), *command,
+                 "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir,
+                start_new_session=True,
+            )
+        self.pid = self.process.pid
+
+    def wait_healthy(self, timeout: float = 60.0) -> float:
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            self.check_alive()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        return time.monotonic() - start
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"the operator's /healthz did not answer within {timeout:.0f}s\n{self.tail()}")
+
+    def check_alive(self) -> None:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"the operator exited with {self.process.returncode}\n{self.tail()}")
+
+    def tail(self, lines: int = 30) -> str:
+        return _support.tail(self.log_path, lines)
+
+    def stop(self) -> None:
+        _support.stop_process(self.process, first_signal=signal.SIGTERM, grace=15.0)
+
+
+# --------------------------------------------------------------------------------------------
+# one run
+
+
+@dataclass
+class Timeline:
+    sent_create: dict[str, float] = field(default_factory=dict)
+    created: dict[str, float] = field(default_factory=dict)  # create response received
+    deployment: dict[str, float] = field(default_factory=dict)
+    finalizer: dict[str, float] = field(default_factory=dict)
+    reconciled: dict[str, float] = field(default_factory=dict)  # status.observedGeneration written
+    sent_delete: dict[str, float] = field(default_factory=dict)
+    deleted: dict[str, float] = field(default_factory=dict)
+    deleted_held: dict[str, bool] = field(default_factory=dict)  # DELETED object has a deletionTimestamp
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def on_deployment(self, kind: str, obj: dict[str, Any], t: float) -> None:
+        name = obj["metadata"]["name"]
+        if kind == "ADDED" and name.endswith("-driver"):
+            with self.lock:
+                self.deployment.setdefault(name[: -len("-driver")], t)
+
+    def on_connector(self, kind: str, obj: dict[str, Any], t: float) -> None:
+        meta = obj["metadata"]
+        name = meta["name"]
+        with self.lock:
+            if FINALIZER in (meta.get("finalizers") or []):
+                self.finalizer.setdefault(name, t)
+            if (obj.get("status") or {}).get("observedGeneration") is not None:
+                self.reconciled.setdefault(name, t)
+            if kind == "DELETED":
+                self.deleted.setdefault(name, t)
+                # the object as last stored: when a finalizer held it, it carries the
+                # deletionTimestamp (and the finalizer whose removal ended it)
+                self.deleted_held[name] = bool(meta.get("deletionTimestamp"))
+
+
+@dataclass
+class RunResult:
+    label: str
+    count: int
+    create: list[float]
+    delete: list[float]
+    create_wall: float
+    delete_wall: float
+    to_finalizer: list[float]
+    finalizer_to_deployment: list[float]
+    to_reconciled: list[float]
+    post_round_trip: list[float]
+    startup_s: float
+    rss_started: float
+    rss_loaded_idle: float
+    peak_rss: float
+    cpu_create: dict[str, float]
+    cpu_delete: dict[str, float]
+    operator_log: Path
+    requests_create: dict[str, int]
+    requests_delete: dict[str, int]
+
+
+def connector_body(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Connector",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"class": "noop-sink", "kafka": {"bootstrapServers": "kafka.invalid:9092"},
+                 "config": {"topics": "t"}, "deletionPolicy": {"cleanup": False}},
+    }
+
+
+def _wait_all(what: str, names: list[str], done: dict[str, float], watchers: list[Watcher], op: Operator,
+              timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        missing = [n for n in names if n not in done]
+        if not missing:
+            return
+        for w in watchers:
+            if w.error is not None:
+                raise RuntimeError(f"watch failed: {w.error!r}")
+        op.check_alive()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(missing)} of {len(names)} connectors without {what} after {timeout:.0f}s "
+                               f"(e.g. {missing[:5]})\n--- operator log ---\n{op.tail()}")
+        time.sleep(0.02)
+
+
+@contextmanager
+def _cpu_meter(pids: dict[str, list[int]]) -> Iterator[dict[str, float]]:
+    """CPU seconds used by each group of pids while the block runs (plus "wall")."""
+    result: dict[str, float] = {}
+    before = {k: sum(_cpu_seconds(p) for p in v) for k, v in pids.items()}
+    machine = _machine_busy_seconds()
+    start = time.monotonic()
+    yield result
+    result["wall"] = time.monotonic() - start
+    for k, v in pids.items():
+        result[k] = sum(_cpu_seconds(p) for p in v) - before[k]
+    # everything else on the machine (other users' processes, kernel threads)
+    result["other processes"] = max(0.0, _machine_busy_seconds() - machine - sum(
+        v for k, v in result.items() if k != "wall"))
+
+
+def _request_counts(api: Api) -> dict[str, float] | None:
+    """``apiserver_request_total`` by "VERB resource[/subresource]" (watches left out), from the
+    API server's /metrics; None when it cannot be read."""
+    try:
+        text = api.call("GET", "/metrics", raw=True)
+    except Exception:  # noqa: BLE001 - a diagnostic only
+        return None
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, _, value = line[len("apiserver_request_total{"):].rpartition("} ")
+        labels = dict(item.split("=", 1) for item in labels_text.replace('"', "").split(",") if "=" in item)
+        if labels.get("verb") in ("WATCH", "WATCHLIST", "CONNECT"):
+            continue
+        what = labels.get("resource") or labels.get("subresource", "?")
+        if labels.get("resource") and labels.get("subresource"):
+            what += "/" + labels["subresource"]
+        key = f"{labels.get('verb', '?')} {what}"
+        counts[key] = counts.get(key, 0.0) + float(value)
+    return counts
+
+
+def _diff(after: dict[str, float] | None, before: dict[str, float] | None) -> dict[str, int]:
+    if after is None or before is None:
+        return {}
+    diff = {k: int(v - before.get(k, 0.0)) for k, v in after.items()}
+    return {k: v for k, v in sorted(diff.items(), key=lambda kv: -kv[1]) if v > 0}
+
+
+def _delete_leftovers(api: Api, namespace: str) -> None:
+    """What the operator applied stays: the harness has no garbage collector. Delete it so
+    that runs do not pile objects up in etcd, then the namespace."""
+    for prefix, plural in (("/apis/apps/v1", "deployments"), ("/api/v1", "services"), ("/api/v1", "configmaps"),
+                           ("/api/v1", "serviceaccounts"), ("/apis/rbac.authorization.k8s.io/v1", "roles"),
+                           ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"), ("/api/v1", "events")):
+        with suppress(Exception):  # cleanup only
+            api.call("DELETE", f"{prefix}/namespaces/{namespace}/{plural}")
+    with suppress(Exception):
+        api.call("DELETE", f"/api/v1/namespaces/{namespace}")
+
+
+def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count: int, clients: int,
+             label: str, extra_env: dict[str, str], log_level: str, timeout: float,
+             server_pids: dict[str, list[int]]) -> RunResult:
+    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    kube.create_namespace(namespace)
+    api = Api(kube, pool=max(clients, 4))
+    timeline = Timeline()
+    watchers: list[Watcher] = []
+    op: Operator | None = None
+    try:
+        op = Operator(operator_kubeconfig, namespace, workdir, extra_env, log_level)
+        startup_s = op.wait_healthy()
+        time.sleep(2.0)  # let it settle: watches open, startup done
+        rss_started = _proc_status(op.pid, "VmRSS") or 0.0
+
+        watchers = [Watcher(Api(kube, 2), f"/apis/apps/v1/namespaces/{namespace}/deployments", timeline.on_deployment),
+                    Watcher(Api(kube, 2), _connectors_path(namespace), timeline.on_connector)]
+        for w in watchers:
+            w.start()
+        for w in watchers:
+            w.established.wait(30)
+            if w.error is not None:
+                raise RuntimeError(f"watch failed: {w.error!r}")
+
+        # one connector first, so the operator's watch is known to be live and its lazy
+        # imports are done before the clock runs
+        api.call("POST", _connectors_path(namespace), connector_body("warmup", namespace))
+        _wait_all("a Deployment", ["warmup"], timeline.deployment, watchers, op, 60)
+        api.call("DELETE", _connectors_path(namespace, "warmup"))
+        _wait_all("deletion", ["warmup"], timeline.deleted, watchers, op, 60)
+
+        names = [f"bench-{i:04d}" for i in range(count)]
+        pids = {"operator": [op.pid], **server_pids, "benchmark": [os.getpid()]}
+
+        def create(name: str) -> None:
+            body = connector_body(name, namespace)
+            timeline.sent_create[name] = time.monotonic()
+            api.call("POST", _connectors_path(namespace), body)
+            timeline.created[name] = time.monotonic()
+
+        def delete(name: str) -> None:
+            timeline.sent_delete[name] = time.monotonic()
+            api.call("DELETE", _connectors_path(namespace, name))
+
+        with ThreadPoolExecutor(max_workers=clients) as pool:
+            requests_before = _request_counts(api)
+            with _cpu_meter(pids) as cpu_create:
+                list(pool.map(create, names))
+                _wait_all("a Deployment", names, timeline.deployment, watchers, op, timeout)
+            create_wall = max(timeline.deployment[n] for n in names) - min(timeline.sent_create.values())
+            # the reconcile handler writes status after the Deployment: wait for it, and for
+            # kopf to be idle again, so the delete phase does not overlap the create phase
+            _wait_all("status.observedGeneration", names, timeline.reconciled, watchers, op, timeout)
+            time.sleep(1.0)
+            rss_loaded_idle = _proc_status(op.pid, "VmRSS") or 0.0
+            requests_create = _diff(_request_counts(api), requests_before)
+
+            listed = api.call("GET", _connectors_path(namespace))["items"]
+            without = [c["metadata"]["name"] for c in listed if FINALIZER not in (c["metadata"].get("finalizers") or [])]
+            if without:
+                raise AssertionError(f"connectors without the {FINALIZER} finalizer before deletion: {without[:5]}")
+
+            requests_before = _request_counts(api)
+            with _cpu_meter(pids) as cpu_delete:
+                list(pool.map(delete, names))
+                _wait_all("deletion", names, timeline.deleted, watchers, op, timeout)
+            requests_delete = _diff(_request_counts(api), requests_before)
+            delete_wall = max(timeline.deleted[n] for n in names) - min(timeline.sent_delete.values())
+        # every connector had the finalizer when its delete was sent, and was gone only once
+        # someone removed it: the operator (nothing else here touches finalizers)
+        unheld = [n for n in names if not timeline.deleted_held.get(n)]
+        if unheld:
+            raise AssertionError(f"connectors deleted without passing through the finalizer: {unheld[:5]}")
+
+        op.check_alive()
+        peak_rss = _proc_status(op.pid, "VmHWM") or 0.0
+        return RunResult(
+            label=label, count=count,
+            create=[timeline.deployment[n] - timeline.sent_create[n] for n in names],
+            delete=[timeline.deleted[n] - timeline.sent_delete[n] for n in names],
+            create_wall=create_wall, delete_wall=delete_wall,
+            to_finalizer=[timeline.finalizer[n] - timeline.sent_create[n] for n in names if n in timeline.finalizer],
+            finalizer_to_deployment=[timeline.deployment[n] - timeline.finalizer[n] for n in names
+                                     if n in timeline.finalizer],
+            to_reconciled=[timeline.reconciled[n] - timeline.sent_create[n] for n in names],
+            post_round_trip=[timeline.created[n] - timeline.sent_create[n] for n in names],
+            startup_s=startup_s, rss_started=rss_started, rss_loaded_idle=rss_loaded_idle, peak_rss=peak_rss,
+            cpu_create=cpu_create, cpu_delete=cpu_delete, operator_log=op.log_path,
+            requests_create=requests_create, requests_delete=requests_delete,
+        )
+    finally:
+        for w in watchers:
+            w.stop()
+        if op is not None:
+            op.stop()
+        for w in watchers:
+            w.api.close()
+        _delete_leftovers(api, namespace)
+        api.close()
+
+
+# --------------------------------------------------------------------------------------------
+# report
+
+
+def _row(title: str, values: list[float], extra: str = "") -> str:
+    q = _quantiles(values)
+    return f"  {title:<40}" + "".join(f"{q[k]:>8.3f}" for k in ("p50", "p95", "p99", "max")) + extra
+
+
+def report(r: RunResult, cores: int) -> None:
+    verdict = "PASS" if _quantiles(r.create)["p99"] < TARGET_CREATE_P99_S else "MISS"
+    rss_verdict = "PASS" if r.peak_rss < TARGET_PEAK_RSS_MIB else "MISS"
+    print(f"\n{r.label}")
+    print(f"  {'seconds, per connector':<40}{'p50':>8}{'p95':>8}{'p99':>8}{'max':>8}   all {r.count} (wall)")
+    print(_row("create sent -> Deployment ADDED", r.create,
+               f"   {r.create_wall:6.2f} s   target p99 < {TARGET_CREATE_P99_S:.0f} s: {verdict}"))
+    print(_row("delete sent -> Connector DELETED", r.delete, f"   {r.delete_wall:6.2f} s"))
+    print("  create path, from the Connector watch:")
+    if r.to_finalizer:
+        print(_row("  create sent -> kopf finalizer added", r.to_finalizer))
+        print(_row("  finalizer added -> Deployment ADDED", r.finalizer_to_deployment))
+    print(_row("  create sent -> status written", r.to_reconciled))
+    print(_row("  create request round trip (API)", r.post_round_trip))
+    print(f"  operator RSS: {r.rss_started:.1f} MiB steady after startup (/healthz after {r.startup_s:.1f} s, "
+          f"+2 s idle), {r.rss_loaded_idle:.1f} MiB idle with {r.count} connectors, "
+          f"peak (VmHWM) {r.peak_rss:.1f} MiB   target peak < {TARGET_PEAK_RSS_MIB:.0f} MB: {rss_verdict}")
+    for phase, cpu, requests in (("create", r.cpu_create, r.requests_create),
+                                 ("delete", r.cpu_delete, r.requests_delete)):
+        wall = cpu["wall"]
+        used = {k: v for k, v in cpu.items() if k != "wall"}
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in used.items())
+        total = sum(used.values())
+        print(f"  {phase} phase, {wall:.2f} s: CPU s {parts}; all {total:.2f} = "
+              f"{total / (wall * cores) * 100:.0f}% of {cores} cores")
+        if requests:
+            n = sum(requests.values())
+            top = ", ".join(f"{k} {v}" for k, v in requests.items())
+            print(f"  {'':>{len(phase) + 8}}API requests (all clients, no watches) {n} = "
+                  f"{n / r.count:.1f} per connector: {top}")
+
+
+def summary(results: list[RunResult]) -> None:
+    if len(results) < 2:
+        return
+    width = max(len(r.label) for r in results) + 2
+    print("\nall runs (seconds; RSS MiB):")
+    print(f"  {'run':<{width}}{'create p50':>10}{'p99':>7}{'max':>7}{'wall':>7}{'delete p99':>11}{'wall':>7}"
+          f"{'peak RSS':>9}")
+    for r in results:
+        c, d = _quantiles(r.create), _quantiles(r.delete)
+        print(f"  {r.label:<{width}}{c['p50']:>10.2f}{c['p99']:>7.2f}{c['max']:>7.2f}{r.create_wall:>7.2f}"
+              f"{d['p99']:>11.2f}{r.delete_wall:>7.2f}{r.peak_rss:>9.1f}")
+
+
+# --------------------------------------------------------------------------------------------
+
+
+WHAT_IF_RBAC = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: conveyor-bench-what-if-bind-escalate}}
+rules:
+  - apiGroups: ["rbac.authorization.k8s.io"]
+    resources: ["roles"]
+    verbs: ["bind", "escalate"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: conveyor-bench-what-if-bind-escalate}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: conveyor-bench-what-if-bind-escalate}}
+subjects: [{{kind: ServiceAccount, name: {account}, namespace: {namespace}}}]
+"""
+
+
+@contextmanager
+def _what_if_bind_escalate(kube: KubeEndpoint, account: str) -> Iterator[None]:
+    """Grant the operator's ServiceAccount ``bind`` and ``escalate`` on Roles for the block
+    (NOT in the chart): the API server then skips the RBAC escalation check on the Role and
+    RoleBinding the operator applies per connector."""
+    manifest = WHAT_IF_RBAC.format(account=account, namespace=OPERATOR_NAMESPACE)
+    kube.kubectl("apply", "-f", "-", input=manifest)
+    try:
+        time.sleep(1.0)  # the authorizer's informers see it
+        yield
+    finally:
+        kube.kubectl("delete", "-f", "-", "--ignore-not-found", input=manifest, check=False)
+
+
+def _install_chart(kube: KubeEndpoint) -> tuple[str, bool]:
+    """helm install (or reuse an existing release on a reused cluster): the ServiceAccount name
+    and whether we installed it."""
+    installed = True
+    result = kube.helm("install", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
+                       check=False)
+    if result.returncode != 0:
+        if "cannot re-use a name that is still in use" not in result.stderr:
+            raise RuntimeError(f"helm install failed:\n{result.stderr}")
+        installed = False
+    rendered = kube.helm("get", "manifest", RELEASE, "--namespace", OPERATOR_NAMESPACE).stdout
+    accounts = [d["metadata"]["name"] for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "ServiceAccount"]
+    if len(accounts) != 1:
+        raise RuntimeError(f"the chart should create one ServiceAccount, made {accounts}")
+    return accounts[0], installed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=100, help="connectors created (and deleted) at once")
+    parser.add_argument("--runs", type=int, default=1, help="runs per setting (fresh operator and namespace each)")
+    parser.add_argument("--clients", type=int, default=0,
+                        help="threads sending the create/delete requests (default: --count, at most 100)")
+    parser.add_argument("--max-workers", default="",
+                        help="comma list of CONVEYOR_OPERATOR_MAX_WORKERS values to run side by side "
+                             "(default: the operator's own default, or the value in the environment)")
+    parser.add_argument("--operator-log-level", default="INFO", help="the operator's log level (chart: INFO)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each phase")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the operator logs (path printed)")
+    parser.add_argument("--what-if-bind-escalate", action="store_true",
+                        help="also run each setting with the operator's ServiceAccount granted bind+escalate on "
+                             "Roles (not in the chart): shows the cost of the RBAC escalation check")
+    args = parser.parse_args()
+    clients = args.clients or min(args.count, 100)
+
+    # SIGTERM/SIGHUP unwind like Ctrl-C, so every `finally` (operator, apiserver, etcd) runs
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
+
+    settings: list[tuple[str, dict[str, str]]] = []
+    for value in [v.strip() for v in args.max_workers.split(",") if v.strip()]:
+        settings.append((f"CONVEYOR_OPERATOR_MAX_WORKERS={value}", {"CONVEYOR_OPERATOR_MAX_WORKERS": value}))
+    if not settings:
+        inherited = os.environ.get("CONVEYOR_OPERATOR_MAX_WORKERS")
+        settings = [(f"CONVEYOR_OPERATOR_MAX_WORKERS={inherited or '32 (default)'}",
+                     {"CONVEYOR_OPERATOR_MAX_WORKERS": inherited} if inherited else {})]
+
+    workdir = Path(tempfile.mkdtemp(prefix="conveyor-bench-operator-"))
+    results: list[RunResult] = []
+    with ExitStack() as stack:
+        if not args.keep_logs:
+            stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+        t0 = time.monotonic()
+        kube = start_or_reuse()
+        stack.callback(kube.stop)
+        started_here = isinstance(kube, KubeAPIServer)
+        # the harness's etcd and kube-apiserver (also when reused from `python -m conveyor.testing
+        # up --kube`, whose admin kubeconfig is in their work dir), to meter their CPU
+        harness_dir = kube.workdir if started_here else kube.admin_kubeconfig.parent
+        server_pids = {k: v for k, v in (("kube-apiserver", _pids_with(f"--cert-dir={harness_dir}/")),
+                                         ("etcd", _pids_with(f"--data-dir={harness_dir}/"))) if v}
+        account, installed = _install_chart(kube)
+        if installed and not started_here:
+            stack.callback(kube.helm, "uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, check=False)
+        token = kube.service_account_token(OPERATOR_NAMESPACE, account, expiration_seconds=3600 * 4)
+        operator_kubeconfig = kube.kubeconfig_for_token(token, "conveyor-operator")
+        version_api = Api(kube, 1)
+        server_version = version_api.call("GET", "/version").get("gitVersion", "?")
+        version_api.close()
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+        print(f"Operator reconcile benchmark: {args.count} Connectors created at once from {clients} client "
+              f"threads, then deleted at once")
+        print("  connectors: class noop-sink, config {\"topics\": \"t\"}, deletionPolicy {cleanup: false}: "
+              "deletion needs no driver and no cleanup Job (only the operator removing its finalizer)")
+        print("  no driver answers: the operator's control URL is a closed local port")
+        print(f"machine: {_machine()}")
+        print(f"versions: kube-apiserver {server_version} "
+              f"({'etcd + kube-apiserver started here' if started_here else 'reused: ' + str(kube.admin_kubeconfig)}"
+              f", ready in {time.monotonic() - t0:.1f} s with the chart), kopf {_version('kopf')}, "
+              f"kubernetes client {_version('kubernetes')}")
+        print(f"operator: conveyor-operator as ServiceAccount {OPERATOR_NAMESPACE}/{account} (TokenRequest), "
+              f"log level {args.operator_log_level}, one fresh namespace and process per run")
+
+        if not server_pids:
+            print("  (the API server's processes are not on this machine: their CPU is not metered)")
+
+        for label, env in settings:
+            for what_if in (False, True) if args.what_if_bind_escalate else (False,):
+                with _what_if_bind_escalate(kube, account) if what_if else ExitStack():
+                    for i in range(args.runs):
+                        result = run_once(
+                            kube, operator_kubeconfig, workdir, args.count, clients,
+                            f"run {i + 1}/{args.runs}, {label}" + (", WHAT-IF bind+escalate on Roles" if what_if
+                                                                    else ""),
+                            env, args.operator_log_level, args.timeout, server_pids)
+                        results.append(result)
+                        report(result, cores)
+        summary(results)
+        if args.keep_logs:
+            print(f"\noperator logs in {workdir}")
+
+
+if __name__ == "__main__":
+    main()
