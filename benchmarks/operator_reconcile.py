@@ -248,6 +248,10 @@ class Watcher(threading.Thread):
 # the operator process
 
 
+CHART_OPERATOR_ENV: dict[str, str] = {}
+"""The CONVEYOR_OPERATOR_* values the installed chart gives the operator's container."""
+
+
 class Operator:
     """``conveyor-operator`` as the chart's ServiceAccount, in its own session, stopped at exit."""
 
@@ -258,6 +262,7 @@ class Operator:
         self.liveness_port = _support.free_port()
         self.control_port = _support.free_port()  # nothing listens there: no driver answers
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_OPERATOR_")}
+        env.update(CHART_OPERATOR_ENV)  # the operator as the chart configures it, then the benchmark's
         env.update({
             "KUBECONFIG": str(kubeconfig),
             "CONVEYOR_OPERATOR_WATCH_NAMESPACES": namespace,
@@ -648,6 +653,9 @@ def _install_chart(kube: KubeEndpoint) -> tuple[str, bool]:
     accounts = [d["metadata"]["name"] for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "ServiceAccount"]
     if len(accounts) != 1:
         raise RuntimeError(f"the chart should create one ServiceAccount, made {accounts}")
+    deployment = next(d for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "Deployment")
+    CHART_OPERATOR_ENV.update({e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]
+                               .get("env", []) if "value" in e and e["name"].startswith("CONVEYOR_OPERATOR_")})
     return accounts[0], installed
 
 

@@ -182,7 +182,7 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
     ns, name = manifest.metadata.namespace, manifest.name
     wanted_config = render.config_hash(manifest)
     known_config = status.get("configHash")
-    rolled = _current_rolled_hash(kube, ns, name)
+    rolled = None if known_config is None else _current_rolled_hash(kube, ns, name)
     if known_config is not None and known_config != wanted_config:
         if not _push_config(body, manifest):
             rolled = wanted_config

@@ -7,8 +7,8 @@ Objects (all owned by the Connector, labelled ``conveyor.dev/connector=<name>``)
 
 =====================================  ===============================================
 ``ConfigMap <name>-connector``         the manifest ``conveyor run`` reads
-``ServiceAccount/Role/RoleBinding``    ``<name>-spark``: what the driver needs to manage
-                                       executor pods (Spark on Kubernetes, client mode)
+``ServiceAccount/RoleBinding``         ``<name>-spark``: binds the chart's Spark driver
+                                       ClusterRole (executor pods, client mode)
 ``Service <name>-driver``              headless: Spark's driver ports and the control API
 ``ConfigMap <name>-executor-template`` executor pod template (``preStop`` drain hook)
 ``Deployment <name>-driver``           one replica, ``Recreate``: ``conveyor run``
@@ -41,6 +41,13 @@ GRACE_MARGIN_SECONDS = 15
 """Added to ``shutdown.gracePeriodSeconds`` for ``terminationGracePeriodSeconds``: the
 ``preStop`` drain may use the whole grace period, then the process needs time to exit."""
 
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def _yaml(doc: Any) -> str:
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False)
+
+
 SPARK_ROLE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"],
      "verbs": ["create", "get", "list", "watch", "delete", "deletecollection", "patch"]},
@@ -48,7 +55,9 @@ SPARK_ROLE_RULES: list[dict[str, Any]] = [
      "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"]},
 ]
 """What Spark's driver does with the API in client mode (executor pods, their config maps,
-services and volumes), as Spark's "Running on Kubernetes" RBAC section."""
+services and volumes), as Spark's "Running on Kubernetes" RBAC section. The Helm chart ships
+them as one ClusterRole (``settings.spark_driver_cluster_role``) that each connector's
+RoleBinding grants to its driver's ServiceAccount; the operator may only ``bind`` it."""
 
 
 def owner_reference(name: str, uid: str) -> dict[str, Any]:
@@ -97,7 +106,7 @@ def manifest_document(manifest: ConnectorManifest) -> str:
     doc = {"apiVersion": API_VERSION, "kind": KIND,
            "metadata": {"name": manifest.name, "namespace": manifest.metadata.namespace},
            "spec": spec_dict(manifest)}
-    return yaml.safe_dump(doc, sort_keys=False)
+    return _yaml(doc)
 
 
 def manifest_config_map(manifest: ConnectorManifest, uid: str, generation: int) -> dict[str, Any]:
@@ -113,19 +122,18 @@ def service_account_name(manifest: ConnectorManifest) -> str:
     return manifest.spec.spark.service_account or names.spark_service_account(manifest.name)
 
 
-def spark_rbac(manifest: ConnectorManifest, uid: str) -> list[dict[str, Any]]:
-    """ServiceAccount, Role and RoleBinding for the driver; none when the spec names its
-    own ServiceAccount (its permissions are then the user's business)."""
+def spark_rbac(manifest: ConnectorManifest, uid: str, settings: OperatorSettings) -> list[dict[str, Any]]:
+    """ServiceAccount and a RoleBinding to the chart's Spark driver ClusterRole; none when
+    the spec names its own ServiceAccount (its permissions are then the user's business)."""
     if manifest.spec.spark.service_account:
         return []
     name = names.spark_service_account(manifest.name)
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(manifest, name, uid)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _metadata(manifest, name, uid),
-         "rules": SPARK_ROLE_RULES},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
          "metadata": _metadata(manifest, name, uid),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": settings.spark_driver_cluster_role},
          "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": manifest.metadata.namespace}]},
     ]
 
@@ -271,7 +279,7 @@ def executor_template_config_map(manifest: ConnectorManifest, uid: str, settings
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": _metadata(manifest, names.executor_template(manifest.name), uid, names.EXECUTOR),
-        "data": {"executor-pod.yaml": yaml.safe_dump(executor_pod_template(manifest, settings), sort_keys=False)},
+        "data": {"executor-pod.yaml": _yaml(executor_pod_template(manifest, settings))},
     }
 
 
@@ -380,7 +388,7 @@ def objects(manifest: ConnectorManifest, uid: str, generation: int, settings: Op
     """Everything a running connector needs, in apply order (the Deployment last)."""
     return [
         manifest_config_map(manifest, uid, generation),
-        *spark_rbac(manifest, uid),
+        *spark_rbac(manifest, uid, settings),
         driver_service(manifest, uid, settings),
         executor_template_config_map(manifest, uid, settings),
         driver_deployment(manifest, uid, settings, rolled_config_hash),

@@ -29,6 +29,10 @@ class OperatorSettings(BaseModel):
     cleanup_job_timeout_seconds: int = Field(
         600, ge=1, description="activeDeadlineSeconds of a one-shot cleanup Job."
     )
+    spark_driver_cluster_role: str = Field(
+        "conveyor-spark-driver",
+        description="ClusterRole (shipped by the Helm chart) each connector's RoleBinding grants its driver.",
+    )
     field_manager: str = Field("conveyor-operator", description="Server-side apply field manager.")
 
     @classmethod

@@ -29,8 +29,11 @@ def chart(kube_api) -> dict[str, str]:
     rendered = kube_api.helm("get", "manifest", "conveyor", "--namespace", OPERATOR_NAMESPACE).stdout
     accounts = [d for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "ServiceAccount"]
     assert len(accounts) == 1, f"the chart should create one ServiceAccount, made {len(accounts)}"
+    deployment = next(d for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "Deployment")
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0].get("env", [])
+           if "value" in e}
     return {"namespace": OPERATOR_NAMESPACE, "service_account": accounts[0]["metadata"]["name"],
-            "install_output": result.stdout}
+            "operator_env": env, "install_output": result.stdout}
 
 
 @pytest.fixture
@@ -46,6 +49,9 @@ def operator(kube_api, chart, kube_namespace, monkeypatch):
 
         token = kube_api.service_account_token(chart["namespace"], chart["service_account"])
         kubeconfig = kube_api.kubeconfig_for_token(token, "conveyor-operator")
+        for key, value in chart["operator_env"].items():     # the operator as the chart configures it
+            if key.startswith("CONVEYOR_OPERATOR_") and key != "CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS":
+                monkeypatch.setenv(key, value)
         monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
         monkeypatch.setenv("CONVEYOR_OPERATOR_CONTROL_URL_TEMPLATE",
                            f"http://127.0.0.1:{control_port or free_port()}")

@@ -80,9 +80,10 @@ def test_apply_creates_owned_objects_and_scale_changes_tasks_max(kube_api, kube_
         assert manifest["spec"]["config"] == {"topics": "orders"} and manifest["spec"]["tasksMax"] == 1
         svc = api.core.read_namespaced_service(f"{name}-driver", kube_namespace)
         assert svc.spec.cluster_ip == "None" and {p.port for p in svc.spec.ports} >= {8083, 7078, 7079}
-        role = api.rbac.read_namespaced_role(f"{name}-spark", kube_namespace)
+        binding = api.rbac.read_namespaced_role_binding(f"{name}-spark", kube_namespace)
+        assert binding.role_ref.kind == "ClusterRole" and binding.role_ref.name.endswith("spark-driver")
+        role = api.rbac.read_cluster_role(binding.role_ref.name)
         assert any("pods" in r.resources and "create" in r.verbs for r in role.rules)
-        api.rbac.read_namespaced_role_binding(f"{name}-spark", kube_namespace)
         api.core.read_namespaced_service_account(f"{name}-spark", kube_namespace)
         template = yaml.safe_load(api.core.read_namespaced_config_map(f"{name}-executor-template", kube_namespace)
                                   .data["executor-pod.yaml"])

@@ -23,8 +23,12 @@ def by_kind(objs):
 
 def test_objects_are_owned_labelled_and_in_apply_order():
     objs = render.objects(manifest(), "uid-1", 3, SETTINGS)
-    assert [o["kind"] for o in objs] == ["ConfigMap", "ServiceAccount", "Role", "RoleBinding", "Service",
+    assert [o["kind"] for o in objs] == ["ConfigMap", "ServiceAccount", "RoleBinding", "Service",
                                          "ConfigMap", "Deployment"]
+    binding = objs[2]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": SETTINGS.spark_driver_cluster_role}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "orders-spark", "namespace": "data"}]
     for o in objs:
         assert o["metadata"]["namespace"] == "data"
         assert o["metadata"]["ownerReferences"][0]["uid"] == "uid-1"

@@ -29,6 +29,10 @@ CHART = ROOT / "charts" / "conveyor"
 NAMESPACE = "conveyor-system"
 RELEASE = "rel"
 
+OPERATOR_CLUSTER_ROLE = f"{NAMESPACE}-{RELEASE}-conveyor"
+# The one ClusterRole of every Spark driver (helper conveyor.sparkDriverClusterRoleName).
+SPARK_DRIVER_CLUSTER_ROLE = f"{NAMESPACE}-{RELEASE}-conveyor-spark-driver"
+
 # What the operator does with each resource (the brief of the operator), as (group, resource) -> verbs.
 OPERATOR_NEEDS: dict[tuple[str, str], set[str]] = {
     ("conveyor.dev", "connectors"): {"get", "list", "watch", "patch", "update"},
@@ -41,30 +45,58 @@ OPERATOR_NEEDS: dict[tuple[str, str], set[str]] = {
     ("", "services"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("", "serviceaccounts"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("", "secrets"): {"get"},
+    # watched only (evictions become drains): the Spark driver, not the operator, manages pods
     ("", "pods"): {"get", "list", "watch"},
     ("apps", "deployments"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     # conveyor_operator.kube.Kube.scale_deployment: PATCH .../deployments/<driver>/scale (to 0 before a cleanup Job)
     ("apps", "deployments/scale"): {"patch"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "patch", "update", "delete"},
-    ("rbac.authorization.k8s.io", "roles"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    # the per-connector RoleBinding of the Spark driver ClusterRole; the operator creates no Roles
     ("rbac.authorization.k8s.io", "rolebindings"): {"get", "list", "watch", "create", "patch", "update", "delete"},
 }
-# The per-connector Spark driver Role the operator creates. RBAC forbids granting what one does not
-# hold, so the operator must hold all of it too.
+# ...and what it may do only with named objects: (group, resource) -> (verbs, resourceNames).
+# `bind` lets it refer to the Spark driver ClusterRole in a RoleBinding without holding its
+# permissions (RBAC's escalation check is skipped), and to no other role.
+OPERATOR_NEEDS_NAMED: dict[tuple[str, str], tuple[set[str], set[str]]] = {
+    ("rbac.authorization.k8s.io", "clusterroles"): ({"bind"}, {SPARK_DRIVER_CLUSTER_ROLE}),
+}
+# The chart's Spark driver ClusterRole, which the operator binds per connector; the operator does
+# not hold these permissions (a copy of conveyor_operator.render.SPARK_ROLE_RULES, checked equal).
 SPARK_DRIVER_ROLE: dict[tuple[str, str], set[str]] = {
     ("", "pods"): {"create", "get", "list", "watch", "delete", "deletecollection", "patch"},
     ("", "services"): {"create", "get", "list", "watch", "delete", "deletecollection"},
     ("", "configmaps"): {"create", "get", "list", "watch", "delete", "deletecollection"},
     ("", "persistentvolumeclaims"): {"create", "get", "list", "watch", "delete", "deletecollection"},
 }
-CLUSTER_SCOPED = {("apiextensions.k8s.io", "customresourcedefinitions"), ("", "namespaces")}
+CLUSTER_SCOPED = {
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("", "namespaces"),
+    ("rbac.authorization.k8s.io", "clusterroles"),
+}
+
+Grant = tuple[str, str, str, "str | None"]
+"""(apiGroup, resource, verb, resourceName); resourceName None: any object."""
 
 
-def _union(*grants: dict[tuple[str, str], set[str]]) -> set[tuple[str, str, str]]:
-    return {(group, resource, verb) for grant in grants for (group, resource), verbs in grant.items() for verb in verbs}
+def _union(*grants: dict[tuple[str, str], set[str]]) -> set[Grant]:
+    return {
+        (group, resource, verb, None)
+        for grant in grants
+        for (group, resource), verbs in grant.items()
+        for verb in verbs
+    }
 
 
-REQUIRED = _union(OPERATOR_NEEDS, SPARK_DRIVER_ROLE)
+def _named(grants: dict[tuple[str, str], tuple[set[str], set[str]]]) -> set[Grant]:
+    return {
+        (group, resource, verb, name)
+        for (group, resource), (verbs, names) in grants.items()
+        for verb in verbs
+        for name in names
+    }
+
+
+REQUIRED = _union(OPERATOR_NEEDS) | _named(OPERATOR_NEEDS_NAMED)
 REQUIRED_CLUSTER = {p for p in REQUIRED if p[:2] in CLUSTER_SCOPED}
 REQUIRED_NAMESPACED = REQUIRED - REQUIRED_CLUSTER
 
@@ -139,16 +171,24 @@ def _one(docs: list[dict], kind: str) -> dict:
     return found[0]
 
 
-def _grants(role: dict) -> set[tuple[str, str, str]]:
-    """(apiGroup, resource, verb) triples a Role or ClusterRole grants."""
+def _grants(role: dict) -> set[Grant]:
+    """What a Role or ClusterRole grants: (apiGroup, resource, verb, resourceName) with
+    resourceName None when a rule names no objects (any object)."""
     out = set()
     for rule in role["rules"]:
-        assert not rule.get("resourceNames") and not rule.get("nonResourceURLs"), rule
+        assert not rule.get("nonResourceURLs"), rule
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
-                    out.add((group, resource, verb))
+                    for name in rule.get("resourceNames") or [None]:
+                        out.add((group, resource, verb, name))
     return out
+
+
+def _cluster_role(docs: list[dict], name: str) -> dict:
+    found = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one ClusterRole {name}, got {[d['metadata']['name'] for d in docs if d['kind'] == 'ClusterRole']}"
+    return found[0]
 
 
 def _assert_no_wildcards(role: dict) -> None:
@@ -186,7 +226,12 @@ def test_chart_metadata_matches_the_package():
 
 def test_renders_the_operator_objects(helm):
     docs = _render(helm)
-    assert sorted(d["kind"] for d in docs) == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]
+    assert sorted(d["kind"] for d in docs) == [
+        "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"
+    ]
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"} == {
+        OPERATOR_CLUSTER_ROLE, SPARK_DRIVER_CLUSTER_ROLE
+    }
     for doc in docs:
         labels = doc["metadata"]["labels"]
         assert labels["app.kubernetes.io/name"] == "conveyor"
@@ -238,6 +283,7 @@ def test_operator_container_command_image_env_and_probe(helm):
     assert env["CONVEYOR_OPERATOR_WATCH_NAMESPACES"]["value"] == ""
     assert float(env["CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS"]["value"]) > 0
     assert env["CONVEYOR_OPERATOR_LOG_LEVEL"]["value"] == "INFO"
+    assert env["CONVEYOR_OPERATOR_SPARK_DRIVER_CLUSTER_ROLE"]["value"] == SPARK_DRIVER_CLUSTER_ROLE
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert all(isinstance(e.get("value", ""), str) for e in container["env"])
     probe = container["livenessProbe"]["httpGet"]
@@ -283,6 +329,44 @@ def test_values_reach_the_deployment(helm):
     assert container["resources"]["limits"]["memory"] == "1Gi"
 
 
+def test_the_operator_reads_the_spark_driver_cluster_role_variable(helm):
+    """The Deployment's variables, read as the operator reads them (OperatorSettings.from_env)."""
+    from conveyor_operator.settings import PREFIX, OperatorSettings
+
+    (container,) = _one(_render(helm), "Deployment")["spec"]["template"]["spec"]["containers"]
+    variables = {e["name"]: e["value"] for e in container["env"] if e["name"].startswith(PREFIX)}
+    settings = OperatorSettings.from_env(variables)
+    assert settings.spark_driver_cluster_role == SPARK_DRIVER_CLUSTER_ROLE
+
+
+@pytest.mark.parametrize(
+    "namespace, sets, expected",
+    [
+        (NAMESPACE, [], SPARK_DRIVER_CLUSTER_ROLE),
+        ("other", [], f"other-{RELEASE}-conveyor-spark-driver"),
+        ("other", ["fullnameOverride=ops"], "other-ops-spark-driver"),
+        ("other", ["fullnameOverride=ops", "watchNamespaces={a}"], "other-ops-spark-driver"),
+    ],
+    ids=["defaults", "namespace", "fullnameOverride", "watchNamespaces"],
+)
+def test_one_spark_driver_cluster_role_name_everywhere(helm, namespace, sets, expected):
+    """The ClusterRole, the operator's `bind` of it and the operator's variable name the same role."""
+    args = ["template", RELEASE, str(CHART), "--namespace", namespace]
+    for s in sets:
+        args += ["--set", s]
+    result = _run(helm, *args)
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    spark = _cluster_role(docs, expected)
+    assert spark["metadata"]["labels"]["app.kubernetes.io/component"] == "spark-driver"
+    (operator,) = [d for d in docs if d["kind"] == "ClusterRole" and d is not spark]
+    binds = {g for g in _grants(operator) if g[:3] == ("rbac.authorization.k8s.io", "clusterroles", "bind")}
+    assert binds == {("rbac.authorization.k8s.io", "clusterroles", "bind", expected)}
+    (container,) = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["CONVEYOR_OPERATOR_SPARK_DRIVER_CLUSTER_ROLE"] == expected
+
+
 def test_existing_service_account(helm):
     docs = _render(helm, "serviceAccount.create=false", "serviceAccount.name=ops")
     assert not [d for d in docs if d["kind"] == "ServiceAccount"]
@@ -296,17 +380,30 @@ def test_existing_service_account(helm):
 # RBAC
 
 
+def _assert_exactly(granted: set[Grant], required: set[Grant], what: str) -> None:
+    missing = required - granted
+    extra = granted - required
+    assert not missing, f"{what} lacks {sorted(missing, key=str)}"
+    assert not extra, f"{what} grants more than needed: {sorted(extra, key=str)}"
+
+
+def _assert_holds_none_of_the_spark_drivers_own(granted: set[Grant]) -> None:
+    """The operator binds the Spark driver ClusterRole; it does not hold what is in it."""
+    assert not {g for g in granted if g[:2] in {("", "persistentvolumeclaims")}}
+    assert not {g for g in granted if g[2] == "deletecollection"}
+    assert {g[2] for g in granted if g[:2] == ("", "pods")} <= {"get", "list", "watch"}
+    assert not {g for g in granted if g[:2] == ("rbac.authorization.k8s.io", "roles")}, "the operator creates no Roles"
+    assert not {g for g in granted if g[2] in ("escalate", "bind") and g[3] is None}, "bind/escalate of any role"
+
+
 def test_cluster_wide_rbac_is_exactly_what_the_operator_needs(helm):
     docs = _render(helm)
-    role = _one(docs, "ClusterRole")
+    role = _cluster_role(docs, OPERATOR_CLUSTER_ROLE)
     _assert_no_wildcards(role)
     granted = _grants(role)
-    missing = REQUIRED - granted
-    extra = granted - REQUIRED
-    assert not missing, f"the operator ClusterRole lacks {sorted(missing)}"
-    assert not extra, f"the operator ClusterRole grants more than needed: {sorted(extra)}"
-    assert {v for g, r, v in granted if (g, r) == ("", "secrets")} == {"get"}, "secrets: get only, never list/watch"
-    assert _union(SPARK_DRIVER_ROLE) <= granted, "the Spark driver Role must be grantable by the operator"
+    _assert_exactly(granted, REQUIRED, "the operator ClusterRole")
+    assert {g[2] for g in granted if g[:2] == ("", "secrets")} == {"get"}, "secrets: get only, never list/watch"
+    _assert_holds_none_of_the_spark_drivers_own(granted)
 
     binding = _one(docs, "ClusterRoleBinding")
     assert binding["roleRef"] == {
@@ -320,24 +417,38 @@ def test_cluster_wide_rbac_is_exactly_what_the_operator_needs(helm):
     assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
 
 
-def test_the_operator_can_grant_the_spark_role_it_renders(helm):
-    """The Role the operator really creates (conveyor_operator.render), not only the brief's copy."""
+@pytest.mark.parametrize("sets", [[], ["watchNamespaces={a}"]], ids=["cluster-wide", "watchNamespaces"])
+def test_the_spark_driver_cluster_role_is_the_operators_spark_role(helm, sets):
+    """The chart's ClusterRole is exactly conveyor_operator.render.SPARK_ROLE_RULES (the source of
+    truth), and the operator may `bind` that ClusterRole and no other."""
     from conveyor_operator.render import SPARK_ROLE_RULES
 
-    rendered = _grants({"kind": "Role", "rules": SPARK_ROLE_RULES})
-    assert rendered == _union(SPARK_DRIVER_ROLE), (
-        "the Spark driver Role changed: update SPARK_DRIVER_ROLE and the chart"
-    )
-    assert rendered <= _grants(_one(_render(helm), "ClusterRole"))
-    for role in (d for d in _render(helm, "watchNamespaces={a}") if d["kind"] == "Role"):
-        assert rendered <= _grants(role)
+    expected = _grants({"kind": "Role", "rules": SPARK_ROLE_RULES})
+    assert expected == _union(SPARK_DRIVER_ROLE), "the Spark driver rules changed: update SPARK_DRIVER_ROLE and the chart"
+    docs = _render(helm, *sets)
+    spark = _cluster_role(docs, SPARK_DRIVER_CLUSTER_ROLE)
+    _assert_no_wildcards(spark)
+    assert _grants(spark) == expected
+    assert sorted(spark["rules"], key=str) == sorted(SPARK_ROLE_RULES, key=str), "the same rules, rule by rule"
+
+    operator = _cluster_role(docs, OPERATOR_CLUSTER_ROLE)
+    (bind,) = [r for r in operator["rules"] if "bind" in r["verbs"]]
+    assert bind == {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["clusterroles"],
+        "verbs": ["bind"],
+        "resourceNames": [SPARK_DRIVER_CLUSTER_ROLE],
+    }
+    # the only binding of the Spark driver ClusterRole the chart makes is none: the operator's, per connector
+    assert not [d for d in docs if d["kind"].endswith("Binding") and d["roleRef"]["name"] == SPARK_DRIVER_CLUSTER_ROLE]
 
 
 def test_watch_namespaces_rbac_is_roles_in_those_namespaces(helm):
     docs = _render(helm, "watchNamespaces={a,b}")
-    cluster_role = _one(docs, "ClusterRole")
+    cluster_role = _cluster_role(docs, OPERATOR_CLUSTER_ROLE)
     _assert_no_wildcards(cluster_role)
-    assert _grants(cluster_role) == REQUIRED_CLUSTER, "cluster-wide: only the cluster-scoped bits"
+    _assert_exactly(_grants(cluster_role), REQUIRED_CLUSTER, "cluster-wide: only the cluster-scoped bits;")
+    _cluster_role(docs, SPARK_DRIVER_CLUSTER_ROLE)
     _one(docs, "ClusterRoleBinding")
 
     roles = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "Role"}
@@ -346,7 +457,8 @@ def test_watch_namespaces_rbac_is_roles_in_those_namespaces(helm):
     sa = _one(docs, "ServiceAccount")["metadata"]
     for namespace, role in roles.items():
         _assert_no_wildcards(role)
-        assert _grants(role) == REQUIRED_NAMESPACED, namespace
+        _assert_exactly(_grants(role), REQUIRED_NAMESPACED, f"the operator Role in {namespace}")
+        _assert_holds_none_of_the_spark_drivers_own(_grants(role))
         binding = bindings[namespace]
         assert binding["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
@@ -363,10 +475,10 @@ def test_rbac_can_be_left_to_someone_else(helm):
 
 def test_cluster_role_names_hold_the_release_namespace(helm):
     """Two releases of one name in two namespaces must not share (and fight over) a ClusterRole."""
-    a = _one(_render(helm), "ClusterRole")["metadata"]["name"]
+    a = {d["metadata"]["name"] for d in _render(helm) if d["kind"] == "ClusterRole"}
     result = _run(helm, "template", RELEASE, str(CHART), "--namespace", "other")
-    b = _one([d for d in yaml.safe_load_all(result.stdout) if d], "ClusterRole")["metadata"]["name"]
-    assert a != b
+    b = {d["metadata"]["name"] for d in yaml.safe_load_all(result.stdout) if d and d["kind"] == "ClusterRole"}
+    assert len(a) == len(b) == 2 and not a & b
 
 
 # --------------------------------------------------------------------------------------------
@@ -446,8 +558,8 @@ def test_every_key_in_values_yaml_has_a_comment():
 # --------------------------------------------------------------------------------------------
 # against a real API server (envtest-style, from conveyor.testing.pytest_kube): the chart installs,
 # and its ServiceAccount can do what the operator does, and no more. RBAC's escalation check is
-# what matters most here: the operator can create the Spark driver Role only if it holds every
-# permission in it.
+# what matters most here: the operator may bind the chart's Spark driver ClusterRole (its `bind`
+# permission), but no other role, and it creates no Roles.
 
 SPARK_DRIVER_OBJECTS = """
 apiVersion: v1
@@ -455,20 +567,9 @@ kind: ServiceAccount
 metadata: {{name: demo-spark, namespace: {ns}}}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: demo-spark, namespace: {ns}}}
-rules:
-- apiGroups: [""]
-  resources: [pods]
-  verbs: [create, get, list, watch, delete, deletecollection, patch]
-- apiGroups: [""]
-  resources: [services, configmaps, persistentvolumeclaims]
-  verbs: [create, get, list, watch, delete, deletecollection]
----
-apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {{name: demo-spark, namespace: {ns}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: demo-spark}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}
 subjects: [{{kind: ServiceAccount, name: demo-spark, namespace: {ns}}}]
 ---
 apiVersion: batch/v1
@@ -479,6 +580,24 @@ spec:
     spec:
       restartPolicy: Never
       containers: [{{name: cleanup, image: "conveyor:0.1.0", args: [cleanup, /etc/conveyor/connector.yaml]}}]
+"""
+
+ROLE_BINDING = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: {name}, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}
+subjects: [{{kind: ServiceAccount, name: demo-spark, namespace: {ns}}}]
+"""
+
+SPARK_ROLE = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: demo-spark-role, namespace: {ns}}}
+rules:
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get]
 """
 
 DRIVER_DEPLOYMENT = """
@@ -495,12 +614,20 @@ spec:
       containers: [{{name: driver, image: "conveyor:0.1.0", command: [conveyor], args: [run, /etc/conveyor/c.yaml]}}]
 """
 
+# What the API server says when RBAC's escalation check refuses a RoleBinding (the create itself
+# was authorized): the binder neither holds the role's permissions nor may `bind` it.
+ESCALATION_REFUSED = "attempting to grant RBAC permissions not currently held"
+
 
 def _install(kube_api, release: str, namespace: str, *sets: str) -> None:
     args = ["install", release, str(CHART), "--namespace", namespace]
     for s in sets:
         args += ["--set", s]
     kube_api.helm(*args)
+
+
+def _spark_driver_cluster_role(release: str, namespace: str) -> str:
+    return f"{namespace}-{release}-conveyor-spark-driver"
 
 
 def _as_operator(kube_api, release: str, namespace: str):
@@ -514,20 +641,63 @@ def _can_i(kube_api, kubeconfig, verb: str, resource: str, namespace: str | None
     return result.stdout.strip() == "yes"
 
 
+def _refused(kube_api, kubeconfig, manifest: str, *, escalation: bool = False) -> str:
+    """``kubectl create`` (a plain POST) of ``manifest`` is forbidden; returns stderr. With
+    ``escalation``, forbidden by RBAC's escalation check (the create itself was allowed)."""
+    result = kube_api.kubectl("create", "-f", "-", kubeconfig=kubeconfig, input=manifest, check=False)
+    assert result.returncode != 0 and "forbidden" in result.stderr, result.stdout + result.stderr
+    if escalation:
+        assert ESCALATION_REFUSED in result.stderr, result.stderr
+    return result.stderr
+
+
+def _assert_binds_only_the_spark_driver_cluster_role(kube_api, operator, namespace: str, spark_role: str) -> None:
+    kube_api.kubectl("get", "clusterrole", spark_role)  # the chart installed it (a bind needs no role)
+    # Bootstrap ClusterRoles the API server creates itself. Not `edit`: it is aggregated, and with
+    # no controller-manager here its rules stay empty (nothing to escalate); its own rules are in
+    # system:aggregate-to-edit.
+    for other in ("cluster-admin", "system:aggregate-to-edit"):
+        binding = ROLE_BINDING.format(name="demo-" + other.replace(":", "-"), ns=namespace, role=other)
+        _refused(kube_api, operator, binding, escalation=True)
+    _refused(kube_api, operator, SPARK_ROLE.format(ns=namespace))
+    assert not _can_i(kube_api, operator, "create", "roles.rbac.authorization.k8s.io", namespace)
+    assert not _can_i(kube_api, operator, "create", "clusterrolebindings.rbac.authorization.k8s.io")
+    assert not _can_i(kube_api, operator, "escalate", "clusterroles.rbac.authorization.k8s.io")
+
+
 @pytest.mark.integration
 def test_installed_chart_lets_the_operator_do_its_work_cluster_wide(kube_api, kube_namespace):
     release = "cv"
     _install(kube_api, release, kube_namespace)
     kube_api.kubectl("get", "crd", "connectors.conveyor.dev")
     operator = _as_operator(kube_api, release, kube_namespace)
+    spark_role = _spark_driver_cluster_role(release, kube_namespace)
     connectors_ns = kube_api.create_namespace(f"cn-{kube_namespace[-8:]}")
     try:
-        # The escalation check passes: the operator may create the Spark driver Role it must hand out.
-        kube_api.kubectl("apply", "-f", "-", kubeconfig=operator, input=SPARK_DRIVER_OBJECTS.format(ns=connectors_ns))
+        # The operator binds the Spark driver ClusterRole without holding its permissions (`bind`).
+        kube_api.kubectl(
+            "apply", "-f", "-", kubeconfig=operator,
+            input=SPARK_DRIVER_OBJECTS.format(ns=connectors_ns, role=spark_role),
+        )
+        assert not _can_i(kube_api, operator, "create", "pods", connectors_ns), "the operator holds no driver rights"
+        assert not _can_i(kube_api, operator, "deletecollection", "configmaps", connectors_ns)
+        assert not _can_i(kube_api, operator, "get", "persistentvolumeclaims", connectors_ns)
+        _assert_binds_only_the_spark_driver_cluster_role(kube_api, operator, connectors_ns, spark_role)
+
+        # ...and the driver's ServiceAccount gets them, in its namespace only.
+        driver = kube_api.kubeconfig_for_token(
+            kube_api.service_account_token(connectors_ns, "demo-spark"), f"driver-{connectors_ns}"
+        )
+        assert _can_i(kube_api, driver, "create", "pods", connectors_ns)
+        assert _can_i(kube_api, driver, "deletecollection", "persistentvolumeclaims", connectors_ns)
+        assert not _can_i(kube_api, driver, "create", "pods", kube_namespace)
+        assert not _can_i(kube_api, driver, "get", "secrets", connectors_ns)
+
         assert _can_i(kube_api, operator, "watch", "connectors.conveyor.dev")
         assert _can_i(kube_api, operator, "patch", "connectors.conveyor.dev", connectors_ns)
         assert _can_i(kube_api, operator, "list", "customresourcedefinitions.apiextensions.k8s.io")
         assert _can_i(kube_api, operator, "create", "deployments.apps", connectors_ns)
+        assert _can_i(kube_api, operator, "watch", "pods", connectors_ns)
         # the driver Deployment is scaled to 0 through its scale subresource (Kube.scale_deployment)
         kube_api.kubectl("apply", "-f", "-", kubeconfig=operator, input=DRIVER_DEPLOYMENT.format(ns=connectors_ns))
         from kubernetes import client
@@ -554,9 +724,16 @@ def test_installed_chart_with_watch_namespaces_is_confined_to_them(kube_api, kub
     try:
         _install(kube_api, release, kube_namespace, f"watchNamespaces={{{watched}}}")
         operator = _as_operator(kube_api, release, kube_namespace)
-        kube_api.kubectl("apply", "-f", "-", kubeconfig=operator, input=SPARK_DRIVER_OBJECTS.format(ns=watched))
+        spark_role = _spark_driver_cluster_role(release, kube_namespace)
+        kube_api.kubectl(
+            "apply", "-f", "-", kubeconfig=operator, input=SPARK_DRIVER_OBJECTS.format(ns=watched, role=spark_role)
+        )
+        _assert_binds_only_the_spark_driver_cluster_role(kube_api, operator, watched, spark_role)
+        # `bind` is cluster-wide, but RoleBindings (and the rest) can only be created where watched.
+        _refused(kube_api, operator, ROLE_BINDING.format(name="demo-spark", ns=unwatched, role=spark_role))
         refused = kube_api.kubectl(
-            "apply", "-f", "-", kubeconfig=operator, input=SPARK_DRIVER_OBJECTS.format(ns=unwatched), check=False
+            "apply", "-f", "-", kubeconfig=operator,
+            input=SPARK_DRIVER_OBJECTS.format(ns=unwatched, role=spark_role), check=False,
         )
         assert refused.returncode != 0 and "forbidden" in refused.stderr, refused.stderr
         assert _can_i(kube_api, operator, "watch", "connectors.conveyor.dev", watched)

@@ -30,11 +30,24 @@ Chart name and version, for the helm.sh/chart label.
 {{- end }}
 
 {{/*
-Labels of every object of the chart.
+Labels of every object of the operator.
 */}}
 {{- define "conveyor.labels" -}}
 helm.sh/chart: {{ include "conveyor.chart" . }}
 {{ include "conveyor.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: conveyor
+{{- end }}
+
+{{/*
+Labels of the Spark driver ClusterRole: the operator's, with the spark-driver component.
+*/}}
+{{- define "conveyor.sparkDriverLabels" -}}
+helm.sh/chart: {{ include "conveyor.chart" . }}
+app.kubernetes.io/name: {{ include "conveyor.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: spark-driver
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: conveyor
@@ -83,7 +96,18 @@ it and two releases of the same name in two namespaces do not collide.
 {{- end }}
 
 {{/*
-RBAC rules that are cluster-scoped by nature: kopf scans CRDs and, cluster-wide, namespaces.
+Name of the ClusterRole of the Spark drivers (see templates/spark-driver/clusterrole.yaml):
+cluster-scoped, so the release namespace is part of it. Passed to the operator as
+CONVEYOR_OPERATOR_SPARK_DRIVER_CLUSTER_ROLE; each connector's RoleBinding refers to it.
+*/}}
+{{- define "conveyor.sparkDriverClusterRoleName" -}}
+{{- printf "%s-%s-spark-driver" .Release.Namespace (include "conveyor.fullname" .) | trunc 253 }}
+{{- end }}
+
+{{/*
+RBAC rules that are cluster-scoped by nature: kopf scans CRDs and, cluster-wide, namespaces;
+ClusterRoles are cluster-scoped, so `bind` of the Spark driver ClusterRole is granted here in
+both modes (RoleBindings themselves can only be created where the operator may create them).
 */}}
 {{- define "conveyor.rbac.clusterRules" -}}
 # kopf: find the Connector CRD and its versions.
@@ -94,13 +118,18 @@ RBAC rules that are cluster-scoped by nature: kopf scans CRDs and, cluster-wide,
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get", "list", "watch"]
+# Each connector's RoleBinding grants the chart's Spark driver ClusterRole, and only that one:
+# `bind` lets the operator refer to it without holding its permissions (no escalation check).
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["clusterroles"]
+  verbs: ["bind"]
+  resourceNames: [{{ include "conveyor.sparkDriverClusterRoleName" . | quote }}]
 {{- end }}
 
 {{/*
 RBAC rules in the namespaces of the Connectors: a ClusterRole cluster-wide, a Role per namespace
-in watchNamespaces. Pods, services, configmaps and persistentvolumeclaims include what the
-per-connector Spark driver Role grants (the operator creates that Role, and RBAC forbids granting
-permissions one does not hold).
+in watchNamespaces. The Spark driver's own permissions are not here: the chart's Spark driver
+ClusterRole holds them, and the operator only binds it (see conveyor.rbac.clusterRules).
 */}}
 {{- define "conveyor.rbac.namespacedRules" -}}
 # The Connector resources: kopf watches them and patches finalizers, annotations and status.
@@ -117,11 +146,11 @@ permissions one does not hold).
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
-# Driver Service, manifest / executor template ConfigMaps, driver ServiceAccount; the Spark driver
-# creates executor-facing Services and ConfigMaps (deletecollection).
+# Driver Service, manifest / executor template ConfigMaps.
 - apiGroups: [""]
   resources: ["configmaps", "services"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete", "deletecollection"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# Each connector's Spark driver ServiceAccount.
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
@@ -129,14 +158,10 @@ permissions one does not hold).
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
-# Pods: the operator watches them (evictions become drains); the Spark driver manages executors.
+# Pods: the operator watches them (evictions become drains); only the Spark driver manages them.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete", "deletecollection"]
-# The Spark driver's persistent volume claims (executor local dirs on demand).
-- apiGroups: [""]
-  resources: ["persistentvolumeclaims"]
-  verbs: ["get", "list", "watch", "create", "delete", "deletecollection"]
+  verbs: ["get", "list", "watch"]
 # The driver Deployment; scaled to 0 through its scale subresource before a cleanup Job runs.
 - apiGroups: ["apps"]
   resources: ["deployments"]
@@ -148,8 +173,22 @@ permissions one does not hold).
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# The per-connector Spark driver Role and RoleBinding.
+# The per-connector RoleBinding of the Spark driver ClusterRole (the operator creates no Roles).
 - apiGroups: ["rbac.authorization.k8s.io"]
-  resources: ["roles", "rolebindings"]
+  resources: ["rolebindings"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+{{- end }}
+
+{{/*
+RBAC rules of the Spark driver ClusterRole: what Spark's driver does with the API in client mode
+(executor pods, their ConfigMaps, Services and volumes). The source of truth is
+operator/conveyor_operator/render.py SPARK_ROLE_RULES; tests/unit/test_chart.py holds them equal.
+*/}}
+{{- define "conveyor.rbac.sparkDriverRules" -}}
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["create", "get", "list", "watch", "delete", "deletecollection", "patch"]
+- apiGroups: [""]
+  resources: ["services", "configmaps", "persistentvolumeclaims"]
+  verbs: ["create", "get", "list", "watch", "delete", "deletecollection"]
 {{- end }}

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import entry_points
+import functools
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from conveyor.api import Connector, SinkConnector, SourceConnector
@@ -36,9 +37,15 @@ def load_object(path: str) -> Any:
         raise PluginError(f"module {module_name!r} has no attribute {attr!r}") from None
 
 
+@functools.lru_cache(maxsize=1)
+def _installed() -> dict[str, EntryPoint]:
+    # Scanning every installed distribution costs milliseconds; the set is fixed for a process.
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def connector_entry_points() -> dict[str, str]:
-    """``{entry-point name: "module:Class"}`` of installed connectors."""
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    """``{entry-point name: "module:Class"}`` of installed connectors (read once per process)."""
+    return {name: ep.value for name, ep in _installed().items()}
 
 
 def load_connector_class(name: str) -> type[Connector]:
@@ -48,7 +55,7 @@ def load_connector_class(name: str) -> type[Connector]:
         PluginError: unknown name (the message lists the installed connectors), or a
             class that is not a SinkConnector/SourceConnector subclass.
     """
-    eps = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    eps = _installed()
     if name in eps:
         cls = eps[name].load()
     elif "." in name or ":" in name:
