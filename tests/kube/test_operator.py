@@ -42,10 +42,14 @@ def _name(prefix: str) -> str:
 # --- install, CRD, explain ----------------------------------------------------------------------
 
 def test_helm_install_establishes_the_crd_and_kubectl_explains_it(kube_api, chart):
-    crd = json.loads(kube_api.kubectl("get", "crd", "connectors.conveyor.dev", "-o", "json").stdout)
-    established = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
-    assert established.get("Established") == "True"
-    explained = kube_api.kubectl("explain", "connector.spec").stdout
+    def established():
+        crd = json.loads(kube_api.kubectl("get", "crd", "connectors.conveyor.dev", "-o", "json").stdout)
+        return {c["type"]: c["status"] for c in crd["status"].get("conditions", [])}.get("Established") == "True"
+
+    eventually(established, timeout_s=30, message="CRD Established")
+    # the apiserver publishes a new CRD's OpenAPI a moment after it is Established
+    explained = eventually(lambda: kube_api.kubectl("explain", "connector.spec", check=False).stdout,
+                           timeout_s=60, message="kubectl explain connector.spec")
     assert "tasksMax" in explained and "Maximum number of tasks" in explained
     explained = kube_api.kubectl("explain", "connector.spec.deletionPolicy.offsets").stdout
     assert "tombstones the source offsets" in explained
