@@ -243,10 +243,12 @@ def test_tasks_max_three_runs_three_spark_jobs_and_delivers_everything(
         def reported_assignments():
             tasks = driver.status()["tasks"]
             assigned = [set(t.get("assignment", [])) for t in tasks]
-            return all(assigned) and len(set().union(*assigned)) == 6 and assigned
+            # reports are snapshots taken at different moments: during a cooperative rebalance
+            # a partition can show in the report of its old owner and of its new one
+            settled = all(assigned) and len(set().union(*assigned)) == 6 == sum(len(a) for a in assigned)
+            return settled and assigned
 
-        assignments = wait_until(reported_assignments, message="six partitions spread over three tasks")
-        assert sum(len(a) for a in assignments) == 6, "each partition owned by exactly one task"
+        wait_until(reported_assignments, message="six partitions, each owned by exactly one of three tasks")
         produce(kafka_bootstrap, topic, _values(600))
         wait_until(lambda: len(_puts(journal)) >= 600, message="600 records put")
         tracker = spark.sparkContext.statusTracker()
