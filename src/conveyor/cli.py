@@ -60,8 +60,9 @@ def run(
     ] = None,
     stay_after_stop: Annotated[
         bool, typer.Option("--stay-after-stop/--exit-after-stop",
-                           help="After a stop through the control API, keep serving /status until SIGTERM instead of "
-                           "exiting (in a Deployment, an exit would restart the connector).")
+                           help="After a stop through the control API, or when the connector cannot start, keep "
+                           "serving /status (and, after a failed start, the connector-deleted stop path) until "
+                           "SIGTERM instead of exiting: in a Deployment an exit restarts the driver.")
     ] = False,
 ) -> None:
     """Run a connector until SIGTERM or Ctrl-C, then stop it gracefully (closing commits)."""
@@ -95,6 +96,8 @@ def run(
     except DriverError as exc:
         typer.echo(f"error: {exc}", err=True)
         driver.close()
+        if stay_after_stop and not stop_requested.is_set():
+            _serve_failed_start(connector, str(exc), control_host, control_port, stop_requested)
         raise typer.Exit(1) from None
     show_progress = sys.stderr.isatty() if progress is None else progress
     from conveyor.runtime.progress import ProgressReporter
@@ -114,6 +117,23 @@ def run(
     failed = [t for t in result["tasks"] if t["state"] == "FAILED"]
     typer.echo(json.dumps(result, indent=2))
     raise typer.Exit(1 if failed else 0)
+
+
+def _serve_failed_start(manifest: ConnectorManifest, error: str, host: str, port: int,
+                        stop_requested: threading.Event) -> None:
+    """Serve the failure (``GET /status``) and the connector-deleted stop path until SIGTERM,
+    instead of exiting into a crash loop (see :mod:`conveyor.runtime.failed_start`)."""
+    from conveyor.runtime.control_server import ControlServer
+    from conveyor.runtime.failed_start import FailedStart
+
+    server = ControlServer(FailedStart(manifest, error), host, port)  # type: ignore[arg-type]
+    server.start()
+    log.error("connector %s failed to start; serving its status on port %d until SIGTERM", manifest.name,
+              server.port)
+    try:
+        stop_requested.wait()
+    finally:
+        server.stop()
 
 
 def parse_conf(items: list[str]) -> dict[str, str]:

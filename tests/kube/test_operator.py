@@ -408,3 +408,33 @@ def test_eviction_of_a_driver_pod_becomes_a_closing_commit(kube_api, kube_namesp
                        message="Ready reason Paused")
         finally:
             driver.stop()
+
+
+def test_a_connector_that_cannot_start_is_degraded_not_crash_looping(kube_api, kube_namespace, operator, api,
+                                                                     tmp_path):
+    """A class only the runtime image could have (the operator cannot check it): the driver,
+    run as the Deployment runs it, stays up reporting FAILED instead of exiting."""
+    name = _name("nostart")
+    port = free_port()
+    with operator(port):
+        api.create_connector(connector(name, kube_namespace, "acme_connectors.missing:AuditSource", "k:9092", {}))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        driver = LocalDriver(api, kube_namespace, name, tmp_path, port, args=("--stay-after-stop",))
+        try:
+            degraded = eventually(lambda: (api.condition(kube_namespace, name, "Degraded") or {}).get("reason")
+                                  == "Failed" and api.condition(kube_namespace, name, "Degraded"),
+                                  message="Degraded=True reason Failed")
+            assert degraded["status"] == "True"
+            status = api.get_connector(kube_namespace, name)["status"]["connector"]
+            assert status["state"] == "FAILED" and "acme_connectors" in status["trace"]
+            assert driver.process.poll() is None, "the driver stays up instead of crash-looping"
+
+            api.delete_connector(kube_namespace, name)   # cleanup cannot run without the class
+            failed = eventually(lambda: api.condition(kube_namespace, name, "CleanupFailed"), message="CleanupFailed")
+            assert "acme_connectors" in failed["message"]
+            api.custom.patch_namespaced_custom_object(
+                "conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
+                {"metadata": {"annotations": {"conveyor.dev/skip-cleanup": "true"}}})
+            eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=60, message="gone")
+        finally:
+            driver.stop()
