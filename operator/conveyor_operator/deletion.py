@@ -16,7 +16,7 @@ from conveyor.manifest import ManifestError, OffsetsPolicy
 from conveyor_operator import names, render
 from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverRefused, DriverUnreachable
-from conveyor_operator.handlers import RESOURCE, RUNTIME, _backoff, _driver, _kube, _write_status, parse
+from conveyor_operator.handlers import RESOURCE, RUNTIME, backoff, driver_client, parse, shared_kube, write_status
 from conveyor_operator.status import ConditionType as C
 
 JOB_POLL_SECONDS = 5.0
@@ -27,13 +27,13 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
            retry: int, **_: Any) -> None:
     """Hold the finalizer until what the connector provisioned outside Kafka is gone."""
     if (meta.get("annotations") or {}).get(names.ANNOTATION_SKIP_CLEANUP) == "true":
-        _kube().event(body, "Warning", "CleanupSkipped",
+        shared_kube().event(body, "Warning", "CleanupSkipped",
                   message=f'{names.ANNOTATION_SKIP_CLEANUP} is "true": nothing outside Kubernetes was cleaned up')
         return
     try:
         manifest = parse(body)
     except ManifestError:
-        _kube().event(body, "Normal", "NothingToCleanUp", message="the spec was never valid, so the connector never ran")
+        shared_kube().event(body, "Normal", "NothingToCleanUp", message="the spec was never valid, so the connector never ran")
         return
     policy = manifest.spec.deletion_policy
     delete_offsets = policy.offsets is OffsetsPolicy.DELETE
@@ -42,10 +42,10 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
     conditions = Conditions(status.get("conditions"), meta.get("generation"))
     if retry == 0:
         conditions.set(C.DELETING, True, "CleaningUp", "running the connector-deleted stop path")
-        _write_status(namespace, name, conditions)
+        write_status(namespace, name, conditions)
     grace = manifest.spec.shutdown.grace_period_seconds
     try:
-        report = _driver(name, namespace).stop(connector_deleted=policy.cleanup, delete_offsets=delete_offsets,
+        report = driver_client(name, namespace).stop(connector_deleted=policy.cleanup, delete_offsets=delete_offsets,
                                                timeout_s=grace)
     except DriverUnreachable:
         return _cleanup_with_job(body, manifest, uid, conditions, retry)
@@ -55,8 +55,8 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
     if problem:
         return _fail(body, conditions, problem, retry)
     # The driver has stopped for good; it must not be restarted to run again.
-    _kube().scale_deployment(namespace, names.driver(name), 0)
-    _kube().event(body, "Normal", "CleanedUp", message=f"connector-deleted stop done by the driver: {summary(report)}")
+    shared_kube().scale_deployment(namespace, names.driver(name), 0)
+    shared_kube().event(body, "Normal", "CleanedUp", message=f"connector-deleted stop done by the driver: {summary(report)}")
 
 
 def stop_problem(report: dict[str, Any]) -> str:
@@ -81,18 +81,18 @@ def summary(report: dict[str, Any]) -> str:
 
 
 def _fail(body: kopf.Body, conditions: Conditions, message: str, retry: int) -> None:
-    delay = _backoff(retry)
+    delay = backoff(retry)
     meta = body["metadata"]
     conditions.set(C.CLEANUP_FAILED, True, "CleanupFailed", message)
-    _write_status(meta["namespace"], meta["name"], conditions)
-    _kube().event(body, "Warning", "CleanupFailed",
+    write_status(meta["namespace"], meta["name"], conditions)
+    shared_kube().event(body, "Warning", "CleanupFailed",
               message=f"{message}; retrying in {delay:.0f}s (annotate {names.ANNOTATION_SKIP_CLEANUP}=true to give up)")
     raise kopf.TemporaryError(message, delay=delay)
 
 
 def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Conditions, retry: int) -> None:
     """No driver answers: make sure none runs, then run ``conveyor cleanup`` as a Job."""
-    kube = _kube()
+    kube = shared_kube()
     ns, name = manifest.metadata.namespace, manifest.name
     kube.scale_deployment(ns, names.driver(name), 0)
     deployment = kube.get("apps/v1", "Deployment", ns, names.driver(name))
@@ -102,7 +102,7 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
     job = kube.get("batch/v1", "Job", ns, names.cleanup_job(name))
     if job is None:
         kube.apply(render.cleanup_job(manifest, uid, RUNTIME.settings, attempt=retry + 1))
-        _kube().event(body, "Normal", "CleanupJobStarted",
+        shared_kube().event(body, "Normal", "CleanupJobStarted",
                   message=f"no driver answers: Job {names.cleanup_job(name)} runs the connector-deleted stop path")
         raise kopf.TemporaryError("waiting for the cleanup Job", delay=JOB_POLL_SECONDS)
     outcome = job_outcome(job)
@@ -111,7 +111,7 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
     kube.delete("batch/v1", "Job", ns, names.cleanup_job(name))
     if outcome:
         _fail(body, conditions, f"cleanup Job {names.cleanup_job(name)} failed: {outcome} (see its pod's log)", retry)
-    _kube().event(body, "Normal", "CleanedUp", message=f"connector-deleted stop done by Job {names.cleanup_job(name)}")
+    shared_kube().event(body, "Normal", "CleanedUp", message=f"connector-deleted stop done by Job {names.cleanup_job(name)}")
 
 
 def job_outcome(job: dict[str, Any]) -> str | None:

@@ -14,7 +14,7 @@ import kopf
 from conveyor_operator import GROUP, KIND, VERSION, names
 from conveyor_operator.conditions import now
 from conveyor_operator.control import DriverRefused, DriverUnreachable
-from conveyor_operator.handlers import MAX_EVICTIONS_KEPT, RUNTIME, _driver, _kube
+from conveyor_operator.handlers import MAX_EVICTIONS_KEPT, RUNTIME, driver_client, shared_kube
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,8 @@ def committed_offsets(result: dict[str, Any]) -> list[dict[str, Any]]:
 def pod_event(event: dict[str, Any], meta: kopf.Meta, status: kopf.Status, name: str, namespace: str,
               **_: Any) -> None:
     if event.get("type") == "DELETED":
+        with RUNTIME.lock:
+            RUNTIME.drained_pods.discard(meta.get("uid"))
         return
     labels = meta.get("labels") or {}
     if labels.get(names.LABEL_COMPONENT) not in (names.DRIVER, names.EXECUTOR):
@@ -54,20 +56,20 @@ def pod_event(event: dict[str, Any], meta: kopf.Meta, status: kopf.Status, name:
             return
         RUNTIME.drained_pods.add(meta["uid"])
     connector_name = labels[names.LABEL_CONNECTOR]
-    kube = _kube()
+    kube = shared_kube()
     connector = kube.get(f"{GROUP}/{VERSION}", KIND, namespace, connector_name)
     if connector is None or connector["metadata"].get("deletionTimestamp"):
         return
     grace = ((connector.get("spec") or {}).get("shutdown") or {}).get("gracePeriodSeconds", 60)
     try:
-        result = _driver(connector_name, namespace).drain(pod=name, timeout_s=float(grace))
+        result = driver_client(connector_name, namespace).drain(pod=name, timeout_s=float(grace))
     except DriverRefused as exc:
         if exc.status != 404:
-            _kube().event(connector, "Warning", "EvictionNotTranslated", message=f"pod {name} ({trigger}): {exc}")
+            shared_kube().event(connector, "Warning", "EvictionNotTranslated", message=f"pod {name} ({trigger}): {exc}")
             return
         result = {"tasks": [], "complete": True}
     except DriverUnreachable as exc:
-        _kube().event(connector, "Warning", "EvictionNotTranslated",
+        shared_kube().event(connector, "Warning", "EvictionNotTranslated",
                   message=f"pod {name} ({trigger}): driver not reachable ({exc}); the pod's preStop hook drains")
         return
     committed = committed_offsets(result)
@@ -76,7 +78,7 @@ def pod_event(event: dict[str, Any], meta: kopf.Meta, status: kopf.Status, name:
     listed = ", ".join(f"{c['topic']}-{c['partition']}@{c['offset']}" for c in committed) or "nothing new"
     message = (f"pod {name} ({trigger}): drained tasks {tasks}, committed {listed}"
                + ("" if complete else "; NOT every closing commit finished in time"))
-    _kube().event(connector, "Normal" if complete else "Warning", "EvictionTranslated", message)
+    shared_kube().event(connector, "Normal" if complete else "Warning", "EvictionTranslated", message)
     entry = {"pod": name, "time": now(), "trigger": trigger, "tasks": tasks, "committed": committed,
              "complete": complete}
     evictions = list((connector.get("status") or {}).get("evictions") or []) + [entry]

@@ -115,12 +115,12 @@ def shutdown(**_: Any) -> None:
         RUNTIME.kube.api.close()
 
 
-def _kube() -> Kube:
+def shared_kube() -> Kube:
     assert RUNTIME.kube is not None, "operator not started"
     return RUNTIME.kube
 
 
-def _driver(manifest_name: str, namespace: str) -> DriverClient:
+def driver_client(manifest_name: str, namespace: str) -> DriverClient:
     s = RUNTIME.settings
     return DriverClient(s.control_url(manifest_name, namespace), s.request_timeout_seconds)
 
@@ -139,8 +139,8 @@ def parse(body: kopf.Body | dict[str, Any]) -> ConnectorManifest:
     }, source=f"Connector {meta['namespace']}/{meta['name']}")
 
 
-def _write_status(namespace: str, name: str, conditions: Conditions, **fields: Any) -> None:
-    _kube().patch_connector_status(namespace, name, {"conditions": conditions.items, **fields})
+def write_status(namespace: str, name: str, conditions: Conditions, **fields: Any) -> None:
+    shared_kube().patch_connector_status(namespace, name, {"conditions": conditions.items, **fields})
 
 
 def _reject(body: kopf.Body, conditions: Conditions, reason: str, message: str) -> None:
@@ -149,9 +149,9 @@ def _reject(body: kopf.Body, conditions: Conditions, reason: str, message: str) 
     conditions.set(C.DEGRADED, True, reason, message)
     conditions.set(C.READY, False, reason, message)
     conditions.set(C.PROGRESSING, False, reason, message)
-    _kube().event(body, "Warning", reason, message=message)
+    shared_kube().event(body, "Warning", reason, message=message)
     meta = body["metadata"]
-    _write_status(meta["namespace"], meta["name"], conditions, observedGeneration=meta.get("generation"))
+    write_status(meta["namespace"], meta["name"], conditions, observedGeneration=meta.get("generation"))
 
 
 @kopf.on.create(*RESOURCE)
@@ -170,15 +170,15 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
     errors = connector_config_errors(manifest)
     if errors:
         return _reject(body, conditions, "InvalidConfig", errors)
-    missing = check_references(_kube(), manifest)
+    missing = check_references(shared_kube(), manifest)
     if missing:
         conditions.set(C.DEGRADED, True, "MissingReference", missing)
         conditions.set(C.READY, False, "MissingReference", missing)
-        _kube().event(body, "Warning", "MissingReference", message=missing)
-        _write_status(manifest.metadata.namespace, manifest.name, conditions, observedGeneration=generation)
+        shared_kube().event(body, "Warning", "MissingReference", message=missing)
+        write_status(manifest.metadata.namespace, manifest.name, conditions, observedGeneration=generation)
         raise kopf.TemporaryError(missing, delay=30)
 
-    kube = _kube()
+    kube = shared_kube()
     ns, name = manifest.metadata.namespace, manifest.name
     wanted_config = render.config_hash(manifest)
     known_config = status.get("configHash")
@@ -195,7 +195,7 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
     if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in (
             "InvalidSpec", "InvalidConfig", "MissingReference"):
         conditions.set(C.READY, False, "DriverStarting", "waiting for the driver's first status")
-    _write_status(ns, name, conditions, observedGeneration=generation, tasksMax=manifest.spec.tasks_max,
+    write_status(ns, name, conditions, observedGeneration=generation, tasksMax=manifest.spec.tasks_max,
                   configHash=wanted_config)
 
 
@@ -210,24 +210,24 @@ def _current_rolled_hash(kube: Kube, namespace: str, name: str) -> str | None:
 def _push_config(body: kopf.Body, manifest: ConnectorManifest) -> bool:
     """``PUT /config`` to the running driver. False when it cannot take it live (not
     reachable, or it refused): the caller then rolls the Deployment."""
-    driver = _driver(manifest.name, manifest.metadata.namespace)
+    driver = driver_client(manifest.name, manifest.metadata.namespace)
     try:
         driver.put_config(render.spec_dict(manifest))
     except DriverUnreachable:
         return False
     except DriverRefused as exc:
         if exc.status == 400:
-            _kube().event(body, "Warning", "InvalidConfig", message=exc.message)
+            shared_kube().event(body, "Warning", "InvalidConfig", message=exc.message)
         log.info("driver of %s refused the new config live (%s): rolling", manifest.name, exc)
         return False
-    _kube().event(body, "Normal", "Reconfigured", message="configuration applied to the running driver")
+    shared_kube().event(body, "Normal", "Reconfigured", message="configuration applied to the running driver")
     return True
 
 
 def _push_state(manifest: ConnectorManifest) -> None:
     """Move a running driver to ``spec.state`` when it is elsewhere (a driver that is
     not running reads the state from its ConfigMap when it starts)."""
-    driver = _driver(manifest.name, manifest.metadata.namespace)
+    driver = driver_client(manifest.name, manifest.metadata.namespace)
     try:
         current = (driver.status().get("connector") or {}).get("state")
         if current in _STATE_OF.values() and current != _STATE_OF[manifest.spec.state.value]:
@@ -236,7 +236,7 @@ def _push_state(manifest: ConnectorManifest) -> None:
         log.info("state of %s not pushed to its driver: %s", manifest.name, exc)
 
 
-def _backoff(retry: int) -> float:
+def backoff(retry: int) -> float:
     return min(MAX_BACKOFF_SECONDS, 5.0 * 2 ** min(retry, 10))
 
 
@@ -246,11 +246,11 @@ def _backoff(retry: int) -> float:
 def restart(body: kopf.Body, name: str, namespace: str, retry: int, **_: Any) -> None:
     """``conveyor.dev/restart``: restart every task, then remove the annotation."""
     try:
-        result = _driver(name, namespace).restart()
+        result = driver_client(name, namespace).restart()
     except (DriverUnreachable, DriverRefused) as exc:
-        raise kopf.TemporaryError(f"restart not delivered: {exc}", delay=_backoff(retry)) from None
-    _kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART)
-    _kube().event(body, "Normal", "Restarted", message=f"tasks restarted: {result}")
+        raise kopf.TemporaryError(f"restart not delivered: {exc}", delay=backoff(retry)) from None
+    shared_kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART)
+    shared_kube().event(body, "Normal", "Restarted", message=f"tasks restarted: {result}")
 
 
 @kopf.on.create(*RESOURCE, annotations={names.ANNOTATION_RESTART_TASK: kopf.PRESENT})
@@ -262,22 +262,22 @@ def restart_task(body: kopf.Body, meta: kopf.Meta, name: str, namespace: str, re
     try:
         task_id = int(value)
     except ValueError:
-        _kube().event(body, "Warning", "InvalidAnnotation",
+        shared_kube().event(body, "Warning", "InvalidAnnotation",
                   message=f"{names.ANNOTATION_RESTART_TASK}: {value!r} is not a task id; removed")
-        _kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
+        shared_kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
         return
     try:
-        _driver(name, namespace).restart_task(task_id)
+        driver_client(name, namespace).restart_task(task_id)
     except DriverRefused as exc:
         if exc.status == 404:
-            _kube().event(body, "Warning", "InvalidAnnotation", message=f"{exc.message}; annotation removed")
-            _kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
+            shared_kube().event(body, "Warning", "InvalidAnnotation", message=f"{exc.message}; annotation removed")
+            shared_kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
             return
-        raise kopf.TemporaryError(f"restart of task {task_id} not delivered: {exc}", delay=_backoff(retry)) from None
+        raise kopf.TemporaryError(f"restart of task {task_id} not delivered: {exc}", delay=backoff(retry)) from None
     except DriverUnreachable as exc:
-        raise kopf.TemporaryError(f"restart of task {task_id} not delivered: {exc}", delay=_backoff(retry)) from None
-    _kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
-    _kube().event(body, "Normal", "TaskRestarted", message=f"task {task_id} restarted")
+        raise kopf.TemporaryError(f"restart of task {task_id} not delivered: {exc}", delay=backoff(retry)) from None
+    shared_kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
+    shared_kube().event(body, "Normal", "TaskRestarted", message=f"task {task_id} restarted")
 
 
 @kopf.timer(*RESOURCE, interval=RUNTIME.settings.status_interval_seconds, sharp=False)
@@ -291,10 +291,10 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
                                                                                "MissingReference"):
         return
     try:
-        report = _driver(name, namespace).status()
+        report = driver_client(name, namespace).status()
     except (DriverUnreachable, DriverRefused) as exc:
         conditions.set(C.READY, False, "DriverUnreachable", str(exc))
-        _write_status(namespace, name, conditions)
+        write_status(namespace, name, conditions)
         return
     connector = report.get("connector") or {}
     tasks = [{k: v for k, v in {
@@ -317,7 +317,7 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
         entry["workerId"] = connector["worker_id"]
     if connector.get("trace"):
         entry["trace"] = _short(connector["trace"])
-    _write_status(namespace, name, conditions, connector=entry, tasks=tasks)
+    write_status(namespace, name, conditions, connector=entry, tasks=tasks)
 
 
 def _short(trace: str | None, limit: int = 2000) -> str | None:

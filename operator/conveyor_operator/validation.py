@@ -4,7 +4,6 @@ validation, and the Secrets and ConfigMaps it references."""
 from __future__ import annotations
 
 import logging
-import re
 
 from kubernetes.client.rest import ApiException
 
@@ -12,7 +11,6 @@ from conveyor.manifest import ConnectorManifest
 from conveyor_operator.kube import Kube
 
 log = logging.getLogger(__name__)
-_ERROR_LINE = re.compile(r"^\s*spec\.config\.(?P<key>[^:]+): ")
 
 
 def connector_config_errors(manifest: ConnectorManifest) -> str:
@@ -40,14 +38,8 @@ def connector_config_errors(manifest: ConnectorManifest) -> str:
         connector = cls()
         validate_config(connector, connector_type, config, manifest.name)
     except PreflightError as exc:
-        lines = []
-        for line in str(exc).splitlines()[1:]:
-            match = _ERROR_LINE.match(line)
-            key = match.group("key") if match else None
-            if key in deferred or (manifest.spec.config_from and key not in config):
-                continue
-            lines.append(line.strip())
-        return "\n".join(lines)
+        return "\n".join(f"spec.config.{key}: {message}" for key, message in exc.errors.items()
+                         if key not in deferred and not (manifest.spec.config_from and key not in config))
     except Exception as exc:  # noqa: BLE001 - a connector's validate() may raise anything
         return f"spec.config: the connector's validation failed: {type(exc).__name__}: {exc}"
     return ""

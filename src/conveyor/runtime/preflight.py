@@ -26,7 +26,15 @@ log = logging.getLogger(__name__)
 
 
 class PreflightError(RuntimeError):
-    """The connector cannot start; nothing was started."""
+    """The connector cannot start; nothing was started.
+
+    Attributes:
+        errors: for an invalid configuration, ``{config key: message}``; else empty.
+    """
+
+    def __init__(self, message: str, errors: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.errors = dict(errors or {})
 
 
 def connector_class(name: str) -> tuple[type[Connector], str]:
@@ -78,7 +86,7 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
             errors.update(_exactly_once_errors(connector, config, source))
     if errors:
         detail = "\n".join(f"  spec.config.{key}: {msg}" for key, msg in errors.items())
-        raise PreflightError(f"connector {name}: invalid configuration\n{detail}")
+        raise PreflightError(f"connector {name}: invalid configuration\n{detail}", errors)
 
 
 def _exactly_once_errors(connector: Connector, config: dict[str, Any], settings: Any) -> dict[str, str]:

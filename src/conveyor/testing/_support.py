@@ -25,6 +25,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -355,3 +356,27 @@ def stop_process(proc: subprocess.Popen, *, first_signal: int = signal.SIGTERM, 
             proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)
+
+
+def start_with_port_retries(start_once: Callable[[], None], stop: Callable[[], None], port_clash: str,
+                            component: str, attempts: int = 3) -> None:
+    """Run ``start_once`` (which picks fresh free ports each time), retrying when it fails
+    because a port was taken between choosing and binding it: a ``ComponentUnavailable``
+    whose log tail contains ``port_clash`` (case-insensitive). ``stop`` runs after every
+    failed attempt.
+
+    Raises:
+        ComponentUnavailable: any other failure, or a clash on the last attempt.
+    """
+    for attempt in range(attempts):
+        try:
+            start_once()
+            return
+        except ComponentUnavailable as e:
+            stop()
+            if port_clash.lower() not in e.log_tail.lower() or attempt == attempts - 1:
+                raise
+            log.warning("%s: port clash, retrying with new ports", component)
+        except BaseException:
+            stop()
+            raise

@@ -518,19 +518,8 @@ class KafkaBroker(KafkaEndpoint):
         _support.reap_stale()
         libs = kafka_libs(self.version)
         java_home = _support.find_java_home(17, component="kafka")
-        for attempt in range(3):
-            try:
-                self._start_once(java_home / "bin" / "java", libs)
-                return self
-            except ComponentUnavailable as e:
-                self.stop()
-                if "Address already in use" not in e.log_tail or attempt == 2:
-                    raise
-                log.warning("kafka port clash, retrying with new ports")
-            except BaseException:
-                self.stop()
-                raise
-        raise AssertionError("unreachable")
+        _support.start_with_port_retries(lambda: self._start_once(java_home / "bin" / "java", libs), self.stop, "Address already in use", "kafka")
+        return self
 
     def stop(self) -> None:
         """Stop the broker (SIGTERM, then SIGKILL after 30 s) and remove its temp dir. Idempotent."""

@@ -50,6 +50,7 @@ else a started :class:`KubeAPIServer`. Failures to find, start or reach the cont
 
 from __future__ import annotations
 
+import abc
 import base64
 import functools
 import json
@@ -284,7 +285,7 @@ def _kubernetes_client() -> Any:
 # endpoints
 
 
-class KubeEndpoint(Endpoint):
+class KubeEndpoint(Endpoint, abc.ABC):
     """A reachable Kubernetes API server plus an admin kubeconfig for it.
 
     Usable as a context manager; ``__exit__`` calls :meth:`stop`. ``kubectl``/``helm`` come from
@@ -466,9 +467,9 @@ class KubeEndpoint(Endpoint):
 
     # -- internals ------------------------------------------------------------------------------
 
+    @abc.abstractmethod
     def _cluster(self) -> dict[str, Any]:
         """The ``cluster`` stanza (server, TLS settings) of the admin kubeconfig's current context."""
-        raise NotImplementedError
 
     def _scratch_dir(self) -> Path:
         if self._scratch is None:
@@ -589,18 +590,8 @@ class KubeAPIServer(KubeEndpoint):
             return self
         _support.reap_stale()
         self._binaries = self.binaries  # resolve now: a missing binary fails here, not later
-        for attempt in range(3):
-            try:
-                self._start_once()
-                return self
-            except ComponentUnavailable as e:
-                self.stop()
-                if "address already in use" not in e.log_tail or attempt == 2:
-                    raise
-            except BaseException:
-                self.stop()
-                raise
-        raise AssertionError("unreachable")
+        _support.start_with_port_retries(self._start_once, self.stop, "address already in use", "kubernetes")
+        return self
 
     def stop(self) -> None:
         """Stop kube-apiserver, then etcd (SIGTERM, SIGKILL after 5 s) and remove all state. Idempotent."""

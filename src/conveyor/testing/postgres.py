@@ -244,18 +244,8 @@ class PostgresServer(PostgresEndpoint):
             return self
         _support.reap_stale()
         self.bindir = find_bindir()
-        for attempt in range(3):
-            try:
-                self._start_once()
-                return self
-            except ComponentUnavailable as e:
-                self.stop()
-                if "already in use" not in e.log_tail or attempt == 2:
-                    raise
-            except BaseException:
-                self.stop()
-                raise
-        raise AssertionError("unreachable")
+        _support.start_with_port_retries(self._start_once, self.stop, "already in use", "postgres")
+        return self
 
     def stop(self) -> None:
         """Fast shutdown (SIGINT; SIGKILL after 30 s) and remove the temp dir. Idempotent."""

@@ -433,18 +433,8 @@ class RabbitMQServer(RabbitMQEndpoint):
         self.script = find_server_script()
         self.epmd = find_epmd()
         _pika()
-        for attempt in range(3):
-            try:
-                self._start_once()
-                return self
-            except ComponentUnavailable as e:
-                self.stop()
-                if "eaddrinuse" not in e.log_tail.lower() or attempt == 2:
-                    raise
-            except BaseException:
-                self.stop()
-                raise
-        raise AssertionError("unreachable")
+        _support.start_with_port_retries(self._start_once, self.stop, "eaddrinuse", "rabbitmq")
+        return self
 
     def stop(self) -> None:
         """Stop the node (SIGTERM: a clean shutdown, SIGKILL after 30 s) and its epmd, remove
