@@ -4,10 +4,6 @@
 
 * raw ceiling: one confluent-kafka consumer in this Python process reading everything
   (``consume(500)``, touching key and value), the best a Python sink could do;
-
-Every figure is steady-state records/s from the first record to the last (for the
-PostgreSQL sink: until the last row is committed), so fixed costs such as the Spark job
-launch and the consumer-group join are left out of all of them alike.
 * Conveyor with the no-op sink, 1 task and 2 tasks (bytes converters: no decoding, so
   the figure is the runtime's own overhead);
 * the PostgreSQL sink (JSON values, insert mode, 1 and 2 tasks) against a plain psycopg
@@ -15,8 +11,17 @@ launch and the consumer-group join are left out of all of them alike.
   batches of the same size into an identical table, committing offsets after each. A
   COPY of the rows already decoded in memory is printed too, as PostgreSQL's ceiling.
 
+Every figure is steady-state records/s from the first record to the last (for the
+PostgreSQL sink: until the last row is committed), so fixed costs such as the Spark job
+launch and the consumer-group join are left out of all of them alike: the connectors
+start paused and are resumed once every task holds its settled share of the partitions.
+
+The machine's speed drifts by tens of percent within a minute (shared cores), so every
+measurement runs ``--rounds`` times (3), interleaved, and the medians are compared; each
+round's ratios are printed too.
+
 Targets (issue 2): no-op sink >= 0.7x the raw ceiling; PostgreSQL sink >= 0.6x the plain
-load. Run: ``python benchmarks/sink_throughput.py [--records N]``. Uses
+load. Run: ``python benchmarks/sink_throughput.py [--records N] [--rounds R]``. Uses
 ``CONVEYOR_KAFKA_BOOTSTRAP`` / ``CONVEYOR_POSTGRES_URL`` when set, otherwise starts a
 local broker and PostgreSQL.
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 import time
 import uuid
@@ -88,7 +94,7 @@ def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int
         manifest = ConnectorManifest.from_dict({
             "apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
             "metadata": {"name": f"bench-{uuid.uuid4().hex[:6]}"},
-            "spec": {"class": "conveyor.testing.timing:TimedSinkConnector", "tasksMax": tasks,
+            "spec": {"class": "conveyor.testing.timing:TimedSinkConnector", "tasksMax": tasks, "state": "paused",
                      "kafka": {"bootstrapServers": bootstrap},
                      "config": {"topics": topic, "offset.flush.interval.ms": "1000", "timed.connector.class": cls,
                                 "timed.path": timings_path, **config}},
@@ -96,6 +102,8 @@ def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int
         driver = Driver(manifest, spark=spark, control_port=0)
         driver.start()
         try:
+            _wait_for_settled_assignment(driver, tasks)
+            driver.resume()
             while sum(t.get("records_put", 0) for t in driver.status()["tasks"]) < records:
                 if any(t["state"] == "FAILED" for t in driver.status()["tasks"]):
                     raise RuntimeError(json.dumps(driver.status(), indent=2))
@@ -112,6 +120,27 @@ def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int
     else:
         end = max(t["last_put_end"] for t in timings)
     return records / (end - start)
+
+
+def _wait_for_settled_assignment(driver: Driver, tasks: int, timeout_s: float = 120.0) -> None:
+    """Until every task has its share of the partitions, unchanged for a second: the
+    connector starts paused, so the consumer-group joins (and the rebalance each later
+    member causes) happen before any record is read."""
+    deadline = time.monotonic() + timeout_s
+    last: list[tuple[str, ...]] | None = None
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        status = driver.status()["tasks"]
+        if any(t["state"] == "FAILED" for t in status):
+            raise RuntimeError(json.dumps(status, indent=2))
+        assignment = sorted(tuple(sorted(t.get("assignment") or ())) for t in status)
+        if assignment != last:
+            last, since = assignment, time.monotonic()
+        elif (len(status) == tasks and all(assignment) and sum(map(len, assignment)) == PARTITIONS
+              and time.monotonic() - since >= 1.0):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"tasks did not settle on an assignment of all {PARTITIONS} partitions: {last}")
 
 
 def plain_copy_from_memory(url: str, records: int) -> float:
@@ -176,11 +205,42 @@ def _fastest_json_loads() -> Any:
         return json.loads
 
 
+MEASUREMENTS = (
+    # key, label, baseline key, target ratio
+    ("raw", "raw confluent-kafka consume (1 consumer)", None, None),
+    ("noop1", "conveyor no-op sink, 1 task", "raw", 0.70),
+    ("noop2", "conveyor no-op sink, 2 tasks", "raw", 0.70),
+    ("copy", "PostgreSQL COPY of decoded rows from memory", None, None),
+    ("plain", "plain psycopg load from Kafka (1 process)", None, None),
+    ("pg1", "conveyor postgres-sink, 1 task", "plain", 0.60),
+    ("pg2", "conveyor postgres-sink, 2 tasks", "plain", 0.60),
+)
+
+
+def one_round(bootstrap: str, topic: str, pg_url: str, n: int, spark: Any) -> dict[str, float]:
+    """Every measurement once, in the order of :data:`MEASUREMENTS`."""
+    bytes_conv = {"key.converter": "bytes", "value.converter": "bytes"}
+    pg_sink_config = {"connection.url": pg_url, "auto.create": "true", "batch.size": "5000",
+                      "value.converter": "json", "value.converter.schemas.enable": "false"}
+    return {
+        "raw": raw_ceiling(bootstrap, topic, n),
+        "noop1": run_connector(bootstrap, topic, n, "noop-sink", 1, bytes_conv, spark, durable=False),
+        "noop2": run_connector(bootstrap, topic, n, "noop-sink", 2, bytes_conv, spark, durable=False),
+        "copy": plain_copy_from_memory(pg_url, n),
+        "plain": plain_kafka_to_postgres(bootstrap, topic, pg_url, n, batch=5000),
+        "pg1": run_connector(bootstrap, topic, n, "postgres-sink", 1, pg_sink_config, spark, durable=True),
+        "pg2": run_connector(bootstrap, topic, n, "postgres-sink", 2, pg_sink_config, spark, durable=True),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of every measurement, interleaved; the medians are compared")
     args = parser.parse_args()
     n = args.records
+    rounds: list[dict[str, float]] = []
     with ExitStack() as stack:
         kafka = stack.enter_context(start_or_reuse_kafka())
         pg = stack.enter_context(start_or_reuse_postgres())
@@ -191,26 +251,24 @@ def main() -> None:
         spark = local_spark_session(cores=4)
         print(f"producing {n:,} records (~200 bytes) to {PARTITIONS} partitions ...", flush=True)
         topic = make_topic(bootstrap, n)
-        raw = raw_ceiling(bootstrap, topic, n)
-        bytes_conv = {"key.converter": "bytes", "value.converter": "bytes"}
-        noop1 = run_connector(bootstrap, topic, n, "noop-sink", 1, bytes_conv, spark, durable=False)
-        noop2 = run_connector(bootstrap, topic, n, "noop-sink", 2, bytes_conv, spark, durable=False)
-        copy_ceiling = plain_copy_from_memory(pg_url, n)
-        plain = plain_kafka_to_postgres(bootstrap, topic, pg_url, n, batch=5000)
-        pg_sink_config = {"connection.url": pg_url, "auto.create": "true", "batch.size": "5000",
-                          "value.converter": "json", "value.converter.schemas.enable": "false"}
-        pg_sink1 = run_connector(bootstrap, topic, n, "postgres-sink", 1, pg_sink_config, spark, durable=True)
-        pg_sink2 = run_connector(bootstrap, topic, n, "postgres-sink", 2, pg_sink_config, spark, durable=True)
+        for i in range(args.rounds):
+            rounds.append(one_round(bootstrap, topic, pg_url, n, spark))
+            print(f"round {i + 1}/{args.rounds}: " + ", ".join(f"{k} {v:,.0f}" for k, v in rounds[-1].items()),
+                  flush=True)
         spark.stop()
+    median = {key: statistics.median(r[key] for r in rounds) for key, *_ in MEASUREMENTS}
     print()
-    print(f"{'measurement':<44}{'records/s':>12}{'ratio':>9}  target")
-    print(f"{'raw confluent-kafka consume (1 consumer)':<44}{raw:>12,.0f}{1.0:>9.2f}")
-    print(f"{'conveyor no-op sink, 1 task':<44}{noop1:>12,.0f}{noop1 / raw:>9.2f}  >= 0.70 x raw")
-    print(f"{'conveyor no-op sink, 2 tasks':<44}{noop2:>12,.0f}{noop2 / raw:>9.2f}  >= 0.70 x raw")
-    print(f"{'PostgreSQL COPY of decoded rows from memory':<44}{copy_ceiling:>12,.0f}{'':>9}  (PostgreSQL's ceiling)")
-    print(f"{'plain psycopg load from Kafka (1 process)':<44}{plain:>12,.0f}{1.0:>9.2f}")
-    print(f"{'conveyor postgres-sink, 1 task':<44}{pg_sink1:>12,.0f}{pg_sink1 / plain:>9.2f}  >= 0.60 x plain")
-    print(f"{'conveyor postgres-sink, 2 tasks':<44}{pg_sink2:>12,.0f}{pg_sink2 / plain:>9.2f}  >= 0.60 x plain")
+    print(f"records/s, median of {len(rounds)} interleaved rounds; ratio = median / median of its baseline")
+    print(f"{'measurement':<44}{'records/s':>12}{'ratio':>9}  target   rounds' ratios")
+    for key, label, baseline, target in MEASUREMENTS:
+        if baseline is None:
+            ratio = "1.00" if key in ("raw", "plain") else ""
+            print(f"{label:<44}{median[key]:>12,.0f}{ratio:>9}")
+            continue
+        verdict = "PASS" if median[key] / median[baseline] >= target else "MISS"
+        each = " ".join(f"{r[key] / r[baseline]:.2f}" for r in rounds)
+        print(f"{label:<44}{median[key]:>12,.0f}{median[key] / median[baseline]:>9.2f}"
+              f"  >= {target:.2f} x {baseline} {verdict}   {each}")
 
 
 if __name__ == "__main__":

@@ -141,6 +141,25 @@ def test_paused_tasks_put_nothing_and_resume_where_they_were(kafka_bootstrap, to
     assert not any(e["closing"] for e in _events(journal, "pre_commit")[:-1]), "pausing is not closing"
 
 
+def test_connector_created_paused_puts_nothing_until_resumed(kafka_bootstrap, topic_factory, spark, tmp_path):
+    """The task learns the driver's directive before its first poll: records already in
+    the topic are not put (nor committed) by a connector created with ``state: paused``."""
+    topic = topic_factory(partitions=2)
+    journal = tmp_path / "j.jsonl"
+    name = _name()
+    produce(kafka_bootstrap, topic, _values(20))
+    config = _config(topic, journal, **{"offset.flush.interval.ms": "300"})
+    with running_connector(connector_manifest(name, RECORDING, kafka_bootstrap, config, state="paused"), spark) as d:
+        wait_until(lambda: len(d.status()["tasks"][0].get("assignment") or ()) == 2, message="partitions assigned")
+        wait_until(lambda: len(_events(journal, "pre_commit")) >= 3, message="periodic commits while paused")
+        assert d.status()["tasks"][0]["state"] == "PAUSED"
+        assert _put_ids(journal) == [], "a paused connector put records"
+        assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 2) == {}
+        d.resume()
+        wait_until(lambda: len(_put_ids(journal)) >= 20, message="records after resuming")
+    assert sorted(_put_ids(journal)) == list(range(20))
+
+
 def test_stopped_state_closes_tasks_keeps_connector_and_resumes(kafka_bootstrap, topic_factory, spark, tmp_path):
     topic = topic_factory(partitions=1)
     journal = tmp_path / "j.jsonl"

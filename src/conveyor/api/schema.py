@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class SchemaType(str, enum.Enum):
@@ -84,9 +84,13 @@ class Schema:
         return Schema(SchemaType.STRUCT, optional=optional, name=name, fields=tuple(Field(n, s) for n, s in fields))
 
 
-@dataclass(frozen=True, slots=True)
-class SchemaAndValue:
-    """What a converter produces: a schema (or ``None`` when schemaless) and a value."""
+class SchemaAndValue(NamedTuple):
+    """What a converter produces: a schema (or ``None`` when schemaless) and a value.
+
+    Immutable, as Kafka Connect's; a named tuple (``schema, value = sv`` works) because a
+    converter makes one per key and per value of every record (a third of the cost of a
+    frozen dataclass).
+    """
 
     schema: Schema | None
     value: Any

@@ -63,8 +63,12 @@ ENVELOPE_ERROR = (
 )
 _SERIALIZATION_ERROR = "Converting byte[] to Kafka Connect data failed due to serialization error: "
 
-_DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
-_LONG_DIGIT_RUN = b"0" * 19  # 19+ digits may not fit in 64 bits, where orjson reads a float
+_INT64_LIMIT = 2.0**63
+"""orjson reads an integer literal that fits neither 64-bit type as a float: every float
+of this magnitude or more may be such an integer, and the stdlib parse decides."""
+
+
+_new_tuple = tuple.__new__  # SchemaAndValue without its Python-level __new__: half the cost, once per record
 
 
 def _reject_constant(name: str) -> Any:
@@ -85,13 +89,37 @@ def loads(data: Any) -> Any:
         ValueError: invalid JSON (the stdlib parser's message).
     """
     if _orjson is not None:
-        raw = data if isinstance(data, bytes) else bytes(data)
-        if raw.translate(_DIGITS_TO_ZERO).find(_LONG_DIGIT_RUN) < 0:
-            try:
-                return _orjson.loads(raw)
-            except _orjson.JSONDecodeError:
-                pass  # let the stdlib decide, with its message
+        try:
+            node = _orjson.loads(data if isinstance(data, bytes) else bytes(data))
+        except _orjson.JSONDecodeError:
+            return stdlib_loads(data)  # let the stdlib decide, with its message
+        try:
+            if not _may_hold_wide_integer(node):
+                return node
+        except RecursionError:
+            pass
     return stdlib_loads(data)
+
+
+def _may_hold_wide_integer(node: Any) -> bool:
+    """Whether ``node`` (orjson's result) holds a float of magnitude 2**63 or more anywhere,
+    which may be an integer literal too wide for 64 bits that the stdlib reads exactly.
+    Raises RecursionError for documents nested deeper than Python's recursion limit."""
+    kind = type(node)
+    if kind is dict:
+        values: Any = node.values()
+    elif kind is list:
+        values = node
+    else:
+        return kind is float and not -_INT64_LIMIT < node < _INT64_LIMIT
+    for value in values:
+        kind = type(value)
+        if kind is float:
+            if not -_INT64_LIMIT < value < _INT64_LIMIT:
+                return True
+        elif (kind is dict or kind is list) and _may_hold_wide_integer(value):
+            return True
+    return False
 
 
 _PLAIN_OPTIONS = 0
@@ -205,7 +233,7 @@ class JsonConverter(Converter):
                 return NULL
             raise DataError(_SERIALIZATION_ERROR + str(exc)) from exc
         if not self.schemas_enabled:
-            return SchemaAndValue(None, node)
+            return _new_tuple(SchemaAndValue, (None, node))
         if type(node) is not dict or len(node) != 2 or "schema" not in node or "payload" not in node:
             raise DataError(ENVELOPE_ERROR)
         schema_node = node["schema"]

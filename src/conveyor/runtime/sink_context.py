@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from conveyor.api import ErrantRecordReporter, SinkRecord, SinkTaskContext, TopicPartition
+from conveyor.api import ErrantRecordReporter, SinkRecord, SinkTaskContext, TimestampType, TopicPartition
 from conveyor.runtime.tolerance import FailedRecord, Stage, ToleranceOperator, class_name
 
 if TYPE_CHECKING:
@@ -22,6 +22,62 @@ class InternalSinkRecord(SinkRecord):
     reported failure sends the original bytes to the dead-letter queue."""
 
     raw: Message | None = field(default=None, repr=False, compare=False)
+
+
+TIMESTAMP_TYPES = {0: TimestampType.NO_TIMESTAMP_TYPE, 1: TimestampType.CREATE_TIME, 2: TimestampType.LOG_APPEND_TIME}
+"""librdkafka's ``Message.timestamp()`` type codes."""
+_LAZY_FIELDS = ("timestamp", "timestamp_type", "original_topic", "original_kafka_partition", "original_kafka_offset")
+
+
+class LazySinkRecord(InternalSinkRecord):
+    """What the runner hands to ``put``: an :class:`InternalSinkRecord` whose timestamp and
+    original coordinates are read from the Kafka message the first time any of them is
+    used (most sinks never read them). The first use turns the record into a plain
+    :class:`InternalSinkRecord` in place, so later reads cost what a field read costs.
+
+    The sink runner makes them without ``__init__`` (``object.__new__`` and a store per
+    eager field: a third of a dataclass construction); ``dataclasses.replace``
+    (``new_record``) of one makes an eager :class:`InternalSinkRecord`.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.__class__ = InternalSinkRecord  # type: ignore[assignment]
+        InternalSinkRecord.__init__(self, *args, **kwargs)
+
+    def materialize(self) -> None:
+        """Read the lazy fields from the message; the record becomes an :class:`InternalSinkRecord`."""
+        msg = self.raw
+        ts_type, ts = msg.timestamp()  # type: ignore[union-attr]
+        self.__class__ = InternalSinkRecord  # type: ignore[assignment]
+        self.timestamp = ts if ts_type else None
+        self.timestamp_type = TIMESTAMP_TYPES[ts_type]
+        self.original_topic = msg.topic()  # type: ignore[union-attr]
+        self.original_kafka_partition = msg.partition()  # type: ignore[union-attr]
+        self.original_kafka_offset = msg.offset()  # type: ignore[union-attr]
+
+    def __eq__(self, other: object) -> bool:
+        self.materialize()
+        return self == other
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as every SinkRecord
+
+
+def _lazy_field(name: str) -> property:
+    def get(self: LazySinkRecord) -> Any:
+        self.materialize()
+        return getattr(self, name)
+
+    def set_(self: LazySinkRecord, value: Any) -> None:
+        self.materialize()
+        setattr(self, name, value)
+
+    return property(get, set_, doc=f"``{name}``, read from the Kafka message on first use.")
+
+
+for _name in _LAZY_FIELDS:
+    setattr(LazySinkRecord, _name, _lazy_field(_name))
 
 
 def failed_record(msg: Message) -> FailedRecord:

@@ -25,7 +25,7 @@ from typing import Any
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from conveyor.api import ConnectError, Header, RetriableError, SinkTask, TimestampType, TopicPartition
+from conveyor.api import ConnectError, Header, RetriableError, SinkTask, TopicPartition
 from conveyor.converters import ByteArrayConverter, load_converter
 from conveyor.runtime.dead_letter_queue import DeadLetterQueue
 from conveyor.runtime.kafka_clients import client_config
@@ -34,6 +34,7 @@ from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, t
 from conveyor.runtime.settings import SinkSettings, parse_sink_settings, prefixed
 from conveyor.runtime.sink_context import (
     InternalSinkRecord,
+    LazySinkRecord,
     RunnerErrantRecordReporter,
     RunnerSinkContext,
     failed_record,
@@ -44,7 +45,6 @@ from conveyor.transforms.chain import TransformationChain
 
 log = logging.getLogger(__name__)
 
-_TIMESTAMP_TYPES = {0: TimestampType.NO_TIMESTAMP_TYPE, 1: TimestampType.CREATE_TIME, 2: TimestampType.LOG_APPEND_TIME}
 _JAVA_ONLY_CONSUMER_KEYS = {"max.poll.records", "key.deserializer", "value.deserializer"}
 DEFAULT_RETRY_BACKOFF_S = 1.0
 POLL_TIMEOUT_S = 0.2
@@ -193,63 +193,85 @@ class SinkTaskRunner(TaskRunner):
 
     def _convert(self, msgs: list[Message]) -> tuple[list[InternalSinkRecord], dict[TopicPartition, int]]:
         """Messages → records after conversion and transformations. Offsets advance for
-        every message, including those dropped by a transformation or tolerated."""
-        assert self.tolerance is not None
+        every message, including those dropped by a transformation or tolerated.
+
+        The hot loop of every sink task: records are :class:`LazySinkRecord` (timestamp
+        and original coordinates read from the message on first use) and conversions are
+        inlined; a failed conversion takes :meth:`_to_connect`, the tolerance path.
+        """
         key_conv, value_conv, chain = self.key_converter, self.value_converter, self.chain
         key_raw = isinstance(key_conv, ByteArrayConverter)
         value_raw = isinstance(value_conv, ByteArrayConverter)
+        key_to_connect, value_to_connect = key_conv.to_connect_data, value_conv.to_connect_data
         transform = not chain.is_empty
+        new_record, lazy = object.__new__, LazySinkRecord
         records: list[InternalSinkRecord] = []
+        append = records.append
         last: dict[tuple[str, int], int] = {}
+        run_topic, run_partition, run_offset = None, -1, -1  # messages come in runs per partition
         for msg in msgs:
-            err = msg.error()
-            if err is not None:
-                self._consume_error(err)
+            if msg.error() is not None:
+                self._consume_error(msg.error())
                 continue
             topic = msg.topic()
             partition = msg.partition()
             offset = msg.offset()
-            last[(topic, partition)] = offset
+            if partition != run_partition or topic != run_topic:
+                if run_topic is not None:
+                    last[run_topic, run_partition] = run_offset
+                run_topic, run_partition = topic, partition
+            run_offset = offset
             raw_headers = msg.headers()
-            headers = tuple(Header(k, v) for k, v in raw_headers) if raw_headers else ()
+            headers = tuple([Header(k, v) for k, v in raw_headers]) if raw_headers else ()
             if key_raw:
                 key, key_schema = msg.key(), None
             else:
-                key, key_schema = self._to_connect(key_conv, Stage.KEY_CONVERTER, msg, topic, headers, msg.key())
-                if key is _FAILED:
-                    continue
+                try:
+                    key_schema, key = key_to_connect(topic, headers, msg.key())
+                except Exception as exc:  # noqa: BLE001 - tolerance decides
+                    key, key_schema = self._to_connect(key_conv, Stage.KEY_CONVERTER, msg, topic, headers, exc)
+                    if key is _FAILED:
+                        continue
             if value_raw:
                 value, value_schema = msg.value(), None
             else:
-                value, value_schema = self._to_connect(
-                    value_conv, Stage.VALUE_CONVERTER, msg, topic, headers, msg.value()
-                )
-                if value is _FAILED:
-                    continue
-            ts_type, ts = msg.timestamp()
-            record = InternalSinkRecord(
-                topic, partition, key, value, offset, ts if ts_type else None, _TIMESTAMP_TYPES[ts_type],
-                headers, key_schema, value_schema, topic, partition, offset, msg,
-            )
+                try:
+                    value_schema, value = value_to_connect(topic, headers, msg.value())
+                except Exception as exc:  # noqa: BLE001 - tolerance decides
+                    value, value_schema = self._to_connect(value_conv, Stage.VALUE_CONVERTER, msg, topic, headers,
+                                                           exc)
+                    if value is _FAILED:
+                        continue
+            record = new_record(lazy)
+            record.topic = topic
+            record.kafka_partition = partition
+            record.kafka_offset = offset
+            record.headers = headers
+            record.key = key
+            record.key_schema = key_schema
+            record.value = value
+            record.value_schema = value_schema
+            record.raw = msg
             if transform:
                 record = self._transform(record, msg)
                 if record is None:
                     continue
-            records.append(record)
+            append(record)
+        if run_topic is not None:
+            last[run_topic, run_partition] = run_offset
         return records, {self._tp(t, p): off + 1 for (t, p), off in last.items()}
 
-    def _to_connect(
-        self, converter: Any, stage: Stage, msg: Message, topic: str, headers: tuple[Header, ...], data: bytes | None
-    ) -> tuple[Any, Any]:
+    def _to_connect(self, converter: Any, stage: Stage, msg: Message, topic: str, headers: tuple[Header, ...],
+                    first: Exception) -> tuple[Any, Any]:
+        """A conversion that raised ``first``: retried per ``errors.retry.timeout``, then
+        tolerated (``_FAILED``) or the task fails."""
         assert self.tolerance is not None
+        data = msg.key() if stage is Stage.KEY_CONVERTER else msg.value()
         try:
-            sv = converter.to_connect_data(topic, headers, data)
-        except Exception as exc:  # noqa: BLE001 - tolerance decides
-            try:
-                sv = self.tolerance.retry(lambda: converter.to_connect_data(topic, headers, data), exc)
-            except Exception as final:  # noqa: BLE001
-                self._tolerate(msg, stage, class_name(converter), final)
-                return _FAILED, None
+            sv = self.tolerance.retry(lambda: converter.to_connect_data(topic, headers, data), first)
+        except Exception as final:  # noqa: BLE001
+            self._tolerate(msg, stage, class_name(converter), final)
+            return _FAILED, None
         return sv.value, sv.schema
 
     def _transform(self, record: InternalSinkRecord, msg: Message) -> InternalSinkRecord | None:

@@ -56,6 +56,9 @@ class TaskRunner(abc.ABC):
 
     def run(self) -> TaskReport:
         self.report(fresh=True)
+        # The driver's directive before the first poll: a task of a paused connector must
+        # not deliver the records it finds on its first poll.
+        self.link.sync_now()
         self.link.start()
         final = TaskState.STOPPED
         connector_deleted = False
