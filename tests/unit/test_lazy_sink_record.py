@@ -20,7 +20,6 @@ def _lazy(msg: Message) -> LazySinkRecord:
     """As the runner makes them (``SinkTaskRunner._convert``)."""
     record = object.__new__(LazySinkRecord)
     record.topic, record.kafka_partition, record.kafka_offset = msg.topic(), msg.partition(), msg.offset()
-    record.headers = (Header("h", b"1"),)
     record.key, record.key_schema, record.value, record.value_schema = "k", None, {"id": 1}, None
     record.raw = msg
     return record
@@ -33,6 +32,7 @@ def test_lazy_fields_come_from_the_message_and_the_record_becomes_eager() -> Non
     assert type(record) is InternalSinkRecord
     assert record.timestamp_type is TimestampType.CREATE_TIME
     assert (record.original_topic, record.original_kafka_partition, record.original_kafka_offset) == ("orders", 3, 41)
+    assert record.headers == (Header("h", b"1"),)
     assert isinstance(record, SinkRecord)
 
 
@@ -69,3 +69,4 @@ def test_no_timestamp() -> None:
     msg = Message(topic="t", partition=0, offset=0, value=b"v", timestamp=(0, -1))
     record = _lazy(msg)
     assert record.timestamp is None and record.timestamp_type is TimestampType.NO_TIMESTAMP_TYPE
+    assert record.headers == ()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from conveyor.api import ErrantRecordReporter, SinkRecord, SinkTaskContext, TimestampType, TopicPartition
+from conveyor.api import ErrantRecordReporter, Header, SinkRecord, SinkTaskContext, TimestampType, TopicPartition
 from conveyor.runtime.tolerance import FailedRecord, Stage, ToleranceOperator, class_name
 
 if TYPE_CHECKING:
@@ -26,13 +26,14 @@ class InternalSinkRecord(SinkRecord):
 
 TIMESTAMP_TYPES = {0: TimestampType.NO_TIMESTAMP_TYPE, 1: TimestampType.CREATE_TIME, 2: TimestampType.LOG_APPEND_TIME}
 """librdkafka's ``Message.timestamp()`` type codes."""
-_LAZY_FIELDS = ("timestamp", "timestamp_type", "original_topic", "original_kafka_partition", "original_kafka_offset")
+_LAZY_FIELDS = ("timestamp", "timestamp_type", "headers", "original_topic", "original_kafka_partition",
+                "original_kafka_offset")
 
 
 class LazySinkRecord(InternalSinkRecord):
-    """What the runner hands to ``put``: an :class:`InternalSinkRecord` whose timestamp and
-    original coordinates are read from the Kafka message the first time any of them is
-    used (most sinks never read them). The first use turns the record into a plain
+    """What the runner hands to ``put``: an :class:`InternalSinkRecord` whose timestamp,
+    headers and original coordinates are read from the Kafka message the first time any of
+    them is used (most sinks never read them). The first use turns the record into a plain
     :class:`InternalSinkRecord` in place, so later reads cost what a field read costs.
 
     The sink runner makes them without ``__init__`` (``object.__new__`` and a store per
@@ -53,6 +54,8 @@ class LazySinkRecord(InternalSinkRecord):
         self.__class__ = InternalSinkRecord  # type: ignore[assignment]
         self.timestamp = ts if ts_type else None
         self.timestamp_type = TIMESTAMP_TYPES[ts_type]
+        raw_headers = msg.headers()  # type: ignore[union-attr]
+        self.headers = tuple([Header(k, v) for k, v in raw_headers]) if raw_headers else ()
         self.original_topic = msg.topic()  # type: ignore[union-attr]
         self.original_kafka_partition = msg.partition()  # type: ignore[union-attr]
         self.original_kafka_offset = msg.offset()  # type: ignore[union-attr]

@@ -195,9 +195,10 @@ class SinkTaskRunner(TaskRunner):
         """Messages → records after conversion and transformations. Offsets advance for
         every message, including those dropped by a transformation or tolerated.
 
-        The hot loop of every sink task: records are :class:`LazySinkRecord` (timestamp
-        and original coordinates read from the message on first use) and conversions are
-        inlined; a failed conversion takes :meth:`_to_connect`, the tolerance path.
+        The hot loop of every sink task: records are :class:`LazySinkRecord` (timestamp,
+        headers and original coordinates read from the message on first use) and
+        conversions are inlined; a failed conversion takes :meth:`_to_connect`, the
+        tolerance path.
         """
         key_conv, value_conv, chain = self.key_converter, self.value_converter, self.chain
         key_raw = isinstance(key_conv, ByteArrayConverter)
@@ -221,8 +222,9 @@ class SinkTaskRunner(TaskRunner):
                     last[run_topic, run_partition] = run_offset
                 run_topic, run_partition = topic, partition
             run_offset = offset
-            raw_headers = msg.headers()
-            headers = tuple([Header(k, v) for k, v in raw_headers]) if raw_headers else ()
+            if not (key_raw and value_raw):  # for the converters; the record reads its own when asked
+                raw_headers = msg.headers()
+                headers = tuple([Header(k, v) for k, v in raw_headers]) if raw_headers else ()
             if key_raw:
                 key, key_schema = msg.key(), None
             else:
@@ -246,7 +248,6 @@ class SinkTaskRunner(TaskRunner):
             record.topic = topic
             record.kafka_partition = partition
             record.kafka_offset = offset
-            record.headers = headers
             record.key = key
             record.key_schema = key_schema
             record.value = value
