@@ -16,7 +16,16 @@ from conveyor.manifest import ManifestError, OffsetsPolicy
 from conveyor_operator import names, render
 from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverRefused, DriverUnreachable
-from conveyor_operator.handlers import RESOURCE, RUNTIME, backoff, driver_client, parse, shared_kube, write_status
+from conveyor_operator.handlers import (
+    RESOURCE,
+    RUNTIME,
+    backoff,
+    driver_client,
+    ensure_namespace_objects,
+    parse,
+    shared_kube,
+    write_status,
+)
 from conveyor_operator.status import ConditionType as C
 
 JOB_POLL_SECONDS = 5.0
@@ -101,6 +110,7 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
                                   delay=JOB_POLL_SECONDS)
     job = kube.get("batch/v1", "Job", ns, names.cleanup_job(name))
     if job is None:
+        ensure_namespace_objects(manifest)  # the Job runs as the namespace's Spark ServiceAccount
         kube.apply(render.cleanup_job(manifest, uid, RUNTIME.settings, attempt=retry + 1))
         shared_kube().event(body, "Normal", "CleanupJobStarted",
                   message=f"no driver answers: Job {names.cleanup_job(name)} runs the connector-deleted stop path")

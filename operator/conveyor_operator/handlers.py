@@ -3,10 +3,11 @@
 ==========================  ==========================================================
 event                       what happens
 ==========================  ==========================================================
-create / update / resume    validate; apply ConfigMap, RBAC, Service, executor
-                            template, Deployment (server-side apply, owned by the
-                            Connector); push config and state changes to a running
-                            driver (``PUT /config``, ``POST /state``) or roll it
+create / update / resume    validate; apply the namespace's Spark RBAC (once per
+                            namespace), the ConfigMap, Service and Deployment
+                            (server-side apply, owned by the Connector); push config
+                            and state changes to a running driver (``PUT /config``,
+                            ``POST /state``) or roll it
 timer                       ``GET /status`` of the driver into ``.status``
 ``conveyor.dev/restart``    restart the tasks; ``conveyor.dev/restart-task: "<id>"``
                             restarts one; the annotation is removed when done
@@ -38,6 +39,7 @@ from conveyor_operator.conditions import Conditions, now
 from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
 from conveyor_operator.kube import Kube
 from conveyor_operator.settings import OperatorSettings
+from conveyor_operator.shared_objects import SharedObjects
 from conveyor_operator.status import ConditionType as C
 from conveyor_operator.validation import check_references, connector_config_errors
 
@@ -54,6 +56,7 @@ class _Runtime:
 
     settings: OperatorSettings = OperatorSettings.from_env()
     kube: Kube | None = None
+    shared_objects: SharedObjects = SharedObjects()
     drained_pods: set[str] = set()
     lock = threading.Lock()
 
@@ -84,6 +87,7 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     RUNTIME.settings = ours
     RUNTIME.kube = Kube(_api_client(ours.max_workers), ours.field_manager)
     RUNTIME.drained_pods = set()
+    RUNTIME.shared_objects = SharedObjects()
     settings.persistence.finalizer = names.FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.conveyor.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -188,6 +192,7 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
             rolled = wanted_config
     elif known_config is not None:
         _push_state(manifest)
+    ensure_namespace_objects(manifest)
     for obj in render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled):
         kube.apply(obj)
     conditions.set(C.PROGRESSING, True, "Reconciled", f"generation {generation} applied")
@@ -197,6 +202,13 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
         conditions.set(C.READY, False, "DriverStarting", "waiting for the driver's first status")
     write_status(ns, name, conditions, observedGeneration=generation, tasksMax=manifest.spec.tasks_max,
                   configHash=wanted_config)
+
+
+def ensure_namespace_objects(manifest: ConnectorManifest) -> None:
+    """The namespace's shared Spark ServiceAccount and RoleBinding (applied once per
+    namespace and process, see :mod:`conveyor_operator.shared_objects`)."""
+    for obj in render.namespace_objects(manifest, RUNTIME.settings):
+        RUNTIME.shared_objects.ensure(shared_kube(), obj)
 
 
 def _current_rolled_hash(kube: Kube, namespace: str, name: str) -> str | None:

@@ -26,13 +26,9 @@ def manifest_config_map(name: str) -> str:
     return f"{name}-connector"
 
 
-def executor_template(name: str) -> str:
-    return f"{name}-executor-template"
-
-
-def spark_service_account(name: str) -> str:
-    """ServiceAccount, Role and RoleBinding that let the driver manage executor pods."""
-    return f"{name}-spark"
+SPARK_SERVICE_ACCOUNT = "conveyor-spark"
+"""ServiceAccount and RoleBinding, one per namespace and shared by its connectors' drivers,
+that let a driver manage its executor pods."""
 
 
 def cleanup_job(name: str) -> str:
@@ -49,6 +45,11 @@ def labels(name: str, component: str | None = None) -> dict[str, str]:
     if component:
         out[LABEL_COMPONENT] = component
     return out
+
+
+def shared_labels() -> dict[str, str]:
+    """Labels of the objects a namespace's connectors share (no connector label)."""
+    return {"app.kubernetes.io/name": "conveyor", "app.kubernetes.io/managed-by": "conveyor-operator"}
 
 
 def selector(name: str, component: str) -> dict[str, str]:

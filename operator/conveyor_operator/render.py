@@ -3,16 +3,24 @@
 Every function takes the validated :class:`~conveyor.manifest.ConnectorManifest` and
 returns plain dicts ready for server-side apply; nothing here talks to the API server.
 
-Objects (all owned by the Connector, labelled ``conveyor.dev/connector=<name>``):
+Objects of one connector (owned by the Connector, labelled ``conveyor.dev/connector=<name>``):
 
 =====================================  ===============================================
 ``ConfigMap <name>-connector``         the manifest ``conveyor run`` reads
-``ServiceAccount/RoleBinding``         ``<name>-spark``: binds the chart's Spark driver
-                                       ClusterRole (executor pods, client mode)
+                                       (``connector.yaml``) and the executor pod
+                                       template (``executor-pod.yaml``, ``preStop``
+                                       drain hook)
 ``Service <name>-driver``              headless: Spark's driver ports and the control API
-``ConfigMap <name>-executor-template`` executor pod template (``preStop`` drain hook)
 ``Deployment <name>-driver``           one replica, ``Recreate``: ``conveyor run``
 ``Job <name>-cleanup``                 only on deletion without a running driver
+=====================================  ===============================================
+
+and, shared by every connector of a namespace (:func:`namespace_objects`, not owned: they
+stay when the namespace's last Connector goes, and hold nothing but the binding):
+
+=====================================  ===============================================
+``ServiceAccount/RoleBinding``         ``conveyor-spark``: binds the chart's Spark driver
+                                       ClusterRole (executor pods, client mode)
 =====================================  ===============================================
 """
 
@@ -56,8 +64,8 @@ SPARK_ROLE_RULES: list[dict[str, Any]] = [
 ]
 """What Spark's driver does with the API in client mode (executor pods, their config maps,
 services and volumes), as Spark's "Running on Kubernetes" RBAC section. The Helm chart ships
-them as one ClusterRole (``settings.spark_driver_cluster_role``) that each connector's
-RoleBinding grants to its driver's ServiceAccount; the operator may only ``bind`` it."""
+them as one ClusterRole (``settings.spark_driver_cluster_role``) that each namespace's
+RoleBinding grants to its drivers' ServiceAccount; the operator may only ``bind`` it."""
 
 
 def owner_reference(name: str, uid: str) -> dict[str, Any]:
@@ -109,32 +117,42 @@ def manifest_document(manifest: ConnectorManifest) -> str:
     return _yaml(doc)
 
 
-def manifest_config_map(manifest: ConnectorManifest, uid: str, generation: int) -> dict[str, Any]:
+MANIFEST_KEY = "connector.yaml"
+EXECUTOR_TEMPLATE_KEY = "executor-pod.yaml"
+
+
+def connector_config_map(manifest: ConnectorManifest, uid: str, generation: int,
+                         settings: OperatorSettings) -> dict[str, Any]:
+    """The manifest the driver runs and the executor pod template, in one ConfigMap (one
+    API request per reconcile instead of two)."""
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": _metadata(manifest, names.manifest_config_map(manifest.name), uid,
                               annotations={names.ANNOTATION_GENERATION: str(generation)}),
-        "data": {"connector.yaml": manifest_document(manifest)},
+        "data": {MANIFEST_KEY: manifest_document(manifest),
+                 EXECUTOR_TEMPLATE_KEY: _yaml(executor_pod_template(manifest, settings))},
     }
 
 
 def service_account_name(manifest: ConnectorManifest) -> str:
-    return manifest.spec.spark.service_account or names.spark_service_account(manifest.name)
+    return manifest.spec.spark.service_account or names.SPARK_SERVICE_ACCOUNT
 
 
-def spark_rbac(manifest: ConnectorManifest, uid: str, settings: OperatorSettings) -> list[dict[str, Any]]:
-    """ServiceAccount and a RoleBinding to the chart's Spark driver ClusterRole; none when
-    the spec names its own ServiceAccount (its permissions are then the user's business)."""
+def namespace_objects(manifest: ConnectorManifest, settings: OperatorSettings) -> list[dict[str, Any]]:
+    """The namespace's Spark ServiceAccount and its RoleBinding to the chart's Spark driver
+    ClusterRole, shared by the drivers of every connector there; none when the spec names
+    its own ServiceAccount (its permissions are then the user's business). Not owned by
+    any Connector: the garbage collector would delete them with the first one to go."""
     if manifest.spec.spark.service_account:
         return []
-    name = names.spark_service_account(manifest.name)
+    namespace = manifest.metadata.namespace
+    meta = {"name": names.SPARK_SERVICE_ACCOUNT, "namespace": namespace, "labels": names.shared_labels()}
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(manifest, name, uid)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": _metadata(manifest, name, uid),
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                      "name": settings.spark_driver_cluster_role},
-         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": manifest.metadata.namespace}]},
+         "subjects": [{"kind": "ServiceAccount", "name": names.SPARK_SERVICE_ACCOUNT, "namespace": namespace}]},
     ]
 
 
@@ -166,7 +184,9 @@ def _storage(manifest: ConnectorManifest, with_manifest: bool) -> tuple[list[dic
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
     mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
     if with_manifest:
-        volumes.append({"name": "connector", "configMap": {"name": names.manifest_config_map(manifest.name)}})
+        volumes.append({"name": "connector", "configMap": {
+            "name": names.manifest_config_map(manifest.name),
+            "items": [{"key": MANIFEST_KEY, "path": MANIFEST_PATH.rsplit("/", 1)[1]}]}})
         mounts.append({"name": "connector", "mountPath": f"{MOUNT_ROOT}/connector", "readOnly": True})
     for i, secret in enumerate(manifest.spec.secret_names()):
         volumes.append({"name": f"secret-{i}", "secret": {"secretName": secret}})
@@ -274,15 +294,6 @@ def executor_pod_template(manifest: ConnectorManifest, settings: OperatorSetting
     }
 
 
-def executor_template_config_map(manifest: ConnectorManifest, uid: str, settings: OperatorSettings
-                                  ) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": _metadata(manifest, names.executor_template(manifest.name), uid, names.EXECUTOR),
-        "data": {"executor-pod.yaml": _yaml(executor_pod_template(manifest, settings))},
-    }
-
-
 def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorSettings,
                       rolled_config_hash: str | None = None) -> dict[str, Any]:
     """The driver: ``conveyor run`` in client mode. ``rolled_config_hash`` goes into the
@@ -291,7 +302,9 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
     spark = manifest.spec.spark
     grace = manifest.spec.shutdown.grace_period_seconds
     volumes, mounts = _storage(manifest, with_manifest=True)
-    volumes.append({"name": "executor-template", "configMap": {"name": names.executor_template(manifest.name)}})
+    volumes.append({"name": "executor-template", "configMap": {
+        "name": names.manifest_config_map(manifest.name),
+        "items": [{"key": EXECUTOR_TEMPLATE_KEY, "path": EXECUTOR_TEMPLATE_PATH.rsplit("/", 1)[1]}]}})
     mounts.append({"name": "executor-template", "mountPath": f"{MOUNT_ROOT}/templates", "readOnly": True})
     args = ["run", MANIFEST_PATH, "--control-host", "0.0.0.0", "--control-port", str(settings.control_port),
             "--advertised-host", driver_host(manifest), "--no-progress", "--stay-after-stop"]
@@ -385,11 +398,10 @@ def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSetting
 
 def objects(manifest: ConnectorManifest, uid: str, generation: int, settings: OperatorSettings,
             rolled_config_hash: str | None = None) -> list[dict[str, Any]]:
-    """Everything a running connector needs, in apply order (the Deployment last)."""
+    """The connector's own objects, in apply order (the Deployment last); the namespace's
+    shared ones are :func:`namespace_objects`."""
     return [
-        manifest_config_map(manifest, uid, generation),
-        *spark_rbac(manifest, uid, settings),
+        connector_config_map(manifest, uid, generation, settings),
         driver_service(manifest, uid, settings),
-        executor_template_config_map(manifest, uid, settings),
         driver_deployment(manifest, uid, settings, rolled_config_hash),
     ]

@@ -255,8 +255,8 @@ class SparkSpec(_Model):
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec, description="Executor pods and their resources.")
     service_account: str | None = Field(
         None, alias="serviceAccount", pattern=_K8S_NAME,
-        description="ServiceAccount of the driver (it creates executor pods); defaults to <name>-spark, "
-        "which the operator creates with the Role Spark needs.",
+        description="ServiceAccount of the driver (it creates executor pods); defaults to conveyor-spark, "
+        "which the operator creates once per namespace, bound to the ClusterRole Spark needs.",
     )
     spark_conf: dict[str, str] = Field(
         default_factory=dict, alias="sparkConf",

@@ -72,7 +72,7 @@ def test_apply_creates_owned_objects_and_scale_changes_tasks_max(kube_api, kube_
         assert dep.spec.replicas == 1 and dep.spec.strategy.type == "Recreate"
         pod = dep.spec.template.spec
         assert pod.termination_grace_period_seconds == 35
-        assert pod.service_account_name == f"{name}-spark"
+        assert pod.service_account_name == "conveyor-spark"
         driver = pod.containers[0]
         assert driver.lifecycle.pre_stop._exec.command[:2] == ["conveyor", "drain"]
         assert "spark.kubernetes.driver.pod.name=$(POD_NAME)" in driver.args
@@ -84,12 +84,13 @@ def test_apply_creates_owned_objects_and_scale_changes_tasks_max(kube_api, kube_
         assert manifest["spec"]["config"] == {"topics": "orders"} and manifest["spec"]["tasksMax"] == 1
         svc = api.core.read_namespaced_service(f"{name}-driver", kube_namespace)
         assert svc.spec.cluster_ip == "None" and {p.port for p in svc.spec.ports} >= {8083, 7078, 7079}
-        binding = api.rbac.read_namespaced_role_binding(f"{name}-spark", kube_namespace)
+        binding = api.rbac.read_namespaced_role_binding("conveyor-spark", kube_namespace)
+        assert not binding.metadata.owner_references  # shared by the namespace's connectors
         assert binding.role_ref.kind == "ClusterRole" and binding.role_ref.name.endswith("spark-driver")
         role = api.rbac.read_cluster_role(binding.role_ref.name)
         assert any("pods" in r.resources and "create" in r.verbs for r in role.rules)
-        api.core.read_namespaced_service_account(f"{name}-spark", kube_namespace)
-        template = yaml.safe_load(api.core.read_namespaced_config_map(f"{name}-executor-template", kube_namespace)
+        api.core.read_namespaced_service_account("conveyor-spark", kube_namespace)
+        template = yaml.safe_load(api.core.read_namespaced_config_map(f"{name}-connector", kube_namespace)
                                   .data["executor-pod.yaml"])
         assert template["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"][:2] == ["conveyor",
                                                                                                     "drain"]

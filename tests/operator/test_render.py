@@ -23,16 +23,41 @@ def by_kind(objs):
 
 def test_objects_are_owned_labelled_and_in_apply_order():
     objs = render.objects(manifest(), "uid-1", 3, SETTINGS)
-    assert [o["kind"] for o in objs] == ["ConfigMap", "ServiceAccount", "RoleBinding", "Service",
-                                         "ConfigMap", "Deployment"]
-    binding = objs[2]
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                  "name": SETTINGS.spark_driver_cluster_role}
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "orders-spark", "namespace": "data"}]
+    assert [o["kind"] for o in objs] == ["ConfigMap", "Service", "Deployment"]
     for o in objs:
         assert o["metadata"]["namespace"] == "data"
         assert o["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
         assert o["metadata"]["labels"][names.LABEL_CONNECTOR] == "orders"
+
+
+def test_namespace_spark_rbac_is_shared_and_not_owned():
+    sa, binding = render.namespace_objects(manifest(), SETTINGS)
+    assert (sa["kind"], binding["kind"]) == ("ServiceAccount", "RoleBinding")
+    assert render.namespace_objects(manifest(tasksMax=3), SETTINGS) == [sa, binding]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": SETTINGS.spark_driver_cluster_role}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "conveyor-spark", "namespace": "data"}]
+    for o in (sa, binding):
+        assert o["metadata"]["name"] == "conveyor-spark" and o["metadata"]["namespace"] == "data"
+        assert "ownerReferences" not in o["metadata"]
+        assert names.LABEL_CONNECTOR not in o["metadata"]["labels"]
+    assert render.namespace_objects(manifest(spark={"serviceAccount": "mine"}), SETTINGS) == []
+
+
+def test_driver_mounts_manifest_and_executor_template_from_one_config_map():
+    objs = render.objects(manifest(), "u", 1, SETTINGS)
+    cm, dep = by_kind(objs)["ConfigMap"], by_kind(objs)["Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    mounted = {}
+    for volume in pod["volumes"]:
+        if volume.get("configMap", {}).get("name") == cm["metadata"]["name"]:
+            mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"])
+            for item in volume["configMap"]["items"]:
+                mounted[f"{mount['mountPath']}/{item['path']}"] = item["key"]
+    assert mounted == {render.MANIFEST_PATH: "connector.yaml", render.EXECUTOR_TEMPLATE_PATH: "executor-pod.yaml"}
+    assert set(cm["data"]) == {"connector.yaml", "executor-pod.yaml"}
+    conf = dict(a.split("=", 1) for a in pod["containers"][0]["args"] if a.startswith("spark."))
+    assert conf["spark.kubernetes.executor.podTemplateFile"] == render.EXECUTOR_TEMPLATE_PATH
 
 
 def test_deployment_runs_conveyor_in_client_mode_with_drain_hook():
@@ -40,7 +65,7 @@ def test_deployment_runs_conveyor_in_client_mode_with_drain_hook():
     assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
     pod = dep["spec"]["template"]["spec"]
     assert pod["terminationGracePeriodSeconds"] == 30 + render.GRACE_MARGIN_SECONDS
-    assert pod["serviceAccountName"] == "orders-spark"
+    assert pod["serviceAccountName"] == "conveyor-spark"
     container = pod["containers"][0]
     assert container["image"] == "registry.example/conveyor:1.2.3"
     args = container["args"]
@@ -65,7 +90,7 @@ def test_user_spark_conf_is_left_to_the_driver_and_zero_executors_runs_locally()
 
 
 def test_manifest_keeps_secret_references_not_values():
-    cm = render.manifest_config_map(manifest(), "u", 1)
+    cm = render.connector_config_map(manifest(), "u", 1, SETTINGS)
     assert "${secret:pg:url}" in cm["data"]["connector.yaml"]
     assert ConnectorManifest.from_dict(__import__("yaml").safe_load(cm["data"]["connector.yaml"])).name == "orders"
 

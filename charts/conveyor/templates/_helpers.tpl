@@ -146,11 +146,11 @@ ClusterRole holds them, and the operator only binds it (see conveyor.rbac.cluste
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
-# Driver Service, manifest / executor template ConfigMaps.
+# Driver Service, the ConfigMap with the manifest and executor pod template.
 - apiGroups: [""]
   resources: ["configmaps", "services"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# Each connector's Spark driver ServiceAccount.
+# The namespace's Spark driver ServiceAccount (conveyor-spark, shared by its connectors).
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
