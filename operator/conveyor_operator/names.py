@@ -35,21 +35,17 @@ def cleanup_job(name: str) -> str:
     return f"{name}-cleanup"
 
 
+def shared_labels() -> dict[str, str]:
+    """Labels of every object the operator makes; alone on those a namespace's connectors share."""
+    return {"app.kubernetes.io/name": "conveyor", "app.kubernetes.io/managed-by": "conveyor-operator"}
+
+
 def labels(name: str, component: str | None = None) -> dict[str, str]:
-    out = {
-        "app.kubernetes.io/name": "conveyor",
-        "app.kubernetes.io/instance": name,
-        "app.kubernetes.io/managed-by": "conveyor-operator",
-        LABEL_CONNECTOR: name,
-    }
+    """Labels of one connector's objects."""
+    out = {**shared_labels(), "app.kubernetes.io/instance": name, LABEL_CONNECTOR: name}
     if component:
         out[LABEL_COMPONENT] = component
     return out
-
-
-def shared_labels() -> dict[str, str]:
-    """Labels of the objects a namespace's connectors share (no connector label)."""
-    return {"app.kubernetes.io/name": "conveyor", "app.kubernetes.io/managed-by": "conveyor-operator"}
 
 
 def selector(name: str, component: str) -> dict[str, str]:
