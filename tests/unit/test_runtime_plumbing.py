@@ -159,7 +159,19 @@ def test_the_driver_hands_every_kafka_helper_and_every_task_the_full_properties(
 def test_spark_properties_defaults():
     props = spark_properties("orders", 3)
     assert props == {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                     "spark.app.name": "conveyor-orders", "spark.master": "local[3]", "spark.task.maxFailures": "1"}
+                     "spark.app.name": "conveyor-orders", "spark.master": "local[3]", "spark.task.maxFailures": "1",
+                     "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
+def test_a_local_master_binds_to_loopback_unless_told_otherwise():
+    for master in ("local", "local[2]", "local[*]", "local[2,3]"):
+        props = spark_properties("orders", 1, master)
+        assert (props["spark.driver.host"], props["spark.driver.bindAddress"]) == ("127.0.0.1", "127.0.0.1"), master
+    chosen = spark_properties("orders", 1, None, {"spark.driver.bindAddress": "0.0.0.0"}, {"spark.driver.host": "h"})
+    assert (chosen["spark.driver.host"], chosen["spark.driver.bindAddress"]) == ("h", "0.0.0.0")
+    cluster = spark_properties("orders", 1, "k8s://https://kubernetes.default.svc")
+    assert "spark.driver.host" not in cluster and "spark.driver.bindAddress" not in cluster
+    assert "spark.driver.host" not in spark_properties("orders", 1, "localhost-cluster://x")
 
 
 def test_spark_conf_then_cli_conf_then_master_win_in_that_order():

@@ -68,6 +68,7 @@ DriverError = PreflightError
 """Raised by :meth:`Driver.start` when the connector cannot start; nothing is left running."""
 
 
+LOOPBACK = "127.0.0.1"
 SPARK_DEFAULTS: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -91,7 +92,10 @@ def spark_properties(
 
     Without any ``spark.master`` the master is ``local[N]`` with a slot per task. Unless set,
     ``spark.task.maxFailures`` is 1 on a local master (a failed task is the runtime's to
-    report, not Spark's to retry) and 4 elsewhere (an executor lost is retried).
+    report, not Spark's to retry) and 4 elsewhere (an executor lost is retried). A local
+    master binds the driver and its block manager to loopback (``spark.driver.host`` and
+    ``spark.driver.bindAddress`` ``127.0.0.1``) unless they are set: nothing of a local run
+    listens on the machine's outward interfaces.
 
     Returns:
         ``{property: value}``, always with ``spark.master`` and ``spark.app.name``.
@@ -102,8 +106,17 @@ def spark_properties(
     if master:
         props["spark.master"] = master
     props.setdefault("spark.master", f"local[{max(task_count, 1)}]")
-    props.setdefault("spark.task.maxFailures", "1" if props["spark.master"].startswith("local") else "4")
+    local = is_local_master(props["spark.master"])
+    props.setdefault("spark.task.maxFailures", "1" if local else "4")
+    if local:
+        props.setdefault("spark.driver.host", LOOPBACK)
+        props.setdefault("spark.driver.bindAddress", LOOPBACK)
     return props
+
+
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]``: Spark inside this process."""
+    return master == "local" or master.startswith("local[")
 
 
 def kafka_properties(spec: ConnectorSpec) -> dict[str, str]:
@@ -347,6 +360,10 @@ class Driver:
             builder = SparkSession.builder
             for key, value in props.items():
                 builder = builder.config(key, value)
+            if is_local_master(props["spark.master"]):
+                # Spark's own address lookup (and its "resolves to a loopback address" warning)
+                # runs before it reads spark.driver.host; this keeps it on loopback too.
+                os.environ.setdefault("SPARK_LOCAL_IP", props["spark.driver.bindAddress"])
             log.info("starting Spark: master %s, app %s", props["spark.master"], props["spark.app.name"])
             with _jvm_ignoring_sigterm():
                 self._spark = builder.getOrCreate()

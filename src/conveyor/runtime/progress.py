@@ -52,18 +52,29 @@ class ProgressReporter:
             self._rate = (total - self._last_total) / elapsed
             self._last_total, self._last_at = total, now
         lag = sum(sum(t.get("lag", {}).values()) for t in tasks)
-        running = sum(1 for t in tasks if t["state"] == "RUNNING")
-        failed = sum(1 for t in tasks if t["state"] == "FAILED")
-        text = (
-            f"{status['name']} {status['connector']['state']} | tasks {running}/{len(tasks)} running"
-            f"{f', {failed} FAILED' if failed else ''} | {self._rate:,.0f} records/s | {total:,} records | lag {lag:,}"
-        )
-        return text
+        self._states = f"{status['connector']['state']} | {task_states(tasks)}"
+        return f"{status['name']} {self._states} | {self._rate:,.0f} records/s | {total:,} records | lag {lag:,}"
 
     def update(self) -> None:
+        """Refresh the live line; without a terminal, log it every 10 s and whenever a state changes."""
+        logged_states = self._states
         text = self.line()
         if self._live is not None:
             self._live.update(Text(text), refresh=True)
-        elif time.monotonic() - self._last_log >= LOG_INTERVAL_S:
+        elif time.monotonic() - self._last_log >= LOG_INTERVAL_S or self._states != logged_states:
             self._last_log = time.monotonic()
             log.info("%s", text)
+
+    _states = ""
+
+
+def task_states(tasks: list[dict[str, Any]]) -> str:
+    """``tasks 2/2 running``, ``tasks 1/2 running, 1 starting``, ``tasks 0/2 running, 1 FAILED, 1 PAUSED``:
+    how many tasks run, then the others by state (``UNASSIGNED`` shows as ``starting``)."""
+    counts: dict[str, int] = {}
+    for task in tasks:
+        state = "starting" if task["state"] == "UNASSIGNED" else task["state"]
+        counts[state] = counts.get(state, 0) + 1
+    running = counts.pop("RUNNING", 0)
+    others = "".join(f", {n} {state}" for state, n in sorted(counts.items()))
+    return f"tasks {running}/{len(tasks)} running{others}"

@@ -13,6 +13,32 @@ Closing-aware commits (KIP-275), the sequence for every trigger:
 * a failing ``put``: the same closing commit of what earlier ``put`` calls processed,
   then ``close`` and ``stop``; the task reports ``FAILED``.
 * lost partitions (session expired): ``close(lost)`` and no commit.
+
+Why a closing commit cannot hang on a rebalance (librdkafka's classic group protocol, as
+its ``rdkafka_cgrp.c`` and the broker's request handling show):
+
+* A broker answers one request per connection at a time, and a consumer sends its
+  ``OffsetCommit`` on the same coordinator connection as its ``JoinGroup``. While a
+  rebalance waits for a member that neither rejoins nor leaves, this member's
+  ``JoinGroup`` is parked at the coordinator and a synchronous commit queued behind it
+  waits for that member's ``session.timeout.ms`` (45 s): longer than a grace period.
+* A cooperative consumer whose assignment is empty does not send ``LeaveGroup`` from
+  ``close()`` (``rd_kafka_cgrp_revoke_all_rejoin`` returns early when terminating), so
+  the broker keeps it as a member until its session expires: a task without partitions
+  that stops first left every other closing task waiting (measured: 44 s). So every
+  consumer here is ``unsubscribe()``-d before ``close()``: that path sends ``LeaveGroup``
+  whatever the assignment (measured: the broker sees the member gone in 0.2 s).
+* The closing commit of a stop, drain or failure is asynchronous, and the task thread
+  keeps serving the consumer (rebalance callbacks, the commit's result) until the
+  broker answers, with every partition paused and fetched records dropped (they were
+  never ``put``; the next owner reads them from the commit). It is retried on
+  ``ILLEGAL_GENERATION`` / ``REBALANCE_IN_PROGRESS`` and bounded by half the closing
+  timeout (``shutdown.gracePeriodSeconds``), so a task always ends before the driver
+  would cancel its Spark job; a commit not confirmed by then is logged and the next
+  start resumes from the previous commit (at least once, never lost).
+* A closing commit inside the revoke callback stays synchronous, as Kafka Connect's
+  ``onPartitionsRevoked``: the member has already rejoined and nothing is parked ahead
+  of it.
 """
 
 from __future__ import annotations
@@ -49,7 +75,7 @@ _JAVA_ONLY_CONSUMER_KEYS = {"max.poll.records", "key.deserializer", "value.deser
 DEFAULT_RETRY_BACKOFF_S = 1.0
 POLL_TIMEOUT_S = 0.2
 CLOSING_COMMIT_RETRY_S = 10.0
-"""How long a closing commit is retried while the group rebalances (see ``_commit_sync``)."""
+"""How long a closing commit inside a revoke callback is retried while the group rebalances."""
 _REBALANCING = (KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS)
 
 def consumer_config(spec: TaskSpec) -> dict[str, Any]:
@@ -108,6 +134,9 @@ class SinkTaskRunner(TaskRunner):
         self.closing_commits = 0
         self.last_closing_commit: dict[str, int] | None = None
         self._stopping = False
+        self._in_revoke_callback = False
+        self._serving_close = False
+        self._commit_result: tuple[KafkaError | None, list[KafkaTopicPartition]] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -138,6 +167,7 @@ class SinkTaskRunner(TaskRunner):
         self.task.initialize(self.context)
         self.task.start(spec.task_config)
         config = consumer_config(spec)
+        config["on_commit"] = self._on_commit
         self._cooperative = "cooperative" in str(config.get("partition.assignment.strategy", ""))
         self.consumer = Consumer(config, logger=log)
         self.consumer.subscribe(
@@ -344,7 +374,7 @@ class SinkTaskRunner(TaskRunner):
             return
         finally:
             self.context.closing = False
-        to_commit: dict[TopicPartition, int] = {}
+        valid: dict[TopicPartition, int] = {}
         for tp, off in (requested or {}).items():
             if tp not in scope:
                 log.warning("task %s-%d: ignoring offset for %s: partition not assigned", self.spec.connector,
@@ -352,8 +382,9 @@ class SinkTaskRunner(TaskRunner):
             elif tp not in self.current or off > self.current[tp]:
                 log.warning("task %s-%d: ignoring offset %d for %s: not yet consumed", self.spec.connector,
                             self.spec.task_id, off, tp)
-            elif self._committed_assigned.get(tp) != off:
-                to_commit[tp] = off
+            else:
+                valid[tp] = off
+        to_commit = {tp: off for tp, off in valid.items() if self._committed_assigned.get(tp) != off}
         if to_commit:
             try:
                 self._commit_sync(to_commit, closing)
@@ -362,30 +393,43 @@ class SinkTaskRunner(TaskRunner):
                 # same offsets are offered again at the next commit; only a fatal error fails the task.
                 if exc.args[0].fatal():
                     raise TaskFailed(f"offset commit failed fatally: {exc.args[0].str()}") from exc
-                log.warning("task %s-%d: offset commit failed, will retry at the next commit: %s",
-                            self.spec.connector, self.spec.task_id, exc.args[0].str())
+                if closing:
+                    log.error("task %s-%d: closing commit failed: %s; the partitions' next owner resumes from "
+                              "the last commit %s", self.spec.connector, self.spec.task_id, exc.args[0].str(),
+                              {str(tp): off for tp, off in self._committed_assigned.items() if tp in to_commit})
+                else:
+                    log.warning("task %s-%d: offset commit failed, will retry at the next commit: %s",
+                                self.spec.connector, self.spec.task_id, exc.args[0].str())
                 return
             self.committed.update(to_commit)
             self._committed_assigned.update(to_commit)
         self.commits += 1
         if closing:
             self.closing_commits += 1
-            self.last_closing_commit = {tp_key(tp.topic, tp.partition): off for tp, off in to_commit.items()}
+            # What the group holds for these partitions after the closing commit, including
+            # offsets an earlier commit already wrote.
+            self.last_closing_commit = {tp_key(tp.topic, tp.partition): off for tp, off in valid.items()}
 
     def _commit_sync(self, offsets: dict[TopicPartition, int], closing: bool) -> None:
-        """Commit synchronously. A closing commit that meets a group rebalance
-        (``ILLEGAL_GENERATION`` / ``REBALANCE_IN_PROGRESS``: another member joined or left,
-        e.g. tasks restarted or drained together) is retried for up to
-        :data:`CLOSING_COMMIT_RETRY_S` (at most half the closing timeout), while the
-        consumer's background thread rejoins with the new generation: there is no later
-        commit to offer these offsets again.
+        """Commit and wait for the broker's answer (the rule is in the module docstring).
+
+        A closing commit outside a revoke callback goes through
+        :meth:`_commit_serving_group`. Any other commit is synchronous; inside a revoke
+        callback a closing commit that meets a group rebalance (``ILLEGAL_GENERATION`` /
+        ``REBALANCE_IN_PROGRESS``) is retried for up to :data:`CLOSING_COMMIT_RETRY_S` (at
+        most half the closing timeout): there is no later commit to offer these offsets again.
 
         Raises:
-            KafkaException: the commit failed (for good).
+            KafkaException: the commit failed (for good), or a closing commit was not
+                confirmed in time (``_TIMED_OUT``).
         """
         assert self.consumer is not None
         partitions = [KafkaTopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]
-        deadline = time.monotonic() + (min(CLOSING_COMMIT_RETRY_S, self.spec.closing_timeout_s / 2) if closing else 0)
+        budget_s = min(CLOSING_COMMIT_RETRY_S, self.spec.closing_timeout_s / 2) if closing else 0
+        if closing and not self._in_revoke_callback:
+            self._commit_serving_group(partitions, max(1.0, self.spec.closing_timeout_s / 2))
+            return
+        deadline = time.monotonic() + budget_s
         while True:
             try:
                 self.consumer.commit(offsets=partitions, asynchronous=False)
@@ -396,6 +440,51 @@ class SinkTaskRunner(TaskRunner):
                 log.info("task %s-%d: closing commit met a rebalance (%s); retrying", self.spec.connector,
                          self.spec.task_id, exc.args[0].name())
                 time.sleep(0.2)
+
+    def _commit_serving_group(self, partitions: list[KafkaTopicPartition], budget_s: float) -> None:
+        """An asynchronous commit of ``partitions`` while this (the task's) thread keeps
+        serving the consumer, so that the group's rebalances complete and the answer
+        arrives; retried on a rebalance error until ``budget_s`` seconds have passed.
+
+        Raises:
+            KafkaException: the commit failed for good, or was not confirmed within
+                ``budget_s`` (code ``_TIMED_OUT``).
+        """
+        assert self.consumer is not None and self.context is not None
+        deadline = time.monotonic() + budget_s
+        self._serving_close = True
+        try:
+            self._pause_all_assigned()
+            while True:
+                self._commit_result = None
+                self.consumer.commit(offsets=partitions, asynchronous=True)
+                while self._commit_result is None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise KafkaException(KafkaError(
+                            KafkaError._TIMED_OUT, f"closing commit not confirmed within {budget_s:.0f}s"))
+                    self.consumer.poll(min(POLL_TIMEOUT_S, remaining))  # a record fetched now is not put
+                error, results = self._commit_result
+                failed = next((p.error for p in results if p.error is not None), None)
+                error = error or failed
+                if error is None:
+                    return
+                if error.code() not in _REBALANCING or time.monotonic() + 0.2 > deadline:
+                    raise KafkaException(error)
+                log.info("task %s-%d: closing commit met a rebalance (%s); retrying", self.spec.connector,
+                         self.spec.task_id, error.name())
+                time.sleep(0.2)
+        finally:
+            self._serving_close = False
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[KafkaTopicPartition]) -> None:
+        self._commit_result = (error, partitions)
+
+    def _pause_all_assigned(self) -> None:
+        assert self.consumer is not None
+        assignment = self.consumer.assignment()
+        if assignment:
+            self.consumer.pause(assignment)
 
     def _close_partitions(self, partitions: list[TopicPartition], commit: bool) -> None:
         assert self.task and self.context
@@ -423,6 +512,7 @@ class SinkTaskRunner(TaskRunner):
         self._stopping = True
         if self.consumer is not None:
             try:
+                self.consumer.unsubscribe()  # sends LeaveGroup even with no partitions (module docstring)
                 self.consumer.close()
             except Exception:  # noqa: BLE001
                 log.exception("task %s-%d: consumer close failed", self.spec.connector, self.spec.task_id)
@@ -441,6 +531,10 @@ class SinkTaskRunner(TaskRunner):
         assert self.task and self.context
         if self._stopping:
             return
+        if self._serving_close:  # the task is closing: take the partitions, paused, and never open them
+            self._assign(consumer, [KafkaTopicPartition(p.topic, p.partition, OFFSET_INVALID) for p in partitions])
+            consumer.pause(partitions)
+            return
         new = [self._tp(p.topic, p.partition) for p in partitions]
         self.context.assigned.update(new)
         try:
@@ -456,26 +550,38 @@ class SinkTaskRunner(TaskRunner):
                 assign.append(KafkaTopicPartition(tp.topic, tp.partition, rewind))
             else:
                 assign.append(KafkaTopicPartition(tp.topic, tp.partition, OFFSET_INVALID))
-        if self._cooperative:
-            consumer.incremental_assign(assign)
-        else:
-            consumer.assign(assign)
+        self._assign(consumer, assign)
         if self._paused_by_directive or self._paused_for_retry:
             consumer.pause(assign)
+
+    def _assign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        if self._cooperative:
+            consumer.incremental_assign(partitions)
+        else:
+            consumer.assign(partitions)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         if self.task is None or self._stopping:
             return
+        if self._serving_close:  # the closing commit in flight covers them; the task closes them after it
+            self._unassign(consumer, partitions)
+            return
         revoked = [self._tp(p.topic, p.partition) for p in partitions]
+        self._in_revoke_callback = True
         try:
             self._close_partitions(revoked, commit=True)
         except Exception as exc:  # noqa: BLE001
             self._callback_error = TaskFailed(f"closing partitions on revoke failed: {exc}")
             self._callback_error.__cause__ = exc
+        finally:
+            self._in_revoke_callback = False
         self._unassign(consumer, partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         if self.task is None or self._stopping:
+            return
+        if self._serving_close:
+            self._unassign(consumer, partitions)
             return
         lost = [self._tp(p.topic, p.partition) for p in partitions]
         log.warning("task %s-%d: partitions lost, closing without commit: %s", self.spec.connector,
