@@ -48,15 +48,15 @@ GRACE_S = 20
 
 
 class PostgresTarget:
-    """Rows upserted by id, with the Kafka partition and offset of each (InsertField)."""
+    """Rows inserted (no key: a record written twice is a second row), with the Kafka
+    partition and offset of each (InsertField)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
 
     def config(self) -> dict[str, str]:
         return {
-            "connection.url": self.url, "table.name.format": "orders", "auto.create": "true",
-            "insert.mode": "upsert", "pk.mode": "record_value", "pk.fields": "id",
+            "connection.url": self.url, "table.name.format": "orders", "auto.create": "true", "insert.mode": "insert",
             "transforms": "position", "transforms.position.type": "org.apache.kafka.connect.transforms.InsertField$Value",
             "transforms.position.partition.field": "kafka_partition", "transforms.position.offset.field": "kafka_offset",
         }
@@ -281,3 +281,87 @@ def test_stop_right_after_the_last_record_lands_while_the_group_settles(
     committed = _assert_closing_commits(result, target, kafka_bootstrap, name, topic, 3)
     assert sum(committed.values()) == 600
     _assert_next_start_reads_nothing_again(tmp_path, name, kafka_bootstrap, topic, target.config(), sink, 600)
+
+
+def test_drain_of_a_task_right_after_the_last_record_lands_commits_and_resumes_from_there(
+    target, kafka_bootstrap, topic_factory, tmp_path
+):
+    """A drain (a pod's ``preStop``) of the task holding the most partitions while the group
+    settles: its closing commit lands, it runs again from there, and nothing is written twice."""
+    topic = topic_factory(partitions=3)
+    name = f"drain-settle-{uuid.uuid4().hex[:8]}"
+    sink = SINKS[type(target)]
+    produce(kafka_bootstrap, topic, _orders(0, 600))
+    with conveyor_run(tmp_path, name, kafka_bootstrap, topic, target.config(), sink) as run:
+        wait_until(lambda: run.records_read() >= 600, timeout_s=120, message=f"600 records read; log:\n{run.tail()}")
+        holder = max(run.status()["tasks"], key=lambda t: len(t.get("assignment") or ()))["id"]
+        drained = run.call(f"/drain?task={holder}", method="POST", timeout_s=GRACE_S + 30)
+        assert drained["complete"] is True and drained["tasks"][0]["state"] != "FAILED", drained
+        assert drained["tasks"][0]["committed"], f"the drained task's closing commit: {drained}"
+        wait_until(lambda: next(t for t in run.status()["tasks"] if t["id"] == holder)["attempt"] == 2
+                   and all(t["state"] == "RUNNING" for t in run.status()["tasks"]),
+                   message=f"the drained task runs again; log:\n{run.tail()}")
+        before = run.records_read()  # the drained task's count starts again from 0
+        produce(kafka_bootstrap, topic, _orders(600, 60))
+        wait_until(lambda: run.records_read() >= before + 60, message=f"records after the drain; log:\n{run.tail()}")
+        result = _stop(run, "api")
+    committed = _assert_closing_commits(result, target, kafka_bootstrap, name, topic, 3)
+    assert sum(committed.values()) == 660
+    assert len(target.offsets()) == 660, "every record once"
+
+
+_MEMBER = """
+import sys
+from confluent_kafka import Consumer
+consumer = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "session.timeout.ms": 60000,
+                     "partition.assignment.strategy": "cooperative-sticky", "enable.auto.commit": False})
+consumer.subscribe([sys.argv[3]])
+while True:
+    consumer.poll(0.2)
+"""
+
+
+@contextmanager
+def group_member(bootstrap: str, group: str, topic: str) -> Iterator[subprocess.Popen]:
+    """Another consumer in ``group`` (a 60 s session), as a separate process."""
+    process = subprocess.Popen([sys.executable, "-c", _MEMBER, bootstrap, group, topic])
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+def test_a_frozen_group_member_cannot_hold_a_stop_past_the_grace_period(
+    kafka_bootstrap, topic_factory, pg_database, tmp_path
+):
+    """A member that stops answering (a frozen executor, a partitioned node) parks the
+    group's rebalance, and with it every member's commits and ``LeaveGroup``, for its
+    ``session.timeout.ms``. The stop still ends within the grace period: the closing commit
+    gives up at half of it and says so, the tasks are stopped, and the offsets committed
+    never run ahead of what the sink holds (the next start reads the rest again)."""
+    topic = topic_factory(partitions=1)
+    name = f"stop-frozen-{uuid.uuid4().hex[:8]}"
+    group = f"connect-{name}"
+    target = PostgresTarget(pg_database)
+    produce(kafka_bootstrap, topic, _orders(0, 100))
+    config = {**target.config(), "consumer.override.heartbeat.interval.ms": str(HEARTBEAT_MS)}
+    with conveyor_run(tmp_path, name, kafka_bootstrap, topic, config, "postgres-sink") as run:
+        run.wait_running()
+        wait_until(lambda: run.records_read() >= 100, message=f"100 records read; log:\n{run.tail()}")
+        with group_member(kafka_bootstrap, group, topic) as frozen:
+            wait_until(lambda: _group_state(kafka_bootstrap, group) == ("STABLE", 3), message="a third member")
+            frozen.send_signal(signal.SIGSTOP)
+            with group_member(kafka_bootstrap, group, topic):
+                wait_until(lambda: _group_state(kafka_bootstrap, group)[0] == "PREPARING_REBALANCING",
+                           message="a rebalance waiting for the frozen member")
+                time.sleep(2.5 * HEARTBEAT_MS / 1000)  # the tasks have heard of it and rejoined
+                produce(kafka_bootstrap, topic, _orders(100, 50))
+                wait_until(lambda: run.records_read() >= 150, message=f"150 records read; log:\n{run.tail()}")
+                result = _stop(run, "sigterm")
+    assert [t["state"] for t in result["tasks"]] == ["STOPPED", "STOPPED"], result
+    holder = next(t for t in result["tasks"] if t["committed"] or t["closing_commit_error"])
+    assert "not confirmed" in holder["closing_commit_error"], holder
+    written = len(target.offsets())
+    committed = committed_offsets(kafka_bootstrap, group, topic, 1).get(0, 0)
+    assert committed <= written == 150, f"committed {committed}, sink holds {written}"

@@ -485,6 +485,8 @@ class Driver:
                         "drained": drained,
                         "state": h.state.value,
                         "committed": (h.last_drain.last_closing_commit or {}) if drained and h.last_drain else {},
+                        "closing_commit_error": h.last_drain.closing_commit_error if drained and h.last_drain
+                        else None,
                     })
             return {"name": self.name, "tasks": results, "complete": all(r["drained"] for r in results)}
 
@@ -694,7 +696,7 @@ class Driver:
 
         Returns:
             ``{"name", "connector_deleted", "tasks": [{"id", "state", "committed",
-            "last_closing_commit", "trace"}], "removed": [what the connector reported
+            "last_closing_commit", "closing_commit_error", "trace"}], "removed": [what the connector reported
             removing], "connector_trace", "offsets_deleted", "offsets_error"}``.
             ``offsets_deleted`` is ``None`` unless offsets were deleted, else
             ``{"consumer_group": "connect-<name>", "existed": bool}`` (sink) or
@@ -727,6 +729,7 @@ class Driver:
                         "state": h.state.value,
                         "committed": (h.report.committed if h.report else {}),
                         "last_closing_commit": (h.report.last_closing_commit if h.report else None),
+                        "closing_commit_error": (h.report.closing_commit_error if h.report else None),
                         "trace": h.trace,
                     }
                     for h in self.tasks.values()

@@ -101,7 +101,10 @@ class TaskReport:
     """A runner's account of its task, posted to the driver about once a second.
 
     Offsets are next-offsets keyed ``"topic:partition"``; counters are totals since the
-    runner started.
+    runner started. ``last_closing_commit`` is what the latest closing commit left committed
+    for the partitions it closed; ``closing_commit_error`` says why the latest closing commit
+    did not land (``None`` when it did), in which case those partitions resume from
+    ``committed``.
     """
 
     task_id: int
@@ -121,6 +124,7 @@ class TaskReport:
     commits: int = 0
     closing_commits: int = 0
     last_closing_commit: dict[str, int] | None = None
+    closing_commit_error: str | None = None
     records_written: int = 0
     transactions: int = 0
     source_offsets: dict[str, Any] = field(default_factory=dict)

@@ -44,6 +44,7 @@ its ``rdkafka_cgrp.c`` and the broker's request handling show):
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -133,6 +134,7 @@ class SinkTaskRunner(TaskRunner):
         self.commits = 0
         self.closing_commits = 0
         self.last_closing_commit: dict[str, int] | None = None
+        self.closing_commit_error: str | None = None
         self._stopping = False
         self._in_revoke_callback = False
         self._serving_close = False
@@ -394,6 +396,7 @@ class SinkTaskRunner(TaskRunner):
                 if exc.args[0].fatal():
                     raise TaskFailed(f"offset commit failed fatally: {exc.args[0].str()}") from exc
                 if closing:
+                    self.closing_commit_error = exc.args[0].str()
                     log.error("task %s-%d: closing commit failed: %s; the partitions' next owner resumes from "
                               "the last commit %s", self.spec.connector, self.spec.task_id, exc.args[0].str(),
                               {str(tp): off for tp, off in self._committed_assigned.items() if tp in to_commit})
@@ -406,6 +409,7 @@ class SinkTaskRunner(TaskRunner):
         self.commits += 1
         if closing:
             self.closing_commits += 1
+            self.closing_commit_error = None
             # What the group holds for these partitions after the closing commit, including
             # offsets an earlier commit already wrote.
             self.last_closing_commit = {tp_key(tp.topic, tp.partition): off for tp, off in valid.items()}
@@ -427,7 +431,8 @@ class SinkTaskRunner(TaskRunner):
         partitions = [KafkaTopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]
         budget_s = min(CLOSING_COMMIT_RETRY_S, self.spec.closing_timeout_s / 2) if closing else 0
         if closing and not self._in_revoke_callback:
-            self._commit_serving_group(partitions, max(1.0, self.spec.closing_timeout_s / 2))
+            half = self.spec.closing_timeout_s / 2
+            self._commit_serving_group(partitions, max(1.0, min(half, self.closing_time_left() - half / 2)))
             return
         deadline = time.monotonic() + budget_s
         while True:
@@ -511,14 +516,31 @@ class SinkTaskRunner(TaskRunner):
     def _release(self) -> None:
         self._stopping = True
         if self.consumer is not None:
-            try:
-                self.consumer.unsubscribe()  # sends LeaveGroup even with no partitions (module docstring)
-                self.consumer.close()
-            except Exception:  # noqa: BLE001
-                log.exception("task %s-%d: consumer close failed", self.spec.connector, self.spec.task_id)
+            self._close_consumer(self.consumer)
         if self.tolerance is not None:
             self.tolerance.close()
         self.chain_close()
+
+    def _close_consumer(self, consumer: Consumer) -> None:
+        """``unsubscribe()`` (it sends ``LeaveGroup`` even with no partitions, see the module
+        docstring), then ``close()``, waiting until the closing deadline at most: librdkafka's
+        ``close()`` has no timeout and waits for the ``LeaveGroup`` answer and any commit in
+        flight, which a rebalance parked behind a frozen member delays for that member's
+        ``session.timeout.ms``. A close still running then is left to finish on its own
+        (the broker expires the member) so that the task ends within its grace period."""
+        def close() -> None:
+            try:
+                consumer.unsubscribe()
+                consumer.close()
+            except Exception:  # noqa: BLE001
+                log.exception("task %s: consumer close failed", self.where)
+
+        closer = threading.Thread(target=close, name=f"close-consumer-{self.where}", daemon=True)
+        closer.start()
+        closer.join(max(1.0, self.closing_time_left()))
+        if closer.is_alive():
+            log.error("task %s: the consumer did not close before the grace period ends; leaving it to the "
+                      "broker's session timeout", self.where)
 
     def chain_close(self) -> None:
         chain = getattr(self, "chain", None)
@@ -682,6 +704,7 @@ class SinkTaskRunner(TaskRunner):
             commits=self.commits,
             closing_commits=self.closing_commits,
             last_closing_commit=self.last_closing_commit,
+            closing_commit_error=self.closing_commit_error,
         )
 
     def _lag(self, assigned: list[TopicPartition]) -> dict[str, int]:

@@ -24,6 +24,8 @@ from conveyor.runtime.task_handles import trace_of
 log = logging.getLogger(__name__)
 
 REPORT_INTERVAL_S = 0.5
+FINAL_REPORT_MARGIN_S = 2.0
+"""Time kept from the closing timeout for the final report to reach the driver."""
 
 
 class TaskFailed(Exception):
@@ -48,6 +50,7 @@ class TaskRunner(abc.ABC):
         self.link = ControlLink(spec.control_url, spec.task_id, lambda: self._report_cache)
         self._report_cache: TaskReport | None = None
         self._report_at = 0.0
+        self._closing_deadline: float | None = None
 
     @property
     def where(self) -> str:
@@ -93,10 +96,23 @@ class TaskRunner(abc.ABC):
         directive = self.link.directive
         if directive.action not in (Action.STOP, Action.DRAIN):
             return None
+        self._start_closing()
         faulthandler.dump_traceback_later(max(1.0, self.spec.closing_timeout_s - 5), exit=False)
         if directive.action is Action.DRAIN:
             return TaskState.DRAINED, False
         return TaskState.STOPPED, directive.connector_deleted
+
+    def _start_closing(self) -> None:
+        if self._closing_deadline is None:
+            self._closing_deadline = time.monotonic() + self.spec.closing_timeout_s - FINAL_REPORT_MARGIN_S
+
+    def closing_time_left(self) -> float:
+        """Seconds left for closing before the driver's grace period (``closing_timeout_s``,
+        counted from the stop or drain directive, or from a failure) runs out, less
+        :data:`FINAL_REPORT_MARGIN_S`; may be negative."""
+        self._start_closing()
+        assert self._closing_deadline is not None
+        return self._closing_deadline - time.monotonic()
 
     # hooks of the subclasses -----------------------------------------------------------
 
