@@ -264,6 +264,18 @@ def test_stop_after_an_idle_task_was_drained_commits_within_the_grace_period(
     _assert_next_start_reads_nothing_again(tmp_path, name, kafka_bootstrap, topic, config, sink, 300)
 
 
+@contextmanager
+def settling_run(tmp_path: Path, bootstrap: str, topic: str, target: Any) -> Iterator[tuple[Run, str, str, str]]:
+    """``(run, connector name, topic, sink class)``: 600 records on ``topic`` (three
+    partitions), a two-task connector started on them, entered once every record is read."""
+    name = f"settle-{uuid.uuid4().hex[:8]}"
+    sink = SINKS[type(target)]
+    produce(bootstrap, topic, _orders(0, 600))
+    with conveyor_run(tmp_path, name, bootstrap, topic, target.config(), sink) as run:
+        wait_until(lambda: run.records_read() >= 600, timeout_s=120, message=f"600 records read; log:\n{run.tail()}")
+        yield run, name, topic, sink
+
+
 @pytest.mark.parametrize("trigger", ["sigterm", "api"])
 def test_stop_right_after_the_last_record_lands_while_the_group_settles(
     trigger, target, kafka_bootstrap, topic_factory, tmp_path
@@ -271,12 +283,7 @@ def test_stop_right_after_the_last_record_lands_while_the_group_settles(
     """The quickstart's moment: three partitions, two tasks starting one after the other,
     the stop as soon as the sink holds every record, usually in the middle of the
     cooperative rebalances that move a partition from the first task to the second."""
-    topic = topic_factory(partitions=3)
-    name = f"stop-settle-{uuid.uuid4().hex[:8]}"
-    sink = SINKS[type(target)]
-    produce(kafka_bootstrap, topic, _orders(0, 600))
-    with conveyor_run(tmp_path, name, kafka_bootstrap, topic, target.config(), sink) as run:
-        wait_until(lambda: run.records_read() >= 600, timeout_s=120, message=f"600 records read; log:\n{run.tail()}")
+    with settling_run(tmp_path, kafka_bootstrap, topic_factory(partitions=3), target) as (run, name, topic, sink):
         result = _stop(run, trigger)
     committed = _assert_closing_commits(result, target, kafka_bootstrap, name, topic, 3)
     assert sum(committed.values()) == 600
@@ -288,12 +295,7 @@ def test_drain_of_a_task_right_after_the_last_record_lands_commits_and_resumes_f
 ):
     """A drain (a pod's ``preStop``) of the task holding the most partitions while the group
     settles: its closing commit lands, it runs again from there, and nothing is written twice."""
-    topic = topic_factory(partitions=3)
-    name = f"drain-settle-{uuid.uuid4().hex[:8]}"
-    sink = SINKS[type(target)]
-    produce(kafka_bootstrap, topic, _orders(0, 600))
-    with conveyor_run(tmp_path, name, kafka_bootstrap, topic, target.config(), sink) as run:
-        wait_until(lambda: run.records_read() >= 600, timeout_s=120, message=f"600 records read; log:\n{run.tail()}")
+    with settling_run(tmp_path, kafka_bootstrap, topic_factory(partitions=3), target) as (run, name, topic, _sink):
         holder = max(run.status()["tasks"], key=lambda t: len(t.get("assignment") or ()))["id"]
         drained = run.call(f"/drain?task={holder}", method="POST", timeout_s=GRACE_S + 30)
         assert drained["complete"] is True and drained["tasks"][0]["state"] != "FAILED", drained

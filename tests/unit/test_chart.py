@@ -8,10 +8,7 @@ fails these tests, with the way to get it; it never skips them.
 
 from __future__ import annotations
 
-import glob
-import importlib.util
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -106,44 +103,16 @@ REQUIRED_NAMESPACED = REQUIRED - REQUIRED_CLUSTER
 
 
 def _find_helm() -> str:
-    """The helm binary.
+    """The helm binary of ``conveyor.testing.kube`` (built with tools/kube/build.sh on first use)."""
+    from conveyor.testing.errors import ComponentUnavailable
+    from conveyor.testing.kube import ensure_kube_binaries
 
-    ``conveyor.testing.kube.kube_binaries().helm`` once that module exists; until then
-    ``$CONVEYOR_KUBE_BIN/helm``, then the newest ``<cache>/kube/*/bin/helm`` (cache:
-    ``$CONVEYOR_CACHE_DIR``, default ``~/.cache/conveyor``), where tools/kube/build.sh puts it.
-    """
-    if importlib.util.find_spec("conveyor.testing.kube") is not None:
-        from conveyor.testing.errors import ComponentUnavailable
-        from conveyor.testing.kube import kube_binaries
-
-        error: ComponentUnavailable | None = None
-        try:
-            return str(kube_binaries().helm)
-        except ComponentUnavailable as e:
-            error = e  # fail outside the except block: no "during handling of..." noise
-        pytest.fail(f"the chart tests need helm: {error}", pytrace=False)
-    tried = []
-    if os.environ.get("CONVEYOR_KUBE_BIN"):
-        candidate = Path(os.environ["CONVEYOR_KUBE_BIN"]) / "helm"
-        if os.access(candidate, os.X_OK):
-            return str(candidate)
-        tried.append(str(candidate))
-    cache = Path(os.environ.get("CONVEYOR_CACHE_DIR") or Path.home() / ".cache" / "conveyor")
-    pattern = str(cache / "kube" / "*" / "bin" / "helm")
-
-    def version_key(path: str) -> tuple[int, ...]:
-        return tuple(int(n) for n in re.findall(r"\d+", Path(path).parts[-3]))
-
-    found = sorted((p for p in glob.glob(pattern) if os.access(p, os.X_OK)), key=version_key)
-    if found:
-        return found[-1]
-    tried.append(pattern)
-    pytest.fail(
-        "helm unavailable: not found at " + ", ".join(tried) + "\n"
-        "hint: build it with `tools/kube/build.sh` (helm from the Go module proxy, a few minutes cold), "
-        "or point CONVEYOR_KUBE_BIN at a directory holding helm",
-        pytrace=False,
-    )
+    error: ComponentUnavailable | None = None
+    try:
+        return str(ensure_kube_binaries().helm)
+    except ComponentUnavailable as e:
+        error = e  # fail outside the except block: no "during handling of..." noise
+    pytest.fail(f"the chart tests need helm: {error}", pytrace=False)
 
 
 @pytest.fixture(scope="module")

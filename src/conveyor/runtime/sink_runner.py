@@ -39,6 +39,10 @@ its ``rdkafka_cgrp.c`` and the broker's request handling show):
 * A closing commit inside the revoke callback stays synchronous, as Kafka Connect's
   ``onPartitionsRevoked``: the member has already rejoined and nothing is parked ahead
   of it.
+* ``close()`` waits for the ``LeaveGroup`` answer and any commit in flight, which the
+  same parked rebalance delays: it gets what is left of the grace period, then is left to
+  finish on its own, so ``stop`` has run and the final report reaches the driver in time
+  (``closing_commit_error`` in the report says when the closing commit did not land).
 """
 
 from __future__ import annotations

@@ -61,6 +61,7 @@ import shutil
 import signal
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -84,6 +85,7 @@ __all__ = [
     "KubeBinaries",
     "KubeCommandError",
     "KubeEndpoint",
+    "ensure_kube_binaries",
     "kube_binaries",
     "start_or_reuse",
 ]
@@ -197,6 +199,43 @@ def kube_binaries(env: Mapping[str, str] | None = None) -> KubeBinaries:
     return KubeBinaries(
         kube_apiserver=found["kube-apiserver"], etcd=found["etcd"], kubectl=found["kubectl"], helm=found["helm"]
     )
+
+
+def ensure_kube_binaries(env: Mapping[str, str] | None = None) -> KubeBinaries:
+    """:func:`kube_binaries`, building them first with ``tools/kube/build.sh`` when they are
+    missing from the cache (a checkout's first test run: ~8 min on 2 cores, then cached).
+    Progress goes to the terminal (``sys.__stderr__``) and the build's own output to
+    ``<cache>/kube/build.log``. Never builds for an explicit ``$CONVEYOR_KUBE_BIN``.
+
+    Raises:
+        ComponentUnavailable: the binaries are missing and cannot be built here (not a
+            checkout, no Go >= 1.26, the Go module proxy unreachable); says why, with the
+            log's tail.
+    """
+    env = os.environ if env is None else env
+    try:
+        return kube_binaries(env)
+    except ComponentUnavailable:
+        script = _REPO / "tools" / "kube" / "build.sh"
+        if (env.get(ENV_BIN) or "").strip() or not script.is_file():
+            raise
+    root = _support.cache_root()
+    log_path = root / "kube" / "build.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    terminal = sys.__stderr__ or sys.stderr
+    print(f"\nconveyor.testing: building the Kubernetes binaries the tests need with {script} "
+          f"(first use only, ~8 min; log: {log_path}) ...", file=terminal, flush=True)
+    started = time.monotonic()
+    with open(log_path, "wb") as log_file:
+        result = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=log_file,
+                                env={**env, "CONVEYOR_CACHE_DIR": str(root)}, check=False)
+    if result.returncode != 0:
+        tail = log_path.read_text(errors="replace")[-2000:]
+        raise ComponentUnavailable(COMPONENT, f"tools/kube/build.sh failed (exit {result.returncode}); "
+                                   f"log {log_path}:\n{tail}", hint=_BUILD_HINT)
+    print(f"conveyor.testing: Kubernetes binaries built in {time.monotonic() - started:.0f}s",
+          file=terminal, flush=True)
+    return kube_binaries(env)
 
 
 @functools.lru_cache(maxsize=8)

@@ -7,7 +7,8 @@ Enable in a ``conftest.py`` (next to ``conveyor.testing.pytest_plugin``)::
 Session-scoped (started lazily by the first test that needs them, stopped at session end):
 
 * ``kube_binaries`` -> :class:`~conveyor.testing.kube.KubeBinaries`: kube-apiserver, etcd,
-  kubectl and helm as built by ``tools/kube/build.sh`` (``$CONVEYOR_KUBE_BIN`` overrides).
+  kubectl and helm as built by ``tools/kube/build.sh`` (``$CONVEYOR_KUBE_BIN`` overrides); a
+  checkout without them in its cache builds them on first use (~8 min, then cached).
 * ``kube_api`` -> :class:`~conveyor.testing.kube.KubeEndpoint`: a started
   :class:`~conveyor.testing.kube.KubeAPIServer` (about 3 s), or
   :class:`~conveyor.testing.kube.ExternalKube` when ``$CONVEYOR_KUBECONFIG`` names an admin
@@ -24,9 +25,9 @@ Function-scoped:
 There is no kube-controller-manager, scheduler or kubelet: see :mod:`conveyor.testing.kube`
 for what that means (no default ServiceAccounts, no garbage collection, no Pods).
 
-When the control plane cannot start (binaries not built, a process dies, no ``/readyz``) the
-fixture *fails* with the :class:`~conveyor.testing.errors.ComponentUnavailable` message (which
-says to run ``tools/kube/build.sh``); nothing is ever skipped.
+When the control plane cannot start (binaries that cannot be built, a process dies, no
+``/readyz``) the fixture *fails* with the :class:`~conveyor.testing.errors.ComponentUnavailable`
+message (with the build log's tail); nothing is ever skipped.
 """
 
 from __future__ import annotations
@@ -64,14 +65,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.fixture(scope="session")
 def kube_binaries():
-    """kube-apiserver, etcd, kubectl and helm (:class:`~conveyor.testing.kube.KubeBinaries`)."""
-    from conveyor.testing.kube import kube_binaries
+    """kube-apiserver, etcd, kubectl and helm (:class:`~conveyor.testing.kube.KubeBinaries`),
+    built on first use (:func:`~conveyor.testing.kube.ensure_kube_binaries`)."""
+    from conveyor.testing.kube import ensure_kube_binaries
 
-    return _start(kube_binaries)
+    return _start(ensure_kube_binaries)
 
 
 @pytest.fixture(scope="session")
-def kube_api():
+def kube_api(kube_binaries):
     """The session's Kubernetes API server (KubeAPIServer, or ExternalKube for $CONVEYOR_KUBECONFIG)."""
     from conveyor.testing.kube import start_or_reuse
 
