@@ -14,8 +14,10 @@
 #     the executor pod template (spark.kubernetes.executor.podTemplateFile) sets
 #     `command: ["conveyor-spark-executor"]`: the launcher below starts Spark's
 #     KubernetesExecutorBackend with the jars of the pip-installed pyspark (SPARK_HOME), the
-#     SPARK_JAVA_OPT_<n> options Spark passes, and -Xms/-Xmx from SPARK_EXECUTOR_MEMORY, the way
-#     Spark's own image entrypoint does. Python workers run with PYSPARK_PYTHON.
+#     SPARK_JAVA_OPT_<n> options Spark passes, SPARK_CLASSPATH (spark.executor.extraClassPath)
+#     and SPARK_EXECUTOR_LIBRARY_PATH (spark.executor.extraLibraryPath), and -Xms/-Xmx from
+#     SPARK_EXECUTOR_MEMORY, the way Spark's own image entrypoint does. Python workers run with
+#     PYSPARK_PYTHON.
 #     `spark-class` and `spark-submit` are on PATH as well ($SPARK_HOME/bin).
 
 # ---------------------------------------------------------------------------------------------
@@ -44,14 +46,16 @@ RUN groupadd --gid 10001 conveyor \
 WORKDIR /home/conveyor
 
 # ---------------------------------------------------------------------------------------------
-# operator: `conveyor-operator` (kopf, standalone) — no Spark, no Java
+# operator: `conveyor-operator` (kopf, standalone) — no Spark, no Java. The built-in connectors'
+# extras are installed so that the operator runs each connector's own config validation
+# (a refused config becomes the Connector's Degraded condition instead of a crash-looping driver).
 FROM base AS operator
 
 COPY --from=builder /wheels /tmp/wheels
 # The wheel built above pins conveyor; its dependencies are pyproject.toml's ranges (no lock file).
 # hadolint ignore=DL3013
 RUN set -- /tmp/wheels/conveyor-*.whl \
- && pip install --no-cache-dir "$1[operator]" \
+ && pip install --no-cache-dir "$1[operator,postgres,rabbitmq,archive]" \
  && rm -rf /tmp/wheels
 
 USER 10001:10001
@@ -93,7 +97,11 @@ RUN printf '%s\n' \
       'set -euo pipefail' \
       'if [ "${1:-}" = executor ]; then shift; fi' \
       'mapfile -t java_opts < <(env | grep "^SPARK_JAVA_OPT_" | sort -t_ -k4 -n | sed "s/^[^=]*=//")' \
-      'classpath="${SPARK_CONF_DIR:-$SPARK_HOME/conf}:$SPARK_HOME/jars/*${SPARK_EXTRA_CLASSPATH:+:$SPARK_EXTRA_CLASSPATH}"' \
+      'classpath="${SPARK_CONF_DIR:-$SPARK_HOME/conf}:$SPARK_HOME/jars/*${SPARK_CLASSPATH:+:$SPARK_CLASSPATH}"' \
+      'classpath="$classpath${SPARK_DIST_CLASSPATH:+:$SPARK_DIST_CLASSPATH}"' \
+      'if [ -n "${SPARK_EXECUTOR_LIBRARY_PATH:-}" ]; then' \
+      '  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$SPARK_EXECUTOR_LIBRARY_PATH"' \
+      'fi' \
       'exec tini -s -- "$JAVA_HOME/bin/java" "${java_opts[@]}" \' \
       '  -Xms"$SPARK_EXECUTOR_MEMORY" -Xmx"$SPARK_EXECUTOR_MEMORY" -cp "$classpath" \' \
       '  org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend \' \

@@ -1,8 +1,13 @@
-"""Eviction translation: a connector pod about to go (a ``DisruptionTarget`` condition
-from the eviction API, preemption or taint manager, or a ``deletionTimestamp``) gets its
-tasks drained, so their closing-aware commits (KIP-275's ``is_closing()``) happen before
-the pod does. The pods' own ``preStop`` hook asks for the same drain; whichever comes
-first does it, the other finds nothing left to commit."""
+"""Eviction translation: a connector pod about to be disrupted (a ``DisruptionTarget``
+condition: the eviction API, a node drain, preemption, the taint manager) gets its tasks
+drained, so their closing-aware commits (KIP-275's ``is_closing()``) happen before the pod
+goes, and the eviction is recorded (an ``EvictionTranslated`` Event, ``status.evictions``).
+The pods' own ``preStop`` hook asks for the same drain; whichever comes first does it, the
+other finds nothing left to commit.
+
+A pod deleted without that condition (a rollout of the driver Deployment, Spark removing an
+executor, ``kubectl delete pod``) is no eviction: its ``preStop`` hook drains it, and a
+driver's SIGTERM stops every task with a closing commit; nothing is recorded."""
 
 from __future__ import annotations
 
@@ -19,12 +24,13 @@ from conveyor_operator.handlers import MAX_EVICTIONS_KEPT, RUNTIME, driver_clien
 log = logging.getLogger(__name__)
 
 
-def disruption(meta: dict[str, Any], status: dict[str, Any]) -> str | None:
-    """``"DisruptionTarget"``, ``"Deletion"`` or None for a pod that is staying."""
+def disruption(status: dict[str, Any]) -> str | None:
+    """``"DisruptionTarget"`` for a pod that Kubernetes is disrupting, None otherwise
+    (including a plain deletion; see the module docstring)."""
     for condition in status.get("conditions") or []:
         if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
             return "DisruptionTarget"
-    return "Deletion" if meta.get("deletionTimestamp") else None
+    return None
 
 
 def committed_offsets(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -48,7 +54,7 @@ def pod_event(event: dict[str, Any], meta: kopf.Meta, status: kopf.Status, name:
     labels = meta.get("labels") or {}
     if labels.get(names.LABEL_COMPONENT) not in (names.DRIVER, names.EXECUTOR):
         return
-    trigger = disruption(meta, status)
+    trigger = disruption(status)
     if trigger is None:
         return
     with RUNTIME.lock:

@@ -97,6 +97,8 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.peering.standalone = True
     settings.watching.server_timeout = 600
     settings.watching.client_timeout = 660
+    # Only the pods of connectors reach the operator: the API server filters, not kopf.
+    settings.watching.label_selectors["v1", "pods"] = names.LABEL_CONNECTOR
 
 
 @kopf.on.login()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from typing import Any
 
@@ -96,11 +97,23 @@ def spec_dict(manifest: ConnectorManifest) -> dict[str, Any]:
 
 def spec_hash(manifest: ConnectorManifest) -> str:
     """Hash of what a running driver cannot change in place (class, Kafka, Spark, secrets,
-    shutdown): a change rolls the Deployment."""
+    shutdown, and the executor pods ``tasksMax`` needs): a change rolls the Deployment."""
     spec = spec_dict(manifest)
     for live in ("config", "tasksMax", "state", "deletionPolicy"):
         spec.pop(live, None)
+    spec["executorPods"] = executor_instances(manifest)
     return _digest(spec)
+
+
+def executor_instances(manifest: ConnectorManifest) -> int:
+    """Executor pods to request: ``spec.spark.executor.instances``, raised so that every task
+    has a core (each task is a Spark job that never ends, one core each): at least
+    ``ceil(tasksMax / executor.cores)``. 0 stays 0 (the tasks run in the driver pod, on
+    ``local[tasksMax]``)."""
+    executor = manifest.spec.spark.executor
+    if executor.instances == 0:
+        return 0
+    return max(executor.instances, math.ceil(manifest.spec.tasks_max / executor.cores))
 
 
 def config_hash(manifest: ConnectorManifest) -> str:
@@ -243,7 +256,10 @@ def spark_conf(manifest: ConnectorManifest, settings: OperatorSettings) -> dict[
         "spark.submit.deployMode": "client",
         "spark.app.name": f"conveyor-{manifest.name}",
         "spark.driver.host": driver_host(manifest),
-        "spark.driver.bindAddress": "0.0.0.0",
+        # The pod's own address, as Spark's cluster-mode driver binds: executors are handed
+        # the bind address as the driver's (spark.kubernetes.executor.useDriverPodIP), and
+        # 0.0.0.0 there is no address to connect to.
+        "spark.driver.bindAddress": "$(POD_IP)",
         "spark.driver.port": str(SPARK_DRIVER_PORT),
         "spark.driver.blockManager.port": str(SPARK_BLOCK_MANAGER_PORT),
         "spark.driver.cores": str(spark.driver.cores),
@@ -257,11 +273,11 @@ def spark_conf(manifest: ConnectorManifest, settings: OperatorSettings) -> dict[
             "spark.kubernetes.container.image.pullPolicy": spark.image_pull_policy,
             "spark.kubernetes.driver.pod.name": "$(POD_NAME)",
             "spark.kubernetes.authenticate.driver.serviceAccountName": sa,
-            "spark.kubernetes.executor.podNamePrefix": f"{manifest.name}-exec",
+            "spark.kubernetes.executor.podNamePrefix": manifest.name,  # Spark adds "-exec-<id>"
             "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_PATH,
             "spark.kubernetes.executor.podTemplateContainerName": "executor",
             "spark.kubernetes.executor.deleteOnTermination": "true",
-            "spark.executor.instances": str(spark.executor.instances),
+            "spark.executor.instances": str(executor_instances(manifest)),
             "spark.executor.cores": str(spark.executor.cores),
             "spark.executor.memory": spark.executor.memory,
         })

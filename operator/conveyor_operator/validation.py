@@ -30,7 +30,9 @@ def connector_config_errors(manifest: ConnectorManifest) -> str:
     except (PreflightError, ImportError) as exc:
         # Custom connectors live in the runtime image, not necessarily in the operator's:
         # the driver judges them (and reports a FAILED connector without crash-looping).
-        log.info("connector %s not checked in the operator: %s", manifest.name, exc)
+        # The built-in ones are all in the operator's image (see the Dockerfile).
+        log.warning("connector %s (%s) not checked in the operator, the driver will: %s", manifest.name,
+                    manifest.spec.connector_class, exc)
         return ""
     config = dict(manifest.spec.config)
     deferred = {k for k, v in config.items() if isinstance(v, str) and "${" in v}

@@ -109,12 +109,17 @@ def test_drain_by_pod_drains_every_task_on_it(kafka_bootstrap, topic_factory, sp
     assert len(_events(journal, "start")) == 4, "both tasks ran again after the drain"
 
 
-def test_drain_of_unknown_pod_or_task_is_404(kafka_bootstrap, topic_factory, spark, tmp_path):
+def test_drain_of_a_pod_without_tasks_succeeds_and_of_an_unknown_task_is_404(
+    kafka_bootstrap, topic_factory, spark, tmp_path
+):
     topic = topic_factory(partitions=1)
-    with running_connector(connector_manifest(_name(), RECORDING, kafka_bootstrap,
-                                              _config(topic, tmp_path / "j.jsonl")), spark) as d:
-        status, body = _http(f"{d.control_url}/drain?pod=no-such-pod")
-        assert status == 404 and "no-such-pod" in body["message"]
+    journal = tmp_path / "j.jsonl"
+    with running_connector(connector_manifest(_name(), RECORDING, kafka_bootstrap, _config(topic, journal)),
+                           spark) as d:
+        wait_until(lambda: d.status()["tasks"][0]["state"] == "RUNNING", message="task running")
+        status, body = _http(f"{d.control_url}/drain?pod=idle-executor-pod")
+        assert (status, body["tasks"], body["complete"]) == (200, [], True), "an idle pod's preStop must not fail"
+        assert d.status()["tasks"][0]["attempt"] == 1, "no task was drained"
         status, body = _http(f"{d.control_url}/drain?task=7")
         assert status == 404 and "no task 7" in body["message"]
         status, body = _http(f"{d.control_url}/drain")

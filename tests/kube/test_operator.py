@@ -109,6 +109,13 @@ def test_apply_creates_owned_objects_and_scale_changes_tasks_max(kube_api, kube_
         eventually(lambda: yaml.safe_load(api.core.read_namespaced_config_map(
             f"{name}-connector", kube_namespace).data["connector.yaml"])["spec"]["tasksMax"] == 3,
             message="ConfigMap tasksMax 3")
+
+        def executor_instances() -> str:
+            args = api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace).spec.template.spec \
+                .containers[0].args
+            return dict(a.split("=", 1) for a in args if a.startswith("spark."))["spark.executor.instances"]
+
+        eventually(lambda: executor_instances() == "3", message="an executor core for each of the 3 tasks")
         listed = kube_api.kubectl("get", "connectors", "-n", kube_namespace).stdout
         assert "CLASS" in listed and "noop-sink" in listed and "READY" in listed
         kube_api.kubectl("get", "cnr", "-n", kube_namespace)

@@ -134,3 +134,37 @@ def test_the_kubernetes_example_is_a_valid_connector():
     dep = by_kind(render.objects(m, "u", 1, SETTINGS))["Deployment"]
     mounts = {v["mountPath"] for v in dep["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
     assert {"/etc/conveyor/secrets/orders-db", "/etc/conveyor/secrets/kafka-credentials"} <= mounts
+
+
+def _driver_conf(m):
+    args = by_kind(render.objects(m, "u", 1, SETTINGS))["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    return dict(a.split("=", 1) for a in args[args.index("--conf") + 1::2])
+
+
+def test_driver_binds_its_pod_ip_which_executors_can_reach():
+    """Executors are handed the driver's bind address (useDriverPodIP): 0.0.0.0 made every
+    executor fail with ``Failed to connect to /0.0.0.0:7078`` on a real node."""
+    dep = by_kind(render.objects(manifest(), "u", 1, SETTINGS))["Deployment"]
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert _driver_conf(manifest())["spark.driver.bindAddress"] == "$(POD_IP)"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+
+
+def test_executor_pods_are_named_name_exec_n():
+    assert _driver_conf(manifest())["spark.kubernetes.executor.podNamePrefix"] == "orders"
+
+
+def test_every_task_gets_an_executor_core():
+    assert render.executor_instances(manifest()) == 2, "tasksMax 2 on 1-core executors"
+    assert _driver_conf(manifest())["spark.executor.instances"] == "2"
+    assert render.executor_instances(manifest(tasksMax=3, spark={"executor": {"cores": 2}})) == 2
+    assert render.executor_instances(manifest(tasksMax=1, spark={"executor": {"instances": 3}})) == 3
+    assert render.executor_instances(manifest(tasksMax=5, spark={"executor": {"instances": 0}})) == 0
+
+
+def test_scaling_past_the_executor_cores_rolls_the_driver_and_within_them_does_not():
+    two_cores = {"executor": {"cores": 2}}
+    one, two, three = (manifest(tasksMax=n, spark=two_cores) for n in (1, 2, 3))
+    assert render.spec_hash(one) == render.spec_hash(two), "2 tasks fit the one 2-core executor: live"
+    assert render.spec_hash(two) != render.spec_hash(three), "a third task needs a second executor pod"

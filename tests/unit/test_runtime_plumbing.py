@@ -174,6 +174,21 @@ def test_a_local_master_binds_to_loopback_unless_told_otherwise():
     assert "spark.driver.host" not in spark_properties("orders", 1, "localhost-cluster://x")
 
 
+def test_executors_on_a_cluster_give_every_task_a_slot():
+    k8s = "k8s://https://kubernetes.default.svc"
+    assert spark_properties("o", 2, k8s, {"spark.executor.instances": "1"})["spark.executor.instances"] == "2"
+    assert spark_properties("o", 3, k8s)["spark.executor.instances"] == "3", "Spark's default of 2 is too few"
+    cores = {"spark.executor.instances": "1", "spark.executor.cores": "4"}
+    assert spark_properties("o", 4, k8s, cores)["spark.executor.instances"] == "1"
+    assert spark_properties("o", 5, k8s, cores)["spark.executor.instances"] == "2"
+    cpus = {**cores, "spark.task.cpus": "2"}
+    assert spark_properties("o", 5, k8s, cpus)["spark.executor.instances"] == "3"
+    assert spark_properties("o", 1, k8s, {"spark.executor.instances": "4"})["spark.executor.instances"] == "4"
+    dynamic = spark_properties("o", 9, k8s, {"spark.dynamicAllocation.enabled": "true"})
+    assert "spark.executor.instances" not in dynamic
+    assert "spark.executor.instances" not in spark_properties("o", 9, "local[2]")
+
+
 def test_spark_conf_then_cli_conf_then_master_win_in_that_order():
     spark_conf = {"spark.app.name": "from-manifest", "spark.executor.memory": "2g", "spark.ui.enabled": "true",
                   "spark.master": "k8s://https://manifest"}

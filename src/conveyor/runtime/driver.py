@@ -95,7 +95,8 @@ def spark_properties(
     report, not Spark's to retry) and 4 elsewhere (an executor lost is retried). A local
     master binds the driver and its block manager to loopback (``spark.driver.host`` and
     ``spark.driver.bindAddress`` ``127.0.0.1``) unless they are set: nothing of a local run
-    listens on the machine's outward interfaces.
+    listens on the machine's outward interfaces. On a cluster master without dynamic
+    allocation, ``spark.executor.instances`` is raised until every task has a slot.
 
     Returns:
         ``{property: value}``, always with ``spark.master`` and ``spark.app.name``.
@@ -111,7 +112,23 @@ def spark_properties(
     if local:
         props.setdefault("spark.driver.host", LOOPBACK)
         props.setdefault("spark.driver.bindAddress", LOOPBACK)
+    elif props.get("spark.dynamicAllocation.enabled", "false").lower() != "true":
+        _give_every_task_a_slot(props, task_count)
     return props
+
+
+def _give_every_task_a_slot(props: dict[str, str], task_count: int) -> None:
+    """Raise ``spark.executor.instances`` until the executors hold a slot per task: a task
+    is a Spark job that never ends, so one without a slot would never be scheduled.
+    Slots per executor are ``spark.executor.cores // spark.task.cpus`` (Spark's defaults
+    1 and 1); Spark's default instance count is 2."""
+    per_executor = max(1, int(props.get("spark.executor.cores", "1")) // int(props.get("spark.task.cpus", "1")))
+    needed = -(-task_count // per_executor)
+    instances = int(props.get("spark.executor.instances", "2"))
+    if instances < needed:
+        log.warning("spark.executor.instances raised from %d to %d: %d task(s) need a slot each, and an executor "
+                    "holds %d", instances, needed, task_count, per_executor)
+        props["spark.executor.instances"] = str(needed)
 
 
 def is_local_master(master: str) -> bool:
@@ -446,10 +463,13 @@ class Driver:
         """Closing commit of the tasks on ``pod`` (or task ``task_id``), which then run again.
 
         Blocks until every drained task has made its closing commit or ``timeout_s``
-        (default ``shutdown.gracePeriodSeconds``) passed.
+        (default ``shutdown.gracePeriodSeconds``) passed. A pod that runs no task (an idle
+        executor, a pod whose tasks already moved) is drained at once: ``"tasks": []``,
+        ``"complete": true`` (a pod's ``preStop`` hook must not fail for it).
 
         Raises:
-            OperationError: 404 when no task matches; 409 while stopping.
+            OperationError: 404 for an unknown ``task_id``; 400 with neither argument; 409
+                while stopping.
         """
         with self._ops:
             self._check_not_stopping()
@@ -461,7 +481,8 @@ class Driver:
                 elif pod is not None:
                     chosen = [h for h in self.tasks.values() if h.pod == pod and not h.done.is_set()]
                     if not chosen:
-                        raise OperationError(HTTPStatus.NOT_FOUND, f"no task of connector {self.name} runs on pod {pod}")
+                        log.info("drain of pod %s: no task of connector %s runs there", pod, self.name)
+                        return {"name": self.name, "tasks": [], "complete": True}
                 else:
                     raise OperationError(HTTPStatus.BAD_REQUEST, "drain needs ?pod=<pod> or ?task=<id>")
                 running = [h for h in chosen if not h.done.is_set()]

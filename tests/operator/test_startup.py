@@ -1,0 +1,17 @@
+"""Operator settings made at start-up."""
+
+import kopf
+from conveyor_operator import GROUP, PLURAL, VERSION, handlers, names
+from kopf._cogs.structs.references import Resource
+
+
+def test_the_api_server_filters_pods_by_the_connector_label(monkeypatch):
+    """The pod watch asks the API server for connector pods only (a label selector on the
+    watch request), instead of receiving every pod of the cluster and filtering in kopf."""
+    monkeypatch.setattr(handlers, "_api_client", lambda max_workers: None)
+    settings = kopf.OperatorSettings()
+    handlers.startup(settings=settings)
+    pods = Resource("", "v1", "pods", kind="Pod", singular="pod", namespaced=True)
+    assert list(settings.watching.label_selectors.collect(pods)) == [names.LABEL_CONNECTOR]
+    connectors = Resource(GROUP, VERSION, PLURAL, kind="Connector", namespaced=True)
+    assert list(settings.watching.label_selectors.collect(connectors)) == []
