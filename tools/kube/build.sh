@@ -8,6 +8,13 @@
 #   etcd            from ./etcd      (wrapper module over go.etcd.io/etcd/server/v3)
 #   helm            go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION
 #
+# and, only when asked (`build.sh node`, or named in KUBE_BUILD_ONLY), what a
+# single node where pods really run needs besides those:
+#
+#   kubelet, kube-controller-manager, kube-scheduler, kube-proxy
+#                   from ./apiserver/cmd/<name> (the same module and version)
+#   coredns         go install github.com/coredns/coredns@$COREDNS_VERSION (cluster DNS)
+#
 # Binaries land in ${CONVEYOR_CACHE_DIR:-~/.cache/conveyor}/kube/<kube-version>/bin
 # (~/.cache is $XDG_CACHE_HOME when set, as for the rest of the test harness).
 # The script is idempotent: a binary is rebuilt only when it is missing or its
@@ -18,8 +25,11 @@
 # Environment:
 #   CONVEYOR_CACHE_DIR  cache root (default ${XDG_CACHE_HOME:-~/.cache}/conveyor)
 #   HELM_VERSION        helm v3 version (default below)
+#   COREDNS_VERSION     CoreDNS version for `build.sh node` (default below)
 #   GO                  go binary (default: go on PATH, else /usr/local/go/bin/go)
-#   KUBE_BUILD_ONLY     space-separated subset of "kube-apiserver kubectl etcd helm"
+#   KUBE_BUILD_ONLY     space-separated subset of "kube-apiserver kubectl etcd helm" and
+#                       the node binaries "kubelet kube-controller-manager kube-scheduler
+#                       kube-proxy coredns" (default: the first four; `build.sh node`: all)
 #
 # Needs Go >= the "go" line in apiserver/go.mod (1.26 for Kubernetes 1.36).
 # A cold build takes ~1.2 GB of module downloads and several minutes of CPU;
@@ -28,6 +38,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
+COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
 
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 
@@ -74,7 +85,13 @@ CACHE_ROOT=${CONVEYOR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/conveyor}
 BIN="$CACHE_ROOT/kube/$KUBE_VERSION/bin"
 mkdir -p "$BIN"
 
-ONLY=${KUBE_BUILD_ONLY:-kube-apiserver kubectl etcd helm}
+CONTROL_PLANE="kube-apiserver kubectl etcd helm"
+NODE="kubelet kube-controller-manager kube-scheduler kube-proxy coredns"
+case "${1:-}" in
+    "") ONLY=${KUBE_BUILD_ONLY:-$CONTROL_PLANE} ;;
+    node) ONLY="$CONTROL_PLANE $NODE" ;;
+    *) echo "usage: build.sh [node]" >&2; exit 2 ;;
+esac
 wanted() { [[ " $ONLY " == *" $1 "* ]]; }
 
 # up_to_date NAME VERSION: binary present and stamped with VERSION.
@@ -113,10 +130,24 @@ build_apiserver() { build_kube kube-apiserver .; }
 # needs no distro kubectl (Debian 12's kubernetes-client is 1.20, too old).
 build_kubectl() { build_kube kubectl ./cmd/kubectl; }
 
+build_kubelet() { build_kube kubelet ./cmd/kubelet; }
+build_controller_manager() { build_kube kube-controller-manager ./cmd/kube-controller-manager; }
+build_scheduler() { build_kube kube-scheduler ./cmd/kube-scheduler; }
+build_proxy() { build_kube kube-proxy ./cmd/kube-proxy; }
+
 build_etcd() {
     (cd "$HERE/etcd" && "$GO" build -mod=readonly -trimpath -ldflags "-s -w" \
         -o "$BIN/etcd.tmp" .)
     mv "$BIN/etcd.tmp" "$BIN/etcd"
+}
+
+build_coredns() {
+    # CoreDNS's go.mod has no replace directives: plain `go install` works. All its
+    # in-tree plugins are compiled in; the Corefile chooses (kubernetes, no forward).
+    GOBIN="$BIN/.coredns-tmp" "$GO" install -trimpath -ldflags "-s -w" \
+        "github.com/coredns/coredns@$COREDNS_VERSION"
+    mv "$BIN/.coredns-tmp/coredns" "$BIN/coredns"
+    rmdir "$BIN/.coredns-tmp"
 }
 
 build_helm() {
@@ -133,7 +164,12 @@ build_helm() {
 for item in "kube-apiserver $KUBE_VERSION build_apiserver" \
             "kubectl $KUBE_VERSION build_kubectl" \
             "etcd $ETCD_VERSION build_etcd" \
-            "helm $HELM_VERSION build_helm"; do
+            "helm $HELM_VERSION build_helm" \
+            "kube-scheduler $KUBE_VERSION build_scheduler" \
+            "kube-proxy $KUBE_VERSION build_proxy" \
+            "kube-controller-manager $KUBE_VERSION build_controller_manager" \
+            "kubelet $KUBE_VERSION build_kubelet" \
+            "coredns $COREDNS_VERSION build_coredns"; do
     read -r name version fn <<<"$item"
     wanted "$name" || continue
     if up_to_date "$name" "$version"; then

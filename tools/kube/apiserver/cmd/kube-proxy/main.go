@@ -1,0 +1,21 @@
+// Command kube-proxy is a thin wrapper that builds the upstream kube-proxy from the Go module
+// proxy, at the Kubernetes version of the kube-apiserver next to it: it mirrors
+// k8s.io/kubernetes/cmd/kube-proxy/proxy.go; the module wiring is ../../go.mod. Built by
+// ../../../build.sh for the test harness's single-node cluster.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // for client metric registration
+	_ "k8s.io/component-base/metrics/prometheus/version"  // for version metric registration
+	"k8s.io/kubernetes/cmd/kube-proxy/app"
+)
+
+func main() {
+	command := app.NewProxyCommand()
+	code := cli.Run(command)
+	os.Exit(code)
+}

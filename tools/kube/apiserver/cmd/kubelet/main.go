@@ -1,0 +1,22 @@
+// Command kubelet is a thin wrapper that builds the upstream kubelet from the Go module
+// proxy, at the Kubernetes version of the kube-apiserver next to it: it mirrors
+// k8s.io/kubernetes/cmd/kubelet/kubelet.go; the module wiring is ../../go.mod. Built by
+// ../../../build.sh for the test harness's single-node cluster.
+package main
+
+import (
+	"context"
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"          // for JSON log format registration
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // for client metric registration
+	_ "k8s.io/component-base/metrics/prometheus/version"  // for version metric registration
+	"k8s.io/kubernetes/cmd/kubelet/app"
+)
+
+func main() {
+	command := app.NewKubeletCommand(context.Background())
+	code := cli.Run(command)
+	os.Exit(code)
+}
