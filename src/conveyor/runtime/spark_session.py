@@ -1,0 +1,124 @@
+"""The SparkSession a connector's driver creates: its properties (defaults, the manifest's
+``sparkConf``, ``--conf`` and ``--master``, loopback binding for a local master, an executor
+slot per task on a cluster master) and how its JVM is started."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+SPARK_DEFAULTS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+"""The driver's own Spark properties (``spec.spark.sparkConf`` and ``--conf`` override them)."""
+
+
+def spark_properties(
+    connector: str,
+    task_count: int,
+    master: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    cli_conf: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The Spark properties of the session a driver creates, later sources winning:
+
+    1. the driver's defaults: :data:`SPARK_DEFAULTS`, ``spark.app.name`` ``conveyor-<name>``;
+    2. ``spark_conf``: the manifest's ``spec.spark.sparkConf``;
+    3. ``cli_conf``: ``conveyor run --conf key=value``;
+    4. ``master`` (``conveyor run --master``), when given, as ``spark.master``.
+
+    Without any ``spark.master`` the master is ``local[N]`` with a slot per task. Unless set,
+    ``spark.task.maxFailures`` is 1 on a local master (a failed task is the runtime's to
+    report, not Spark's to retry) and 4 elsewhere (an executor lost is retried). A local
+    master binds the driver and its block manager to loopback (``spark.driver.host`` and
+    ``spark.driver.bindAddress`` ``127.0.0.1``) unless they are set: nothing of a local run
+    listens on the machine's outward interfaces. On a cluster master without dynamic
+    allocation, ``spark.executor.instances`` is raised until every task has a slot.
+
+    Returns:
+        ``{property: value}``, always with ``spark.master`` and ``spark.app.name``.
+    """
+    props = {**SPARK_DEFAULTS, "spark.app.name": f"conveyor-{connector}"}
+    props.update(spark_conf or {})
+    props.update(cli_conf or {})
+    if master:
+        props["spark.master"] = master
+    props.setdefault("spark.master", f"local[{max(task_count, 1)}]")
+    local = is_local_master(props["spark.master"])
+    props.setdefault("spark.task.maxFailures", "1" if local else "4")
+    if local:
+        props.setdefault("spark.driver.host", LOOPBACK)
+        props.setdefault("spark.driver.bindAddress", LOOPBACK)
+    elif props.get("spark.dynamicAllocation.enabled", "false").lower() != "true":
+        _give_every_task_a_slot(props, task_count)
+    return props
+
+
+def _give_every_task_a_slot(props: dict[str, str], task_count: int) -> None:
+    """Raise ``spark.executor.instances`` until the executors hold a slot per task: a task
+    is a Spark job that never ends, so one without a slot would never be scheduled.
+    Slots per executor are ``spark.executor.cores // spark.task.cpus`` (Spark's defaults
+    1 and 1); Spark's default instance count is 2."""
+    per_executor = max(1, int(props.get("spark.executor.cores", "1")) // int(props.get("spark.task.cpus", "1")))
+    needed = -(-task_count // per_executor)
+    instances = int(props.get("spark.executor.instances", "2"))
+    if instances < needed:
+        log.warning("spark.executor.instances raised from %d to %d: %d task(s) need a slot each, and an executor "
+                    "holds %d", instances, needed, task_count, per_executor)
+        props["spark.executor.instances"] = str(needed)
+
+
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]``: Spark inside this process."""
+    return master == "local" or master.startswith("local[")
+
+
+def start_spark_session(props: Mapping[str, str]) -> Any:
+    """A SparkSession with ``props`` (see :func:`spark_properties`), its JVM started with
+    SIGTERM ignored (see :func:`_jvm_ignoring_sigterm`), log level WARN.
+
+    Raises:
+        Exception: whatever PySpark raises when the JVM or the master cannot be reached.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in props.items():
+        builder = builder.config(key, value)
+    if is_local_master(props["spark.master"]):
+        # Spark's own address lookup (and its "resolves to a loopback address" warning)
+        # runs before it reads spark.driver.host; this keeps it on loopback too.
+        os.environ.setdefault("SPARK_LOCAL_IP", props["spark.driver.bindAddress"])
+    log.info("starting Spark: master %s, app %s", props["spark.master"], props["spark.app.name"])
+    with _jvm_ignoring_sigterm():
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+@contextmanager
+def _jvm_ignoring_sigterm() -> Iterator[None]:
+    """Start Spark's JVM with SIGTERM ignored (an ignored signal survives exec and the
+    JVM then installs no handler for it), so a SIGTERM sent to the whole process group
+    (``timeout``, systemd, a terminal) reaches only this driver, which stops the tasks
+    gracefully; the JVM exits when the driver does (PySpark's gateway watches stdin)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
