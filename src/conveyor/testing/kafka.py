@@ -439,7 +439,7 @@ class ExternalKafka(KafkaEndpoint):
 class KafkaBroker(KafkaEndpoint):
     """A real single-node Apache Kafka broker in KRaft mode (``process.roles=broker,controller``).
 
-    Listens on free 127.0.0.1 ports only (a PLAINTEXT client listener, a SASL_PLAINTEXT
+    Listens on free ports of ``host`` only (127.0.0.1 by default; a PLAINTEXT client listener, a SASL_PLAINTEXT
     client listener with mechanism PLAIN and the users of :data:`SASL_PLAIN_USERS` unless
     ``sasl_plain`` is false, and a controller listener), keeps its data in a fresh temp dir
     removed by :meth:`stop`, and is configured for one node (internal topics with replication factor 1, ``transaction.state.log.min.isr=1``,
@@ -452,6 +452,8 @@ class KafkaBroker(KafkaEndpoint):
         startup_timeout: seconds to wait for the broker to serve metadata.
         sasl_plain: add the SASL_PLAINTEXT/PLAIN listener (inline JAAS users, no authorizer:
             an authenticated user may do anything).
+        host: the address every listener binds and advertises (a test node's IP, so that
+            pods reach the broker).
 
     Raises (from :meth:`start`):
         ComponentUnavailable: Java/Maven missing, jar resolution, storage format or startup failed.
@@ -465,7 +467,9 @@ class KafkaBroker(KafkaEndpoint):
         config: Mapping[str, str] | None = None,
         startup_timeout: float = 60.0,
         sasl_plain: bool = True,
+        host: str = _support.LOOPBACK,
     ) -> None:
+        self.host = host
         self.version = version
         self.sasl_enabled = sasl_plain
         self.sasl_port: int | None = None
@@ -500,7 +504,7 @@ class KafkaBroker(KafkaEndpoint):
         """
         if not self.sasl_enabled or not self.sasl_port or not self._bootstrap:
             raise ComponentUnavailable("kafka", f"{self!r} has no SASL_PLAINTEXT listener")
-        return SaslListener(f"{_support.LOOPBACK}:{self.sasl_port}", "PLAIN", dict(SASL_PLAIN_USERS))
+        return SaslListener(f"{self.host}:{self.sasl_port}", "PLAIN", dict(SASL_PLAIN_USERS))
 
     def start(self) -> KafkaBroker:
         """Resolve the jars if needed, format storage, start the broker, wait until ready.
@@ -546,7 +550,7 @@ class KafkaBroker(KafkaEndpoint):
     def server_properties(self) -> dict[str, str]:
         """The broker's ``server.properties`` (needs ports and workdir assigned)."""
         assert self.workdir and self.port and self.controller_port
-        host = _support.LOOPBACK
+        host = self.host
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -584,14 +588,14 @@ class KafkaBroker(KafkaEndpoint):
 
     def _start_once(self, java: Path, libs: Path) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="conveyor-kafka-"))
-        self.port = _support.free_port()
-        self.controller_port = _support.free_port()
+        self.port = _support.free_port(self.host)
+        self.controller_port = _support.free_port(self.host)
         while self.controller_port == self.port:
-            self.controller_port = _support.free_port()
+            self.controller_port = _support.free_port(self.host)
         if self.sasl_enabled:
-            self.sasl_port = _support.free_port()
+            self.sasl_port = _support.free_port(self.host)
             while self.sasl_port in (self.port, self.controller_port):
-                self.sasl_port = _support.free_port()
+                self.sasl_port = _support.free_port(self.host)
         props_file = self.workdir / "server.properties"
         props_file.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
         log4j = self.workdir / "log4j2.properties"
@@ -625,7 +629,7 @@ class KafkaBroker(KafkaEndpoint):
             )
         self._record = _support.register_child("kafka", self._proc.pid, self.workdir)
         _support.track(self)
-        self._bootstrap = f"{_support.LOOPBACK}:{self.port}"
+        self._bootstrap = f"{self.host}:{self.port}"
         started = time.monotonic()
         self.wait_ready(self.startup_timeout)
         log.info("kafka %s ready at %s in %.1fs (pid %s, %s)", self.version, self._bootstrap,

@@ -31,7 +31,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -195,6 +195,9 @@ class PostgresServer(PostgresEndpoint):
         database: database created at start; :attr:`url` points at it.
         settings: extra/overriding server settings (``-c name=value``).
         startup_timeout: seconds to wait for the server to accept connections.
+        host: the one address the server listens on (``listen_addresses``).
+        client_cidrs: networks admitted by ``pg_hba.conf`` besides the local ones (``trust``),
+            e.g. a test node's pod CIDR; ``host`` itself is admitted too when any is given.
 
     Raises (from :meth:`start`):
         ComponentUnavailable: binaries missing, no ``postgres`` OS user while running as root,
@@ -207,7 +210,11 @@ class PostgresServer(PostgresEndpoint):
         *,
         settings: Mapping[str, str] | None = None,
         startup_timeout: float = 60.0,
+        host: str = _support.LOOPBACK,
+        client_cidrs: Sequence[str] = (),
     ) -> None:
+        self.host = host
+        self.client_cidrs = tuple(client_cidrs)
         self.database = _check_dbname(database)
         self.settings = dict(settings or {})
         self.startup_timeout = startup_timeout
@@ -273,7 +280,7 @@ class PostgresServer(PostgresEndpoint):
     def server_settings(self) -> dict[str, str]:
         assert self.workdir and self.port
         s = {
-            "listen_addresses": _support.LOOPBACK,
+            "listen_addresses": self.host,
             "port": str(self.port),
             "unix_socket_directories": str(self.workdir / "sock"),
             "fsync": "off",
@@ -310,7 +317,7 @@ class PostgresServer(PostgresEndpoint):
         if run_as:
             for p in (self.workdir, self.workdir / "sock"):
                 os.chown(p, run_as["user"], run_as["group"])
-        self.port = _support.free_port()
+        self.port = _support.free_port(self.host)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env.update(LC_ALL="C", LANG="C", TZ="UTC")
         data = self.workdir / "data"
@@ -331,6 +338,9 @@ class PostgresServer(PostgresEndpoint):
                 "postgres", f"initdb failed (exit {init.returncode}) in {self.bindir}",
                 log_tail="\n".join((init.stdout + init.stderr).splitlines()[-30:]),
             )
+        if self.client_cidrs:  # e.g. pods on a test node: the host's own address is trusted already
+            with open(data / "pg_hba.conf", "a") as hba:
+                hba.writelines(f"host all all {cidr} trust\n" for cidr in (f"{self.host}/32", *self.client_cidrs))
         cmd = [*_support.pdeathsig_prefix("QUIT"), str(self.bindir / "postgres"), "-D", str(data)]
         for k, v in self.server_settings().items():
             cmd += ["-c", f"{k}={v}"]
@@ -341,7 +351,7 @@ class PostgresServer(PostgresEndpoint):
             )
         self._record = _support.register_child("postgres", self._proc.pid, self.workdir)
         _support.track(self)
-        self._url = f"postgresql://postgres@{_support.LOOPBACK}:{self.port}/postgres"
+        self._url = f"postgresql://postgres@{self.host}:{self.port}/postgres"
         self.wait_ready(self.startup_timeout)
         self.create_database(self.database)
         self._url = with_database(self._url, self.database)
@@ -352,7 +362,7 @@ class PostgresServer(PostgresEndpoint):
 
     def _unavailable(self, reason: str) -> ComponentUnavailable:
         return ComponentUnavailable(
-            "postgres", f"PostgreSQL ({self.bindir}) on {_support.LOOPBACK}:{self.port}: {reason}",
+            "postgres", f"PostgreSQL ({self.bindir}) on {self.host}:{self.port}: {reason}",
             hint=f"full log: {kept}" if (kept := _support.preserve_log(self.log_path, "postgres")) else "",
             log_tail=_support.tail(self.log_path, 30) if self.log_path else "",
         )

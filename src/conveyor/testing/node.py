@@ -1,0 +1,602 @@
+"""A real single-node Kubernetes for tests: pods run as runc containers.
+
+Where :class:`~conveyor.testing.kube.KubeAPIServer` is an API server alone, :class:`KubeNode` is
+a cluster of one node: containerd + runc (Debian's packages) and the CNI ``bridge`` plugin,
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the kubelet, kube-proxy (iptables
+mode) and CoreDNS, all at the version ``tools/kube/build.sh node`` builds from the Go module
+proxy (:func:`ensure_node_binaries` builds them on first use, then they are cached).
+
+Typical use::
+
+    from conveyor.testing.node import KubeNode
+
+    with KubeNode() as node:                  # ~15 s; needs root (iptables, bridges, mounts)
+        node.import_image(archive)            # a `docker save` archive; kept across runs
+        node.kubectl("apply", "-f", "pod.yaml")
+        node.node_ip                          # 10.89.0.1: what pods reach the host on
+
+The network never leaves the machine (see :mod:`conveyor.testing.node_host`): the node IP sits
+on a bridge the harness creates; pods live on ``10.88.0.0/16`` and are refused any route off
+their bridge; CoreDNS answers ``cluster.local`` from Services and everything else NXDOMAIN (it
+forwards nothing). Services run on the host, e.g. Kafka and PostgreSQL for pods, must listen on
+:attr:`KubeNode.node_ip`.
+
+Two settings make this run on these machines (``../shared/realnode/README.md``): containerd's
+``restrict_oom_score_adj = true`` (the VM lacks ``CAP_SYS_RESOURCE``) and the kubelet's
+``failCgroupV1: false``. Only one node runs per machine at a time (a lock under the cache).
+
+State: everything lives in a fresh work directory removed on :meth:`KubeNode.stop`, except
+containerd's content store (``<cache>/node/containerd``) so imported images survive runs.
+:meth:`KubeNode.stop` deletes every pod (graceful, so ``preStop`` hooks run), stops the
+components and leaves no process, mount, network namespace, bridge or iptables chain behind;
+a node whose test session was killed is cleaned up by the next :meth:`KubeNode.start`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from conveyor.testing import _support, kube, node_host, node_images, node_pki
+from conveyor.testing.errors import ComponentUnavailable
+
+__all__ = ["KubeNode", "NodeBinaries", "ensure_node_binaries"]
+
+COMPONENT = "kubernetes-node"
+NODE_NAME = "conveyor-node"
+API_PORT = 6443
+_WORKDIR = Path("/tmp/conveyor-node")
+_CNI_BIN = Path("/usr/lib/cni")
+_NODE_TOOLS = ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "coredns")
+_INSTALL_HINT = ("apt-get install containerd runc containernetworking-plugins iptables conntrack iproute2 "
+                 "busybox-static gcc libc6-dev")
+
+
+@dataclass(frozen=True)
+class NodeBinaries:
+    """The control plane's binaries plus the node's own (all from the same build.sh bin dir)."""
+
+    control_plane: kube.KubeBinaries
+    kubelet: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    kube_proxy: Path
+    coredns: Path
+
+
+def ensure_node_binaries() -> NodeBinaries:
+    """Find the node's binaries, building them with ``tools/kube/build.sh node`` when missing
+    (first use: ~15 min cold on 2 cores, then cached; progress on the terminal, output in
+    ``<cache>/kube/build-node.log``).
+
+    Raises:
+        ComponentUnavailable: they are missing and cannot be built here.
+    """
+    control = kube.ensure_kube_binaries()
+    bindir = control.kubectl.parent
+
+    def found() -> dict[str, Path] | None:
+        paths = {name: bindir / name for name in _NODE_TOOLS}
+        return paths if all(p.is_file() and os.access(p, os.X_OK) for p in paths.values()) else None
+
+    paths = found()
+    if paths is None:
+        script = kube._REPO / "tools" / "kube" / "build.sh"
+        if (os.environ.get(kube.ENV_BIN) or "").strip() or not script.is_file():
+            raise ComponentUnavailable(COMPONENT, f"{', '.join(_NODE_TOOLS)} are not all in {bindir}",
+                                       hint="run `tools/kube/build.sh node`")
+        log_path = _support.cache_root() / "kube" / "build-node.log"
+        terminal = sys.__stderr__ or sys.stderr
+        print(f"\nconveyor.testing: building the node's Kubernetes binaries with `{script} node` "
+              f"(first use only, ~15 min; log: {log_path}) ...", file=terminal, flush=True)
+        started = time.monotonic()
+        with open(log_path, "wb") as log_file:
+            result = subprocess.run(["bash", str(script), "node"], stdout=subprocess.PIPE, stderr=log_file,
+                                    env={**os.environ, "CONVEYOR_CACHE_DIR": str(_support.cache_root())},
+                                    check=False)
+        if result.returncode != 0 or (paths := found()) is None:
+            raise ComponentUnavailable(COMPONENT, f"`tools/kube/build.sh node` failed (exit {result.returncode})",
+                                       log_tail=_support.tail(log_path, 30), hint=f"full log: {log_path}")
+        print(f"conveyor.testing: node binaries built in {time.monotonic() - started:.0f}s", file=terminal,
+              flush=True)
+    return NodeBinaries(control_plane=control, kubelet=paths["kubelet"],
+                        kube_controller_manager=paths["kube-controller-manager"],
+                        kube_scheduler=paths["kube-scheduler"], kube_proxy=paths["kube-proxy"],
+                        coredns=paths["coredns"])
+
+
+def _pause_source() -> Path:
+    """``build/pause/linux/pause.c`` of the k8s.io/kubernetes module build.sh compiled."""
+    module = kube._REPO / "tools" / "kube" / "apiserver"
+    out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"], cwd=module, check=False,
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PATH": f"{os.environ.get('PATH', '')}:/usr/local/go/bin"})
+    source = Path(out.stdout.strip()) / "build" / "pause" / "linux" / "pause.c"
+    if out.returncode != 0 or not source.is_file():
+        raise ComponentUnavailable(COMPONENT, "cannot find pause.c in the k8s.io/kubernetes module",
+                                   log_tail=out.stderr[-1500:], hint="run `tools/kube/build.sh node` first")
+    return source
+
+
+class KubeNode(kube.KubeEndpoint):
+    """A one-node cluster where pods run (see the module docstring).
+
+    Args:
+        binaries: what to run (default :func:`ensure_node_binaries`).
+        network: addresses (default :class:`~conveyor.testing.node_host.NodeNetwork`).
+        startup_timeout: seconds for the whole start, node Ready and DNS included.
+
+    Raises (from :meth:`start`):
+        ComponentUnavailable: not root, a package or binary missing, another node running on
+            this machine, or a component that did not come up (with the tail of its log).
+    """
+
+    def __init__(self, *, binaries: NodeBinaries | None = None, network: node_host.NodeNetwork | None = None,
+                 startup_timeout: float = 180.0) -> None:
+        self.node_binaries = binaries
+        self.network = network or node_host.NodeNetwork()
+        self.startup_timeout = startup_timeout
+        self.workdir = _WORKDIR
+        #: seconds from the start of :meth:`start` to node Ready with DNS answering.
+        self.ready_seconds: float | None = None
+        self.pki: node_pki.NodePKI | None = None
+        self._procs: list[tuple[str, subprocess.Popen, Path | None]] = []
+        self._lock: IO[str] | None = None
+        self._ready_port: int | None = None
+
+    # -- addresses ----------------------------------------------------------------------------
+
+    @property
+    def node_ip(self) -> str:
+        """The node's InternalIP: where pods reach services on the host."""
+        return self.network.node_ip
+
+    @property
+    def node_name(self) -> str:
+        return NODE_NAME
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.workdir / "containerd" / "containerd.sock"
+
+    @property
+    def log_paths(self) -> dict[str, Path]:
+        return {name: self.workdir / "logs" / f"{name}.log" for name, _, _ in self._procs}
+
+    def _cluster(self) -> dict[str, Any]:
+        if self.pki is None:
+            raise RuntimeError("KubeNode is not started")
+        return {"server": f"https://{self.node_ip}:{API_PORT}",
+                "certificate-authority-data": base64.b64encode(self.pki.ca_cert.read_bytes()).decode()}
+
+    def _scratch_dir(self) -> Path:
+        return self.workdir / "client"
+
+    def _remove_scratch(self) -> None:
+        pass
+
+    @property
+    def binaries(self) -> kube.KubeBinaries:
+        if self.node_binaries is None:
+            self.node_binaries = ensure_node_binaries()
+        return self.node_binaries.control_plane
+
+    # -- images -------------------------------------------------------------------------------
+
+    def ctr(self, *args: str, timeout: float = 600.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """``ctr -n k8s.io *args`` against the node's containerd."""
+        cmd = ["ctr", "--address", str(self.containerd_socket), "--namespace", "k8s.io", *args]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
+                             stdin=subprocess.DEVNULL)
+        if check and out.returncode != 0:
+            raise kube.KubeCommandError(out.returncode, cmd, out.stdout, out.stderr)
+        return out
+
+    def has_image(self, ref: str) -> bool:
+        return ref in self.ctr("images", "list", "--quiet").stdout.split()
+
+    def import_image(self, archive: Path, ref: str | None = None) -> bool:
+        """Import a ``docker save``/``docker-archive`` tarball into the node (unpacked for the
+        kubelet); skipped when ``ref`` (the archive's tag) is already there. Pods use such
+        images with ``imagePullPolicy: Never`` or ``IfNotPresent``. Returns True if imported.
+
+        Raises:
+            KubeCommandError: ``ctr images import`` failed.
+        """
+        if ref is not None and self.has_image(ref):
+            return False
+        self.ctr("images", "import", str(archive))
+        return True
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def is_running(self) -> bool:
+        return bool(self._procs) and all(p.poll() is None for _, p, _ in self._procs)
+
+    def start(self) -> KubeNode:
+        """Start every component and wait for the node to be Ready, the ``default``
+        ServiceAccount to exist and CoreDNS to answer. Returns self.
+
+        Raises:
+            ComponentUnavailable: see the class docstring.
+        """
+        if self._procs:
+            return self
+        if not node_host.is_root():
+            raise ComponentUnavailable(COMPONENT, "a node with pods needs root (bridges, iptables, mounts, runc)",
+                                       hint="run the tests as root (CI does)")
+        missing = node_host.missing_host_tools()
+        if missing:
+            raise ComponentUnavailable(COMPONENT, f"missing packages: {' '.join(missing)}", hint=_INSTALL_HINT)
+        bins = self.node_binaries = self.node_binaries or ensure_node_binaries()
+        self._take_lock()
+        started = time.monotonic()
+        try:
+            _support.reap_stale()
+            self._clean_leftovers(bins)
+            self._start_components(bins, started)
+        except BaseException:
+            self.stop()
+            raise
+        self.ready_seconds = time.monotonic() - started
+        _support.track(self)
+        return self
+
+    def stop(self) -> None:
+        """Delete every pod (grace 10 s: ``preStop`` hooks run), stop all components, remove
+        containers, mounts, bridges, iptables chains and the work directory. Idempotent."""
+        procs = {name: (proc, record) for name, proc, record in self._procs}
+        if procs and all(procs.get(n, (None,))[0] is not None and procs[n][0].poll() is None
+                         for n in ("kube-apiserver", "kubelet")):
+            with contextlib.suppress(Exception):
+                self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=10", "--timeout=60s",
+                             timeout=90, check=False)
+        for group in (("coredns", "kube-proxy", "kubelet", "kube-scheduler", "kube-controller-manager"),
+                      ("kube-apiserver",), ("etcd",)):
+            self._stop_group([procs[n] for n in group if n in procs])
+        if "containerd" in procs:
+            self._remove_containers()
+            self._stop_group([procs["containerd"]])
+        self._procs = []
+        self._kill_shims()
+        if self.node_binaries is not None or _WORKDIR.exists():
+            node_host.cleanup_host(self.network, self._state_dir(), run_dir=self.workdir,
+                                   kube_proxy=self.node_binaries.kube_proxy if self.node_binaries else None)
+        self.pki = None
+        self._admin_kubeconfig = None
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+        _support.untrack(self)
+
+    def __enter__(self) -> KubeNode:  # noqa: PYI034 - returns self, started
+        return self.start()
+
+    def __repr__(self) -> str:
+        return f"KubeNode(node_ip={self.node_ip!r}, running={self.is_running()})"
+
+    # -- internals: start ---------------------------------------------------------------------
+
+    def _state_dir(self) -> Path:
+        return _support.cache_root() / "node"
+
+    def _take_lock(self) -> None:
+        path = self._state_dir() / "lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path, "a+")  # noqa: SIM115 - held for the node's lifetime
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            owner = lock.read().strip()
+            lock.close()
+            raise ComponentUnavailable(COMPONENT, f"another test node runs on this machine (pid {owner or '?'})",
+                                       hint="wait for that test session to end") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+        self._lock = lock
+
+    def _clean_leftovers(self, bins: NodeBinaries) -> None:
+        self._kill_shims()
+        found = node_host.cleanup_host(self.network, self._state_dir(), run_dir=self.workdir,
+                                       kube_proxy=bins.kube_proxy)
+        if found:
+            _support.log.warning("cleaned up after a previous test node: %s", ", ".join(found))
+
+    def _start_components(self, bins: NodeBinaries, started: float) -> None:
+        net = self.network
+        work = self.workdir
+        for sub in ("logs", "containerd", "cni", "kubelet", "pod-logs", "etcd", "client"):
+            (work / sub).mkdir(parents=True, exist_ok=True)
+        node_host.setup_host(net, self._state_dir())
+        pki = self.pki = node_pki.write_pki(work / "pki", node_name=NODE_NAME, node_ip=net.node_ip,
+                                            service_ip=net.service_ip,
+                                            server=f"https://{net.node_ip}:{API_PORT}")
+        self._admin_kubeconfig = pki.kubeconfigs["admin"]
+        deadline = started + self.startup_timeout
+
+        self._spawn("containerd", ["containerd", "--config", str(self._write_containerd_config())])
+        self._wait("containerd", deadline, lambda: self.ctr("version", check=False, timeout=10).returncode == 0)
+        for archive, ref in ((node_images.pause_archive(_pause_source()), node_images.PAUSE_IMAGE),
+                             (node_images.busybox_archive(), node_images.BUSYBOX_IMAGE)):
+            self.import_image(archive, ref)
+
+        etcd_port, peer_port = _support.free_port(), _support.free_port()
+        etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
+        self._spawn("etcd", [
+            str(bins.control_plane.etcd), "--name=node", f"--data-dir={work / 'etcd' / 'data'}",
+            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=node={peer_url}", "--log-level=warn", "--unsafe-no-fsync",
+        ])
+        self._spawn("kube-apiserver", [
+            str(bins.control_plane.kube_apiserver), f"--etcd-servers={etcd_url}",
+            f"--bind-address={net.node_ip}", f"--advertise-address={net.node_ip}", f"--secure-port={API_PORT}",
+            f"--tls-cert-file={pki.apiserver_cert}", f"--tls-private-key-file={pki.apiserver_key}",
+            f"--client-ca-file={pki.ca_cert}", f"--token-auth-file={pki.tokens_csv}",
+            f"--kubelet-client-certificate={pki.kubelet_client_cert}",
+            f"--kubelet-client-key={pki.kubelet_client_key}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
+            f"--service-cluster-ip-range={net.service_cidr}", "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction", "--allow-privileged=true",
+            "--kubelet-preferred-address-types=InternalIP", f"--cert-dir={work / 'pki'}",
+        ])
+        self._wait("kube-apiserver /readyz", deadline, self._apiserver_ready)
+        cm = str(pki.kubeconfigs["controller-manager"])
+        self._spawn("kube-controller-manager", [
+            str(bins.kube_controller_manager), f"--kubeconfig={cm}", f"--authentication-kubeconfig={cm}",
+            f"--authorization-kubeconfig={cm}", "--bind-address=127.0.0.1", "--secure-port=0",
+            "--leader-elect=false", "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki.sa_key}", f"--root-ca-file={pki.ca_cert}",
+            f"--cluster-signing-cert-file={pki.ca_cert}", f"--cluster-signing-key-file={pki.ca_key}",
+            "--controllers=*,-cloud-node-lifecycle", "--node-monitor-grace-period=20s",
+            f"--service-cluster-ip-range={net.service_cidr}",
+        ])
+        sched = str(pki.kubeconfigs["scheduler"])
+        self._spawn("kube-scheduler", [
+            str(bins.kube_scheduler), f"--kubeconfig={sched}", f"--authentication-kubeconfig={sched}",
+            f"--authorization-kubeconfig={sched}", "--bind-address=127.0.0.1", "--secure-port=0",
+            "--leader-elect=false",
+        ])
+        self._spawn("kubelet", [
+            str(bins.kubelet), f"--config={self._write_kubelet_config()}",
+            f"--kubeconfig={pki.kubeconfigs['kubelet']}", f"--root-dir={work / 'kubelet'}",
+            f"--hostname-override={NODE_NAME}", f"--node-ip={net.node_ip}", "--v=0",
+        ])
+        self._spawn("kube-proxy", [
+            str(bins.kube_proxy), f"--kubeconfig={pki.kubeconfigs['kube-proxy']}",
+            f"--hostname-override={NODE_NAME}", f"--cluster-cidr={net.pod_cidr}", "--proxy-mode=iptables",
+            "--conntrack-max-per-core=0", "--nodeport-addresses=primary",
+            f"--metrics-bind-address=127.0.0.1:{_support.free_port()}",
+            f"--healthz-bind-address=127.0.0.1:{_support.free_port()}",
+        ])
+        self._ready_port = _support.free_port()
+        self._spawn("coredns", [str(bins.coredns), "-conf", str(self._write_corefile())])
+        self._wait(f"node {NODE_NAME} Ready", deadline, self._node_ready)
+        self._wait("the default ServiceAccount", deadline, lambda: self.kubectl(
+            "get", "serviceaccount", "default", "-n", "default", check=False, timeout=15).returncode == 0)
+        self._wait("CoreDNS /ready", deadline, self._dns_ready)
+
+    def _write_containerd_config(self) -> Path:
+        root = self._state_dir() / "containerd"
+        root.mkdir(parents=True, exist_ok=True)
+        cni_conf = self.workdir / "cni"
+        (cni_conf / "10-conveyor.conflist").write_text(json.dumps({
+            "cniVersion": "1.0.0", "name": "conveyor-node",
+            "plugins": [
+                {"type": "bridge", "bridge": self.network.pod_bridge, "isGateway": True, "ipMasq": False,
+                 "hairpinMode": True,
+                 "ipam": {"type": "host-local", "dataDir": str(self.workdir / "cni-ipam"),
+                          "ranges": [[{"subnet": self.network.pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        }, indent=2))
+        cri = 'plugins."io.containerd.grpc.v1.cri"'
+        text = f"""version = 2
+root = "{root}"
+state = "{self.workdir / 'containerd' / 'state'}"
+[grpc]
+  address = "{self.containerd_socket}"
+[{cri}]
+  sandbox_image = "{node_images.PAUSE_IMAGE}"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  netns_mounts_under_state_dir = true
+  enable_selinux = false
+[{cri}.containerd]
+  snapshotter = "overlayfs"
+  default_runtime_name = "runc"
+[{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[{cri}.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+[{cri}.cni]
+  bin_dir = "{_CNI_BIN}"
+  conf_dir = "{cni_conf}"
+"""
+        path = self.workdir / "containerd.toml"
+        path.write_text(text)
+        return path
+
+    def _write_kubelet_config(self) -> Path:
+        assert self.pki is not None
+        resolv = self.workdir / "resolv.conf"
+        resolv.write_text(f"nameserver {self.node_ip}\n")  # never this machine's own resolver
+        sock = f"unix://{self.containerd_socket}"
+        config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            "failCgroupV1": False, "cgroupDriver": "cgroupfs",
+            "containerRuntimeEndpoint": sock, "imageServiceEndpoint": sock,
+            "address": self.node_ip, "port": 10250, "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1", "healthzPort": 0,
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                               "x509": {"clientCAFile": str(self.pki.ca_cert)}},
+            "authorization": {"mode": "Webhook"},
+            "clusterDNS": [self.node_ip], "clusterDomain": "cluster.local", "resolvConf": str(resolv),
+            "failSwapOn": False, "podLogsDir": str(self.workdir / "pod-logs"),
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
+                             "nodefs.inodesFree": "1%"},
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "serializeImagePulls": False, "maxPods": 50,
+            "nodeStatusReportFrequency": "10s", "syncFrequency": "10s",
+        }
+        path = self.workdir / "kubelet-config.json"
+        path.write_text(json.dumps(config, indent=2))
+        return path
+
+    def _write_corefile(self) -> Path:
+        assert self._admin_kubeconfig is not None
+        ip = self.node_ip
+        text = f"""cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {{
+    bind {ip}
+    errors
+    ready 127.0.0.1:{self._ready_port}
+    kubernetes cluster.local in-addr.arpa ip6.arpa {{
+        kubeconfig {self._admin_kubeconfig} admin
+        pods insecure
+    }}
+}}
+.:53 {{
+    bind {ip}
+    template ANY ANY {{
+        rcode NXDOMAIN
+    }}
+}}
+"""
+        path = self.workdir / "Corefile"
+        path.write_text(text)
+        return path
+
+    def _spawn(self, name: str, cmd: list[str]) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ETCD_", "KUBE", "CONTAINERD"))}
+        log = self.workdir / "logs" / f"{name}.log"
+        with open(log, "ab") as out:
+            proc = subprocess.Popen([*_support.pdeathsig_prefix("KILL"), *cmd], stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir, env=env,
+                                    start_new_session=True)
+        self._procs.append((name, proc, _support.register_child(f"node-{name}", proc.pid, self.workdir)))
+
+    def _wait(self, what: str, deadline: float, ready: Any) -> None:
+        while True:
+            for name, proc, _ in self._procs:
+                if proc.poll() is not None:
+                    raise self._unavailable(f"{name} exited with code {proc.returncode} while waiting for {what}",
+                                            name)
+            with contextlib.suppress(Exception):
+                if ready():
+                    return
+            if time.monotonic() > deadline:
+                raise self._unavailable(f"no {what} within {self.startup_timeout:.0f}s of the start")
+            time.sleep(0.25)
+
+    def _https_get(self, url: str, token: str | None = None) -> int:
+        assert self.pki is not None
+        ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))
+        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+        try:
+            with urllib.request.urlopen(req, timeout=5, context=ctx) as resp:
+                return resp.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def _apiserver_ready(self) -> bool:
+        token = json.loads(self.admin_kubeconfig.read_text())["users"][0]["user"]["token"]
+        return self._https_get(f"https://{self.node_ip}:{API_PORT}/readyz", token) == 200
+
+    def _node_ready(self) -> bool:
+        out = self.kubectl("get", "node", NODE_NAME, "-o", "json", check=False, timeout=15)
+        if out.returncode != 0:
+            return False
+        conditions = json.loads(out.stdout).get("status", {}).get("conditions", [])
+        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+    def _dns_ready(self) -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self._ready_port}/ready", timeout=5) as resp:
+            return resp.status == 200
+
+    def _unavailable(self, reason: str, component: str | None = None) -> ComponentUnavailable:
+        names = [component] if component else [n for n, _, _ in self._procs]
+        tails, kept = [], []
+        for name in names:
+            path = self.workdir / "logs" / f"{name}.log"
+            text = _support.tail(path, 15 if component else 6)
+            if text.strip():
+                tails.append(f"--- {name} ---\n{text}")
+            if (saved := _support.preserve_log(path, f"node-{name}")) is not None:
+                kept.append(str(saved))
+        return ComponentUnavailable(COMPONENT, reason, log_tail="\n".join(tails),
+                                    hint=f"full logs: {', '.join(kept)}" if kept else "")
+
+    # -- internals: stop ----------------------------------------------------------------------
+
+    def _stop_group(self, members: list[tuple[subprocess.Popen, Path | None]]) -> None:
+        for proc, _ in members:
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    proc.send_signal(signal.SIGTERM)
+        for proc, record in members:
+            _support.stop_process(proc, grace=10.0)
+            _support.unregister_child(record)
+
+    def _remove_containers(self) -> None:
+        if self.ctr("version", check=False, timeout=10).returncode != 0:
+            return
+        for task in self.ctr("tasks", "list", "--quiet", check=False).stdout.split():
+            self.ctr("tasks", "kill", "--signal", "SIGKILL", task, check=False, timeout=30)
+        for container in self.ctr("containers", "list", "--quiet", check=False).stdout.split():
+            self.ctr("tasks", "delete", "--force", container, check=False, timeout=30)
+            self.ctr("containers", "delete", container, check=False, timeout=30)
+
+    def _kill_shims(self) -> None:
+        """SIGKILL containerd shims serving this node's socket, and their containers (left by
+        a killed session: shims outlive containerd by design)."""
+        marker = str(self.containerd_socket)
+        shims = [pid for pid in _pids() if "containerd-shim" in _cmdline(pid) and marker in _cmdline(pid)]
+        for shim in shims:
+            for pid in [*_descendants(shim), shim]:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid in _pids():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
