@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 _PLURALS = {
     "ConfigMap": "configmaps", "Service": "services", "ServiceAccount": "serviceaccounts", "Secret": "secrets",
     "Pod": "pods", "Deployment": "deployments", "Job": "jobs", "RoleBinding": "rolebindings",
-    "Connector": PLURAL, "Event": "events",
+    "Connector": PLURAL, "Event": "events", "PodDisruptionBudget": "poddisruptionbudgets",
 }
 
 

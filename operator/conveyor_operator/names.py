@@ -22,6 +22,11 @@ def driver(name: str) -> str:
     return f"{name}-driver"
 
 
+def disruption_budget(name: str) -> str:
+    """PodDisruptionBudget over the driver and executor pods."""
+    return f"{name}-pods"
+
+
 def manifest_config_map(name: str) -> str:
     return f"{name}-connector"
 

@@ -102,6 +102,8 @@ def spec_hash(manifest: ConnectorManifest) -> str:
     for live in ("config", "tasksMax", "state", "deletionPolicy"):
         spec.pop(live, None)
     spec["executorPods"] = executor_instances(manifest)
+    if manifest.spec.spark.executor.instances == 0:  # local[tasksMax] in the driver pod, sized per task
+        spec["localTaskSlots"] = manifest.spec.tasks_max
     return _digest(spec)
 
 
@@ -232,15 +234,49 @@ def _drain_hook(url: str, grace: int) -> dict[str, Any]:
 _SIZE = re.compile(r"^([0-9]+)([kmgt]?)$", re.IGNORECASE)
 
 
-def container_memory(spark_memory: str) -> str:
-    """Container memory for a JVM heap in Spark's format: heap plus Spark's default
-    overhead (10%, at least 384 MiB), as ``spark.{driver,executor}.memoryOverhead``."""
+#: Memory of one task's Python worker when ``spark.executor.pyspark.memory`` is not set: Spark's
+#: minimum memory overhead, which on executor pods is what Python workers live in.
+PYTHON_WORKER_MEMORY = "384m"
+
+
+def _mib(spark_memory: str) -> float:
+    """MiB of a size in Spark's format (``512m``, ``2g``; a bare number is bytes).
+
+    Raises:
+        ValueError: not such a size.
+    """
     match = _SIZE.match(spark_memory)
     if not match:
         raise ValueError(f"not a Spark memory size: {spark_memory!r}")
     number, unit = int(match.group(1)), match.group(2).lower()
-    mib = {"": number / 2**20, "k": number / 1024, "m": number, "g": number * 1024, "t": number * 2**20}[unit]
-    return f"{int(mib + max(384, mib * 0.10))}Mi"
+    return {"": number / 2**20, "k": number / 1024, "m": number, "g": number * 1024, "t": number * 2**20}[unit]
+
+
+def container_memory(spark_memory: str) -> str:
+    """Container memory for a JVM heap in Spark's format: heap plus Spark's default
+    overhead (10%, at least 384 MiB), as ``spark.{driver,executor}.memoryOverhead``."""
+    return f"{int(_with_overhead(spark_memory))}Mi"
+
+
+def _with_overhead(spark_memory: str) -> float:
+    mib = _mib(spark_memory)
+    return mib + max(384, mib * 0.10)
+
+
+def driver_memory(manifest: ConnectorManifest) -> str:
+    """The driver container's memory (request = limit). With executor pods, the driver's
+    heap plus overhead (:func:`container_memory`). Without (``executor.instances: 0``), the
+    tasks run in the driver pod on ``local[tasksMax]``, each with a Python worker outside the
+    JVM heap, so the container also gets ``tasksMax`` × ``spark.executor.pyspark.memory``
+    (from ``sparkConf``; default :data:`PYTHON_WORKER_MEMORY`), as Spark adds that memory
+    to an executor pod's. Scaling ``tasksMax`` then resizes the pod (the driver rolls,
+    see :func:`spec_hash`)."""
+    spark = manifest.spec.spark
+    jvm = _with_overhead(spark.driver.memory)
+    if spark.executor.instances > 0:
+        return f"{int(jvm)}Mi"
+    worker = _mib(spark.spark_conf.get("spark.executor.pyspark.memory", PYTHON_WORKER_MEMORY))
+    return f"{int(jvm + manifest.spec.tasks_max * worker)}Mi"
 
 
 def image(manifest: ConnectorManifest, settings: OperatorSettings) -> str:
@@ -329,7 +365,7 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
     annotations = {names.ANNOTATION_SPEC_HASH: spec_hash(manifest)}
     if rolled_config_hash:
         annotations[names.ANNOTATION_CONFIG_HASH] = rolled_config_hash
-    memory = container_memory(spark.driver.memory)
+    memory = driver_memory(manifest)
     local = f"http://127.0.0.1:{settings.control_port}"
     probe = {"httpGet": {"path": "/healthz", "port": "control"}, "periodSeconds": 10}
     return {
@@ -370,6 +406,33 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
                     }],
                 },
             },
+        },
+    }
+
+
+def disruption_budget(manifest: ConnectorManifest, uid: str) -> dict[str, Any]:
+    """A PodDisruptionBudget letting voluntary disruptions (``kubectl drain``, the Eviction
+    API) take one of the connector's pods at a time: the driver or one executor, never the
+    driver with executors or two executors at once. Each eviction then runs the pod's
+    ``preStop`` drain, whose closing commits finish before the next pod may go.
+
+    Spark's executor pods have no controller with a scale subresource, so the budget is an
+    integer ``minAvailable`` (pods - 1), as the API requires for such pods. Pods that are
+    not Ready (crash-looping, Pending) may always be evicted
+    (``unhealthyPodEvictionPolicy: AlwaysAllow``), so a broken connector never blocks a
+    node drain. Without executor pods (``executor.instances: 0``) it allows the driver's
+    eviction (``minAvailable: 0``): the drain hook still runs."""
+    return {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": _metadata(manifest, names.disruption_budget(manifest.name), uid),
+        "spec": {
+            "minAvailable": executor_instances(manifest),
+            "selector": {
+                "matchLabels": {names.LABEL_CONNECTOR: manifest.name},
+                "matchExpressions": [{"key": names.LABEL_COMPONENT, "operator": "In",
+                                      "values": [names.DRIVER, names.EXECUTOR]}],
+            },
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
 
@@ -419,5 +482,6 @@ def objects(manifest: ConnectorManifest, uid: str, generation: int, settings: Op
     return [
         connector_config_map(manifest, uid, generation, settings),
         driver_service(manifest, uid, settings),
+        disruption_budget(manifest, uid),
         driver_deployment(manifest, uid, settings, rolled_config_hash),
     ]

@@ -23,11 +23,27 @@ def by_kind(objs):
 
 def test_objects_are_owned_labelled_and_in_apply_order():
     objs = render.objects(manifest(), "uid-1", 3, SETTINGS)
-    assert [o["kind"] for o in objs] == ["ConfigMap", "Service", "Deployment"]
+    assert [o["kind"] for o in objs] == ["ConfigMap", "Service", "PodDisruptionBudget", "Deployment"]
     for o in objs:
         assert o["metadata"]["namespace"] == "data"
         assert o["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
         assert o["metadata"]["labels"][names.LABEL_CONNECTOR] == "orders"
+
+
+def test_disruption_budget_lets_one_pod_of_the_connector_go_at_a_time():
+    pdb = by_kind(render.objects(manifest(tasksMax=2), "u", 1, SETTINGS))["PodDisruptionBudget"]
+    assert pdb["apiVersion"] == "policy/v1"
+    # a driver and two executors (tasksMax 2, one core each): two of the three must stay
+    assert pdb["spec"]["minAvailable"] == 2
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    selector = pdb["spec"]["selector"]
+    assert selector["matchLabels"] == {names.LABEL_CONNECTOR: "orders"}
+    assert selector["matchExpressions"] == [{"key": names.LABEL_COMPONENT, "operator": "In",
+                                             "values": [names.DRIVER, names.EXECUTOR]}]  # never the cleanup Job
+    scaled = by_kind(render.objects(manifest(tasksMax=5), "u", 1, SETTINGS))["PodDisruptionBudget"]
+    assert scaled["spec"]["minAvailable"] == 5  # follows the executor pods tasksMax needs
+    local = by_kind(render.objects(manifest(spark={"executor": {"instances": 0}}), "u", 1, SETTINGS))
+    assert local["PodDisruptionBudget"]["spec"]["minAvailable"] == 0  # the driver alone may always go
 
 
 def test_namespace_spark_rbac_is_shared_and_not_owned():
@@ -116,6 +132,21 @@ def test_cleanup_job_deletes_offsets_only_when_asked():
     job = render.cleanup_job(manifest(deletionPolicy={"offsets": "delete"}), "u", SETTINGS, attempt=1)
     assert job["spec"]["backoffLimit"] == 0
     assert "--delete-offsets" in job["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_local_mode_driver_is_sized_for_a_python_worker_per_task():
+    def memory(m):
+        return by_kind(render.objects(m, "u", 1, SETTINGS))["Deployment"]["spec"]["template"]["spec"][
+            "containers"][0]["resources"]["limits"]["memory"]
+
+    assert memory(manifest(tasksMax=3)) == "1408Mi"  # executor pods: the driver's heap + overhead only
+    local = {"executor": {"instances": 0}}
+    assert memory(manifest(tasksMax=3, spark=local)) == f"{1408 + 3 * 384}Mi"
+    assert memory(manifest(tasksMax=3, spark={**local, "sparkConf": {"spark.executor.pyspark.memory": "1g"}})) \
+        == f"{1408 + 3 * 1024}Mi"
+    # more tasks in local mode need more slots (local[tasksMax]) and memory: the driver rolls
+    assert render.spec_hash(manifest(tasksMax=3, spark=local)) != render.spec_hash(manifest(tasksMax=4, spark=local))
+    assert render.spec_hash(manifest(tasksMax=1)) == render.spec_hash(manifest(tasksMax=1, config={"topics": "x"}))
 
 
 def test_container_memory_adds_spark_overhead():

@@ -48,6 +48,8 @@ OPERATOR_NEEDS: dict[tuple[str, str], set[str]] = {
     # conveyor_operator.kube.Kube.scale_deployment: PATCH .../deployments/<driver>/scale (to 0 before a cleanup Job)
     ("apps", "deployments/scale"): {"patch"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    # the PodDisruptionBudget of each connector's pods (render.disruption_budget)
+    ("policy", "poddisruptionbudgets"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     # the per-connector RoleBinding of the Spark driver ClusterRole; the operator creates no Roles
     ("rbac.authorization.k8s.io", "rolebindings"): {"get", "list", "watch", "create", "patch", "update", "delete"},
 }

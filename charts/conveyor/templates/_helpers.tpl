@@ -169,6 +169,10 @@ ClusterRole holds them, and the operator only binds it (see conveyor.rbac.cluste
 - apiGroups: ["apps"]
   resources: ["deployments/scale"]
   verbs: ["patch"]
+# The PodDisruptionBudget over each connector's driver and executor pods (one pod at a time).
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 # One-shot cleanup Jobs.
 - apiGroups: ["batch"]
   resources: ["jobs"]
