@@ -19,7 +19,7 @@ from conveyor.runtime.protocol import TaskSpec
 from conveyor.runtime.settings import parse_source_settings
 from conveyor.runtime.sink_runner import consumer_config, producer_config
 from conveyor.runtime.source_runner import SourceTaskRunner
-from conveyor.runtime.spark_session import spark_properties
+from conveyor.runtime.spark_session import decommission_executor, executor_id_of_pod, spark_properties
 from conveyor.testing.runs import connector_manifest
 
 SASL = {
@@ -229,6 +229,28 @@ def test_the_driver_uses_spec_spark_conf_and_its_own_spark_conf(monkeypatch):
     assert seen["spark.custom"] == "cli" and seen["spark.app.name"] == "manifest"
     assert driver.spark_info == {"master": "local[5]", "app_name": "manifest", "app_id": "local-1"}
     assert driver.spark is not None
+
+
+def test_executor_ids_come_from_spark_executor_pod_names():
+    assert executor_id_of_pod("orders-exec-12") == "12"
+    assert executor_id_of_pod("orders-exec-exec-3") == "3"
+    assert executor_id_of_pod("orders-driver-7d9f8b6c5-x2x8q") is None
+    assert executor_id_of_pod("orders-exec-") is None
+
+
+def test_a_drain_decommissions_the_pods_executor_before_its_tasks_relaunch(monkeypatch):
+    calls: list[tuple[str, str]] = []
+    monkeypatch.setattr(driver_module, "decommission_executor", lambda spark, eid, reason: calls.append((eid, reason)))
+    d = object.__new__(Driver)
+    d._spark = SimpleNamespace()
+    d._decommission_pod("orders-exec-4")
+    d._decommission_pod("orders-driver-abc-123")  # the driver's own pod: nothing to decommission
+    assert calls == [("4", "pod orders-exec-4 is drained")]
+
+
+def test_decommission_is_a_no_op_on_a_local_master():
+    local = SimpleNamespace(sparkContext=SimpleNamespace(master="local[2]"))
+    assert decommission_executor(local, "1", "test") is False
 
 
 def test_conf_parsing():

@@ -56,7 +56,12 @@ from conveyor.runtime.preflight import (
     validate_config,
 )
 from conveyor.runtime.protocol import Action, Directive, TaskReport, TaskSpec, TaskState
-from conveyor.runtime.spark_session import spark_properties, start_spark_session
+from conveyor.runtime.spark_session import (
+    decommission_executor,
+    executor_id_of_pod,
+    spark_properties,
+    start_spark_session,
+)
 from conveyor.runtime.task_handles import TaskHandle, TaskLauncher, trace_of
 
 log = logging.getLogger(__name__)
@@ -374,7 +379,8 @@ class Driver:
 
     def drain(self, pod: str | None = None, task_id: int | None = None, timeout_s: float | None = None
               ) -> dict[str, Any]:
-        """Closing commit of the tasks on ``pod`` (or task ``task_id``), which then run again.
+        """Closing commit of the tasks on ``pod`` (or task ``task_id``), which then run again;
+        an executor pod being drained is decommissioned first, so they run again elsewhere.
 
         Blocks until every drained task has made its closing commit or ``timeout_s``
         (default ``shutdown.gracePeriodSeconds``) passed. A pod that runs no task (an idle
@@ -393,6 +399,7 @@ class Driver:
                         raise OperationError(HTTPStatus.NOT_FOUND, f"connector {self.name} has no task {task_id}")
                     chosen = [self.tasks[task_id]]
                 elif pod is not None:
+                    self._decommission_pod(pod)
                     chosen = [h for h in self.tasks.values() if h.pod == pod and not h.done.is_set()]
                     if not chosen:
                         log.info("drain of pod %s: no task of connector %s runs there", pod, self.name)
@@ -424,6 +431,13 @@ class Driver:
                         else None,
                     })
             return {"name": self.name, "tasks": results, "complete": all(r["drained"] for r in results)}
+
+    def _decommission_pod(self, pod: str) -> None:
+        """No new task goes to the executor of a pod being drained (it is going away): its
+        tasks relaunch on other executors, or wait for the executor Spark starts in its place."""
+        executor_id = executor_id_of_pod(pod)
+        if executor_id is not None and self._spark is not None:
+            decommission_executor(self._spark, executor_id, f"pod {pod} is drained")
 
     def restart_task(self, task_id: int) -> dict[str, Any]:
         """Restart one task: a closing commit and a new run (a failed task just runs again).

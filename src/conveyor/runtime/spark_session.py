@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -122,3 +123,38 @@ def _jvm_ignoring_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_EXECUTOR_POD = re.compile(r"-exec-(?P<id>[0-9]+)$")
+
+
+def executor_id_of_pod(pod: str) -> str | None:
+    """Spark's executor id of a Spark-on-Kubernetes executor pod, from its name
+    (``<spark.kubernetes.executor.podNamePrefix>-exec-<id>``, Spark's naming), else None
+    (the driver's pod, or a name Spark did not give)."""
+    match = _EXECUTOR_POD.search(pod)
+    return match.group("id") if match else None
+
+
+def decommission_executor(spark: Any, executor_id: str, reason: str) -> bool:
+    """Mark executor ``executor_id`` as decommissioning in the driver's scheduler, so that no
+    task is scheduled on it any more (Spark's ``ExecutorAllocationClient.decommissionExecutor``;
+    the executor is not replaced until it is gone, when Spark asks for a new pod as for any
+    lost executor). Called by the thread that drains a pod, before its tasks are relaunched.
+
+    Returns:
+        True if Spark acknowledged it; False on a local master, for an executor Spark does not
+        know (already gone) or when the call failed (logged: the drain goes on without it).
+    """
+    if is_local_master(spark.sparkContext.master):
+        return False
+    try:
+        jvm = spark.sparkContext._jvm
+        backend = spark.sparkContext._jsc.sc().schedulerBackend()
+        info = jvm.org.apache.spark.scheduler.ExecutorDecommissionInfo(reason, jvm.scala.Option.apply(None))
+        done = bool(backend.decommissionExecutor(executor_id, info, False, False))
+    except Exception:  # noqa: BLE001 - a Spark internal: never let it fail a drain
+        log.exception("could not decommission executor %s", executor_id)
+        return False
+    log.info("executor %s decommissioned (%s): no new task goes there", executor_id, reason)
+    return done
