@@ -38,6 +38,7 @@ from conveyor_operator import GROUP, PLURAL, VERSION, names, render
 from conveyor_operator.conditions import Conditions, now
 from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
 from conveyor_operator.kube import Kube
+from conveyor_operator.pod_health import POD_PROBLEM_REASONS, pod_problem
 from conveyor_operator.settings import OperatorSettings
 from conveyor_operator.shared_objects import SharedObjects
 from conveyor_operator.status import ConditionType as C
@@ -307,7 +308,8 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
     try:
         report = driver_client(name, namespace).status()
     except (DriverUnreachable, DriverRefused) as exc:
-        conditions.set(C.READY, False, "DriverUnreachable", str(exc))
+        if not _report_pod_problem(body, conditions, namespace, name):
+            conditions.set(C.READY, False, "DriverUnreachable", str(exc))
         write_status(namespace, name, conditions)
         return
     connector = report.get("connector") or {}
@@ -324,7 +326,7 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
     elif connector.get("state") == wanted and all(t["state"] == wanted for t in tasks):
         conditions.set(C.DEGRADED, False, "AsExpected")
         conditions.set(C.READY, True, wanted.capitalize(), f"connector and {len(tasks)} task(s) {wanted}")
-    else:
+    elif not _report_pod_problem(body, conditions, namespace, name):
         conditions.set(C.READY, False, "Converging", f"connector {connector.get('state')}, want {wanted}")
     entry = {"state": connector.get("state", "UNASSIGNED")}
     if connector.get("worker_id"):
@@ -332,6 +334,25 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
     if connector.get("trace"):
         entry["trace"] = _short(connector["trace"])
     write_status(namespace, name, conditions, connector=entry, tasks=tasks)
+
+
+def _report_pod_problem(body: kopf.Body, conditions: Conditions, namespace: str, name: str) -> bool:
+    """When a pod of the connector cannot run (unschedulable, image not pulled, crash loop):
+    Degraded and not Ready with the pod's reason, and a Warning Event when that is new.
+    Otherwise clears a Degraded that such a problem had set. Returns True for a problem."""
+    kube = shared_kube()
+    problem = pod_problem(kube.list_pods(namespace, f"{names.LABEL_CONNECTOR}={name}"))
+    degraded = conditions.get(C.DEGRADED) or {}
+    if problem is None:
+        if degraded.get("status") == "True" and degraded.get("reason") in POD_PROBLEM_REASONS:
+            conditions.set(C.DEGRADED, False, "AsExpected")
+        return False
+    if degraded.get("status") != "True" or degraded.get("reason") != problem.reason \
+            or degraded.get("message") != problem.message:
+        kube.event(body, "Warning", problem.reason, problem.message)
+    conditions.set(C.DEGRADED, True, problem.reason, problem.message)
+    conditions.set(C.READY, False, problem.reason, problem.message)
+    return True
 
 
 def _short(trace: str | None, limit: int = 2000) -> str | None:

@@ -66,6 +66,11 @@ class Kube:
                 return None
             raise
 
+    def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """Pods of ``namespace`` matching ``label_selector`` (server-side)."""
+        return self._call(resource_path("v1", "Pod", namespace), "GET",
+                          query=[("labelSelector", label_selector)]).get("items") or []
+
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Delete with background propagation; a missing object is fine."""
         try:
