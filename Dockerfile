@@ -6,6 +6,21 @@
 # `runtime` is the last stage, so a plain `docker build .` builds it. The chart's `runtimeImage`
 # names the runtime image and `image` the operator image.
 #
+# Build arguments (neither is needed for a normal build):
+#   BASE_IMAGE  the image both targets start FROM (default python:3.11-slim-bookworm). Any Debian 12
+#               image with `python3` (3.10+) and its `venv` module works: nothing below depends on
+#               where Python lives. The test harness (conveyor.testing.images) builds on a base
+#               bootstrapped from Debian packages, because no registry is reachable there.
+#   PIP_CERT    a CA bundle file for pip, for builds behind a TLS-inspecting proxy; it has to be
+#               mounted into the build (e.g. `buildah bud --volume <dir with ca.crt>:/mnt:ro
+#               --build-arg PIP_CERT=/mnt/ca.crt`). An ARG, so it is not kept in the image.
+#
+# Conveyor and its dependencies are installed into a virtual environment at /opt/conveyor/venv (on
+# PATH), so the images never touch the base's own Python (Debian's is externally managed, PEP 668).
+# pip's cache is a build cache mount (`RUN --mount=type=cache`, BuildKit's and buildah's syntax;
+# Docker 23+ builds with BuildKit by default), so a rebuild after a source change reuses the wheel
+# built from pyspark's 400 MB sdist instead of fetching and building it again.
+#
 # How the runtime image runs on Kubernetes:
 #   * The driver is a Deployment whose container runs `conveyor run ...` (ENTRYPOINT below), with
 #     Spark in client mode against `k8s://https://kubernetes.default.svc`.
@@ -13,34 +28,45 @@
 #     and appends the argument `executor` to the container. `conveyor` has no `executor` command, so
 #     the executor pod template (spark.kubernetes.executor.podTemplateFile) sets
 #     `command: ["conveyor-spark-executor"]`: the launcher below starts Spark's
-#     KubernetesExecutorBackend with the jars of the pip-installed pyspark (SPARK_HOME), the
-#     SPARK_JAVA_OPT_<n> options Spark passes, SPARK_CLASSPATH (spark.executor.extraClassPath)
-#     and SPARK_EXECUTOR_LIBRARY_PATH (spark.executor.extraLibraryPath), and -Xms/-Xmx from
-#     SPARK_EXECUTOR_MEMORY, the way Spark's own image entrypoint does. Python workers run with
-#     PYSPARK_PYTHON.
+#     KubernetesExecutorBackend with the jars of the pip-installed pyspark (SPARK_HOME, the fixed
+#     path /opt/conveyor/spark, a link to the pyspark package), the SPARK_JAVA_OPT_<n> options Spark
+#     passes, SPARK_CLASSPATH (spark.executor.extraClassPath) and SPARK_EXECUTOR_LIBRARY_PATH
+#     (spark.executor.extraLibraryPath), and -Xms/-Xmx from SPARK_EXECUTOR_MEMORY, the way Spark's
+#     own image entrypoint does. Python workers run with PYSPARK_PYTHON (the venv's python).
 #     `spark-class` and `spark-submit` are on PATH as well ($SPARK_HOME/bin).
+
+ARG BASE_IMAGE=python:3.11-slim-bookworm
 
 # ---------------------------------------------------------------------------------------------
 # builder: the conveyor wheel (pure Python; dependencies are installed from PyPI in each target)
-FROM python:3.11-slim-bookworm AS builder
+FROM ${BASE_IMAGE} AS builder
 
+ARG PIP_CERT
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_CACHE_DIR=1
+    PATH="/opt/conveyor/venv/bin:${PATH}"
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
 COPY operator ./operator
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+RUN --mount=type=cache,id=conveyor-pip,target=/root/.cache/pip \
+    python3 -m venv /opt/conveyor/venv \
+ && pip wheel --no-deps --wheel-dir /wheels .
 
 # ---------------------------------------------------------------------------------------------
-# base: what both images share (the non-root user, Python settings)
-FROM python:3.11-slim-bookworm AS base
+# base: what both images share (the venv, the non-root user, Python settings)
+FROM ${BASE_IMAGE} AS base
 
-# Bytecode is compiled by pip at install time (site-packages is read-only to the user at run time).
+# Bytecode is compiled by pip at install time (the venv is read-only to the user at run time).
+# The venv gets the current pip, whatever the base's is (Debian 12's pip 23.0 would install an
+# sdist such as pyspark's with `setup.py install`, leaving no built wheel in the cache).
+ARG PIP_CERT
 ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_CACHE_DIR=1
-RUN groupadd --gid 10001 conveyor \
+    VIRTUAL_ENV=/opt/conveyor/venv \
+    PATH="/opt/conveyor/venv/bin:${PATH}"
+RUN --mount=type=cache,id=conveyor-pip,target=/root/.cache/pip \
+    python3 -m venv --upgrade-deps /opt/conveyor/venv \
+ && groupadd --gid 10001 conveyor \
  && useradd --uid 10001 --gid 10001 --no-log-init --create-home --home-dir /home/conveyor \
       --shell /usr/sbin/nologin conveyor
 WORKDIR /home/conveyor
@@ -51,11 +77,13 @@ WORKDIR /home/conveyor
 # (a refused config becomes the Connector's Degraded condition instead of a crash-looping driver).
 FROM base AS operator
 
+ARG PIP_CERT
 COPY --from=builder /wheels /tmp/wheels
 # The wheel built above pins conveyor; its dependencies are pyproject.toml's ranges (no lock file).
 # hadolint ignore=DL3013
-RUN set -- /tmp/wheels/conveyor-*.whl \
- && pip install --no-cache-dir "$1[operator,postgres,rabbitmq,archive]" \
+RUN --mount=type=cache,id=conveyor-pip,target=/root/.cache/pip \
+    set -- /tmp/wheels/conveyor-*.whl \
+ && pip install "$1[operator,postgres,rabbitmq,archive]" \
  && rm -rf /tmp/wheels
 
 USER 10001:10001
@@ -76,16 +104,20 @@ RUN mkdir -p /usr/share/man/man1 \
  && java_home="$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" \
  && ln -s "$java_home" /usr/lib/jvm/java-17
 
+ARG PIP_CERT
 COPY --from=builder /wheels /tmp/wheels
 # The wheel built above pins conveyor; its dependencies are pyproject.toml's ranges (no lock file).
+# SPARK_HOME is a fixed path: a link to the pyspark package in the venv's site-packages.
 # hadolint ignore=DL3013
-RUN set -- /tmp/wheels/conveyor-*.whl \
- && pip install --no-cache-dir "$1[spark,postgres,rabbitmq,archive]" \
- && rm -rf /tmp/wheels
+RUN --mount=type=cache,id=conveyor-pip,target=/root/.cache/pip \
+    set -- /tmp/wheels/conveyor-*.whl \
+ && pip install "$1[spark,postgres,rabbitmq,archive]" \
+ && rm -rf /tmp/wheels \
+ && ln -s "$(python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" /opt/conveyor/spark
 
 ENV JAVA_HOME=/usr/lib/jvm/java-17 \
-    SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark \
-    PYSPARK_PYTHON=/usr/local/bin/python3
+    SPARK_HOME=/opt/conveyor/spark \
+    PYSPARK_PYTHON=/opt/conveyor/venv/bin/python
 ENV PATH="${PATH}:${SPARK_HOME}/bin"
 
 # The Spark executor launcher (see the top of this file). Spark appends `executor`; it is dropped.
