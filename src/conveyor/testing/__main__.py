@@ -13,6 +13,12 @@
 ``python -m conveyor.testing resolve``
     Resolve the Apache Kafka jars from Maven Central into the cache (what CI does up front) and
     print their directory.
+
+``python -m conveyor.testing images [--target runtime|operator ...]``
+    Build the Dockerfile's images on a Debian base with buildah (``conveyor.testing.images``; as
+    root, ``apt-get install buildah debootstrap``), or find them in the cache, and print one line
+    per image on stdout: ``<ref> <docker-archive path> <size in bytes>``. Exits 1 if they cannot
+    be built.
 """
 
 from __future__ import annotations
@@ -117,6 +123,23 @@ def _resolve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _images(args: argparse.Namespace) -> int:
+    from conveyor.testing.images import build_images
+
+    started = time.monotonic()
+    try:
+        built = build_images(tuple(args.target or ("runtime", "operator")))
+    except ComponentUnavailable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for target, image in built.items():
+        print(f"{image.ref} {image.archive} {image.size_bytes}", flush=True)
+        print(f"{target}: {'built' if image.built else 'cached'}, {image.size_bytes / 1e6:.0f} MB",
+              file=sys.stderr, flush=True)
+    print(f"done in {time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from conveyor.testing.kafka import KAFKA_VERSION
 
@@ -137,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     res = sub.add_parser("resolve", help="resolve the Apache Kafka jars into the cache and print their directory")
     res.add_argument("--kafka-version", default=KAFKA_VERSION)
     res.set_defaults(func=_resolve)
+    img = sub.add_parser("images", help="build the Dockerfile's images with buildah (cached) and print "
+                                        "<ref> <archive> <bytes> per image")
+    img.add_argument("--target", action="append", choices=("runtime", "operator"),
+                     help="a Dockerfile target (repeatable; default: both)")
+    img.set_defaults(func=_images)
     args = parser.parse_args(argv)
     return args.func(args)
 
