@@ -4,7 +4,9 @@
 # Conveyor was installed into. Used by .ci/run and examples/quickstart.sh.
 #
 #   1. system packages: postgresql, rabbitmq-server, openjdk-17-jdk-headless, maven (+ ca-certificates,
-#      python3-venv when needed); apt-get runs only if something is missing
+#      python3-venv when needed), and what the end-to-end tier's Kubernetes node and image builds
+#      need (containerd, runc, CNI plugins, iptables, conntrack, busybox-static, gcc, buildah,
+#      debootstrap); apt-get runs only if something is missing
 #   2. Python: pip install -e '.[dev]' into the current interpreter, or into ./.venv when the
 #      interpreter is Debian's externally managed one (PEP 668)
 #   3. Apache Kafka broker jars from Maven Central into the harness cache (python -m conveyor.testing resolve)
@@ -43,7 +45,9 @@ fi
 
 missing=()
 if command -v apt-get >/dev/null; then
-    for pkg in ca-certificates postgresql rabbitmq-server openjdk-17-jdk-headless maven; do
+    for pkg in ca-certificates postgresql rabbitmq-server openjdk-17-jdk-headless maven \
+               containerd runc containernetworking-plugins iptables conntrack iproute2 busybox-static \
+               gcc libc6-dev buildah debootstrap; do
         installed "$pkg" || missing+=("$pkg")
     done
     if [ -z "$PY" ]; then
@@ -76,7 +80,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
     [ -n "$PY" ] || PY=python3
 else
-    echo "all present: postgresql, rabbitmq-server, openjdk-17-jdk-headless, maven"
+    echo "all present: postgresql, rabbitmq-server, openjdk-17-jdk-headless, maven, containerd, runc, buildah, ..."
 fi
 first_line() { local out; out="$("$@" 2>&1 || true)"; echo "${out%%$'\n'*}"; }
 echo "postgresql: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1 || true)"

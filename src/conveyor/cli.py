@@ -15,6 +15,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+from http import HTTPStatus
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -213,13 +214,30 @@ def drain(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the closing commits.")] = 60.0,
 ) -> None:
     """Closing commit of the tasks hosted in this pod (for a preStop hook); blocks until
-    they are done or the timeout passes, prints what was committed, exits 1 if incomplete."""
+    they are done or the timeout passes, prints what was committed, exits 1 if incomplete.
+    A driver that is stopping answers 409: its stop path commits every task, so that is a
+    success (exit 0); an unreachable driver is not (exit 1)."""
     from urllib.parse import quote
 
     from conveyor.runtime.protocol import current_pod
 
     target = f"task={task}" if task is not None else f"pod={quote(pod or current_pod())}"
-    result = _post(url, f"/drain?{target}&timeout_s={timeout}", timeout=timeout + 30)
+    request = urllib.request.Request(f"{url.rstrip('/')}/drain?{target}&timeout_s={timeout}", method="POST",
+                                     data=b"")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout + 30) as resp:
+            result = json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code != HTTPStatus.CONFLICT:
+            typer.echo(f"error: drain: HTTP {exc.code}: {exc.read().decode(errors='replace')}", err=True)
+            raise typer.Exit(1) from None
+        # The driver is stopping (its pod is going, or the connector was stopped or deleted):
+        # its stop path makes every task's closing commit, this pod's included.
+        typer.echo("the driver is stopping: every task gets its closing commit from the stop path")
+        raise typer.Exit(0) from None
+    except OSError as exc:
+        typer.echo(f"error: cannot reach the driver at {url}: {exc}", err=True)
+        raise typer.Exit(1) from None
     _print(result)
     raise typer.Exit(0 if result.get("complete") else 1)
 

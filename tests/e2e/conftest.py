@@ -1,9 +1,19 @@
 """The end-to-end tier: Conveyor's images, Helm chart and Connectors on a real single-node
-Kubernetes (conveyor.testing.node), with Kafka and PostgreSQL on the node IP."""
+Kubernetes (conveyor.testing.node), with Kafka and PostgreSQL on the node IP.
+
+Session fixtures: ``conveyor_images`` (both Dockerfile targets built with buildah on a Debian
+base, cached by content hash, imported into the node) and ``conveyor_release`` (``helm install``
+of charts/conveyor with those images; the operator runs as a pod under the chart's
+ServiceAccount and RBAC)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "conveyor"
+OPERATOR_NAMESPACE = "conveyor-system"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -12,3 +22,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if first:
         rest = [item for item in items if not item.get_closest_marker("restarts_node")]
         items[:] = first + rest
+
+
+@pytest.fixture(scope="session")
+def conveyor_images(kube_node):
+    """``{"runtime": BuiltImage, "operator": BuiltImage}``, imported into the node."""
+    from conveyor.testing.images import build_images
+    from conveyor.testing.pytest_kube import _start
+
+    images = _start(build_images)
+    for image in images.values():
+        kube_node.import_image(image.archive, image.ref)
+    return images
+
+
+@pytest.fixture(scope="session")
+def conveyor_release(kube_node, conveyor_images):
+    """``helm install conveyor charts/conveyor`` with the images just built; waits until the
+    operator pod is Ready. Returns the operator's namespace."""
+    operator, runtime = conveyor_images["operator"], conveyor_images["runtime"]
+    repo, tag = operator.ref.rsplit(":", 1)
+    runtime_repo, runtime_tag = runtime.ref.rsplit(":", 1)
+    kube_node.helm("install", "conveyor", str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
+                   "--set", f"image.repository={repo}", "--set", f"image.tag={tag}",
+                   "--set", "image.pullPolicy=Never",
+                   "--set", f"runtimeImage.repository={runtime_repo}", "--set", f"runtimeImage.tag={runtime_tag}",
+                   "--set", "statusIntervalSeconds=2",
+                   "--wait", "--timeout", "180s", timeout=240)
+    return OPERATOR_NAMESPACE

@@ -253,6 +253,41 @@ def test_decommission_is_a_no_op_on_a_local_master():
     assert decommission_executor(local, "1", "test") is False
 
 
+@pytest.mark.parametrize(("code", "body", "exit_code"), [
+    (409, b'{"error": "connector is stopping"}', 0),   # the stop path commits every task
+    (500, b'{"error": "boom"}', 1),
+    (200, b'{"tasks": [], "complete": true}', 0),
+    (200, b'{"tasks": [{"id": 0, "drained": false}], "complete": false}', 1),
+])
+def test_drain_command_exit_codes_for_a_prestop_hook(code, body, exit_code):
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = CliRunner().invoke(app, ["drain", "--url", f"http://127.0.0.1:{server.server_port}",
+                                          "--pod", "orders-exec-1", "--timeout", "5"])
+    finally:
+        server.shutdown()
+    assert result.exit_code == exit_code, result.output
+
+
+def test_drain_command_fails_when_the_driver_is_unreachable():
+    result = CliRunner().invoke(app, ["drain", "--url", "http://127.0.0.1:9", "--pod", "p", "--timeout", "1"])
+    assert result.exit_code == 1 and "cannot reach the driver" in result.output
+
+
 def test_conf_parsing():
     assert parse_conf(["a=1", "b=x=y", "a=2"]) == {"a": "2", "b": "x=y"}
     with pytest.raises(ValueError, match="KEY=VALUE"):

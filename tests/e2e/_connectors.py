@@ -1,0 +1,84 @@
+"""Helpers of the end-to-end tests: Connector bodies, topics, rows, waits (bounded in time)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: Executors request a quarter core, so a driver (1 core) and three executors fit the 2-core node.
+SMALL_SPARK = {
+    "driver": {"cores": 1, "memory": "512m"},
+    "executor": {"instances": 1, "cores": 1, "memory": "512m"},
+    "sparkConf": {"spark.kubernetes.executor.request.cores": "250m"},
+}
+
+
+def connector(name: str, namespace: str, connector_class: str, bootstrap: str, config: dict[str, Any],
+              **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"class": connector_class, "kafka": {"bootstrapServers": bootstrap}, "config": config,
+                     "spark": SMALL_SPARK, **spec}}
+
+
+def apply(node, body: dict[str, Any]) -> None:
+    node.kubectl("apply", "-f", "-", input=json.dumps(body))
+
+
+def get(node, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+    out = node.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def pods(node, namespace: str, selector: str) -> list[dict[str, Any]]:
+    out = node.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json")
+    return json.loads(out.stdout)["items"]
+
+
+def condition(body: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    conditions = ((body or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == type_), None)
+
+
+def eventually(probe: Callable[[], T], timeout_s: float, message: str, interval_s: float = 1.0) -> T:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {message} (last: {last!r})")
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the topic exists
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    futures[topic].result(30)
+
+
+def row_count(url: str, table: str) -> int:
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            return conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+    except psycopg.errors.UndefinedTable:
+        return 0
+
+
+def diagnostics(node, namespace: str) -> str:
+    """Pods, events and the last log lines of every pod in ``namespace`` (for assertion messages)."""
+    parts = [node.kubectl("get", "pods,connectors", "-n", namespace, "-o", "wide", check=False).stdout,
+             node.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout[-3000:]]
+    for pod in pods(node, namespace, "app.kubernetes.io/managed-by"):
+        name = pod["metadata"]["name"]
+        parts.append(f"--- {name} ---\n" + node.kubectl("logs", name, "-n", namespace, "--all-containers",
+                                                        "--tail=40", check=False).stdout)
+    return "\n".join(parts)
