@@ -394,10 +394,7 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
                             {"name": "spark-driver", "containerPort": SPARK_DRIVER_PORT},
                             {"name": "block-manager", "containerPort": SPARK_BLOCK_MANAGER_PORT},
                         ],
-                        "resources": {
-                            "requests": {"cpu": str(spark.driver.cores), "memory": memory},
-                            "limits": {"memory": memory},
-                        },
+                        "resources": driver_resources(manifest, memory),
                         "volumeMounts": mounts,
                         "lifecycle": _drain_hook(local, grace),
                         "readinessProbe": probe,
@@ -435,6 +432,22 @@ def disruption_budget(manifest: ConnectorManifest, uid: str) -> dict[str, Any]:
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
+
+
+def driver_resources(manifest: ConnectorManifest, memory: str) -> dict[str, Any]:
+    """The driver container's resources, as Spark renders a driver pod's: a CPU request of
+    ``spark.kubernetes.driver.request.cores`` (from ``sparkConf``, e.g. ``500m``; default
+    ``driver.cores``), a CPU limit only if ``spark.kubernetes.driver.limit.cores`` is set, and
+    ``memory`` as request and limit."""
+    conf = manifest.spec.spark.spark_conf
+    resources: dict[str, Any] = {
+        "requests": {"cpu": conf.get("spark.kubernetes.driver.request.cores", str(manifest.spec.spark.driver.cores)),
+                     "memory": memory},
+        "limits": {"memory": memory},
+    }
+    if "spark.kubernetes.driver.limit.cores" in conf:
+        resources["limits"]["cpu"] = conf["spark.kubernetes.driver.limit.cores"]
+    return resources
 
 
 def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSettings, attempt: int) -> dict[str, Any]:

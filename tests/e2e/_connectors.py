@@ -9,11 +9,12 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-#: Executors request a quarter core, so a driver (1 core) and three executors fit the 2-core node.
+#: Driver and executors request a quarter core each (Spark's request.cores properties), so a
+#: few connectors fit the 2-core node at once.
 SMALL_SPARK = {
     "driver": {"cores": 1, "memory": "512m"},
     "executor": {"instances": 1, "cores": 1, "memory": "512m"},
-    "sparkConf": {"spark.kubernetes.executor.request.cores": "250m"},
+    "sparkConf": {"spark.kubernetes.executor.request.cores": "250m", "spark.kubernetes.driver.request.cores": "250m"},
 }
 
 

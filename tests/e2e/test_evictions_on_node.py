@@ -152,3 +152,27 @@ def test_an_evicted_driver_commits_every_task_and_its_successor_resumes(
     except AssertionError as e:
         raise AssertionError(f"{e}\n{diagnostics(kube_node, ns)}") from None
     finish(kube_node, node_postgres, ns, table, producer)
+
+
+def test_a_node_drain_takes_one_connector_pod_at_a_time_and_loses_nothing(
+        kube_node, node_kafka, node_postgres, conveyor_release, node_namespace):
+    """``kubectl drain`` of the (only) node with the rendered PodDisruptionBudget: one pod of
+    the connector goes (after its closing commits), the budget refuses the others, the drain
+    times out; after ``uncordon`` everything runs again: 0 lost, 0 written twice."""
+    ns = node_namespace
+    table, producer = start_sink(kube_node, node_kafka, node_postgres, ns, executors=3)
+    pdb = get(kube_node, "poddisruptionbudget", "events-pods", ns)
+    assert pdb["spec"]["minAvailable"] == 3, pdb["spec"]  # a driver + three executors: one may go
+    eventually(lambda: (get(kube_node, "poddisruptionbudget", "events-pods", ns)["status"]
+                        .get("disruptionsAllowed") == 1), 60, "the budget allowing one disruption")
+    try:
+        drained = kube_node.kubectl("drain", kube_node.node_name, "--pod-selector", "conveyor.dev/connector=events",
+                                    "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=45s",
+                                    check=False, timeout=120)
+    finally:
+        kube_node.kubectl("uncordon", kube_node.node_name)
+    output = drained.stdout + drained.stderr
+    assert drained.returncode != 0, output  # the budget held the other pods until the timeout
+    assert "violate the pod's disruption budget" in output, output
+    assert "evicted" in output, output  # one went (when it is the driver, Spark removes its executors)
+    finish(kube_node, node_postgres, ns, table, producer)

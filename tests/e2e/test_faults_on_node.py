@@ -41,7 +41,7 @@ def test_an_image_the_node_does_not_have_is_named_in_a_condition_and_an_event(
 
 
 def test_a_driver_no_node_can_fit_is_named_in_a_condition_and_an_event(kube_node, conveyor_release, node_namespace):
-    apply(kube_node, sink(node_namespace, "too-big", driver={"cores": 64, "memory": "512m"}))
+    apply(kube_node, sink(node_namespace, "too-big", driver={"cores": 64, "memory": "512m"}, sparkConf={}))
     cond = eventually(lambda: degraded(kube_node, node_namespace, "too-big"), 120, "Degraded")
     assert cond["reason"] == "Unschedulable", cond
     assert "Insufficient cpu" in cond["message"], cond

@@ -149,6 +149,17 @@ def test_local_mode_driver_is_sized_for_a_python_worker_per_task():
     assert render.spec_hash(manifest(tasksMax=1)) == render.spec_hash(manifest(tasksMax=1, config={"topics": "x"}))
 
 
+def test_driver_cpu_request_and_limit_follow_sparks_driver_properties():
+    def resources(m):
+        return by_kind(render.objects(m, "u", 1, SETTINGS))["Deployment"]["spec"]["template"]["spec"][
+            "containers"][0]["resources"]
+
+    assert resources(manifest())["requests"]["cpu"] == "1" and "cpu" not in resources(manifest())["limits"]
+    custom = resources(manifest(spark={"sparkConf": {"spark.kubernetes.driver.request.cores": "250m",
+                                                     "spark.kubernetes.driver.limit.cores": "2"}}))
+    assert custom["requests"]["cpu"] == "250m" and custom["limits"]["cpu"] == "2"
+
+
 def test_container_memory_adds_spark_overhead():
     assert render.container_memory("1g") == "1408Mi"
     assert render.container_memory("8g") == f"{8192 + 819}Mi"

@@ -16,8 +16,9 @@ Session-scoped (started by the first test that needs them, stopped at session en
 
 Function-scoped:
 
-* ``node_namespace`` -> ``str``: a fresh namespace on the node; deleted after the test (the
-  node has a namespace controller: its pods get their grace period).
+* ``node_namespace`` -> ``str``: a fresh namespace on the node; deleted after the test, waiting
+  (up to 150 s) until it is gone, so that its pods' CPU and memory are free for the next test
+  (the node has a namespace controller: its pods get their grace period).
 
 A node that cannot start (not root, a package missing, a component that dies) *fails* the
 tests that need it with the component's log tail; nothing is skipped.
@@ -83,6 +84,6 @@ def node_namespace(kube_node, request) -> Iterator[str]:
     kube_node.create_namespace(name)
     yield name
     try:
-        kube_node.delete_namespace(name)
+        kube_node.kubectl("delete", "namespace", name, "--wait=true", "--timeout=150s", timeout=180)
     except Exception as e:  # noqa: BLE001 - cleanup only
-        log.warning("could not delete namespace %s: %s", name, e)
+        log.warning("namespace %s was not deleted within 150 s: %s", name, e)

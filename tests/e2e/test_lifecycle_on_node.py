@@ -1,0 +1,80 @@
+"""What a user does with a running Connector, on a real node: ``kubectl scale`` to three tasks
+(three executor pods), a config change (taken live), ``spec.state`` paused, running again, and
+stopped — each with the effect the README describes."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from _connectors import apply, condition, connector, create_topic, diagnostics, eventually, get, pods, row_count
+
+from conveyor.testing.runs import produce
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+N = 500
+
+
+def send(bootstrap: str, topic: str, start: int) -> None:
+    produce(bootstrap, topic, [(str(i), json.dumps({"id": i})) for i in range(start, start + N)])
+
+
+def tasks_in(node, namespace: str, name: str, state: str, count: int):
+    status = (get(node, "connector", name, namespace) or {}).get("status") or {}
+    tasks = status.get("tasks") or []
+    ready = condition({"status": status}, "Ready") or {}
+    if len(tasks) == count and all(t["state"] == state for t in tasks) and ready.get("status") == "True":
+        return tasks
+    return None
+
+
+def patch(node, namespace: str, name: str, spec: dict) -> None:
+    node.kubectl("patch", "connector", name, "-n", namespace, "--type=merge", "-p", json.dumps({"spec": spec}))
+
+
+def test_scale_config_change_pause_resume_and_stop(kube_node, node_kafka, node_postgres, conveyor_release,
+                                                   node_namespace):
+    ns, kafka, pg = node_namespace, node_kafka.bootstrap_servers, node_postgres.url
+    first, second = (f"life_{uuid.uuid4().hex[:8]}" for _ in range(2))
+    for topic in (first, second):
+        create_topic(kafka, topic, partitions=3)
+    config = {"topics": first, "connection.url": pg, "insert.mode": "upsert", "pk.mode": "record_value",
+              "pk.fields": "id", "auto.create": "true",
+              "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+              "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+              "value.converter.schemas.enable": "false"}
+    apply(kube_node, connector("life", ns, "postgres-sink", kafka, config, tasksMax=2))
+    send(kafka, first, 0)
+    try:
+        eventually(lambda: row_count(pg, first) == N, 300, f"{N} rows of {first}")
+
+        kube_node.kubectl("scale", "connector/life", "-n", ns, "--replicas=3")
+        tasks = eventually(lambda: tasks_in(kube_node, ns, "life", "RUNNING", 3), 300, "three RUNNING tasks")
+        executors = {p["metadata"]["name"] for p in pods(kube_node, ns, "conveyor.dev/component=executor")
+                     if p["status"]["phase"] == "Running" and not p["metadata"].get("deletionTimestamp")}
+        assert {t["pod"] for t in tasks} <= executors and len({t["pod"] for t in tasks}) == 3, (tasks, executors)
+        assert get(kube_node, "connector", "life", ns)["status"]["tasksMax"] == 3
+
+        patch(kube_node, ns, "life", {"config": {**config, "topics": second}})
+        send(kafka, second, 0)
+        eventually(lambda: row_count(pg, second) == N, 180, f"{N} rows of {second} after the config change")
+
+        patch(kube_node, ns, "life", {"state": "paused"})
+        eventually(lambda: tasks_in(kube_node, ns, "life", "PAUSED", 3), 120, "three PAUSED tasks")
+        send(kafka, second, N)
+        time.sleep(8)
+        assert row_count(pg, second) == N, "a paused connector wrote rows"
+
+        patch(kube_node, ns, "life", {"state": "running"})
+        eventually(lambda: row_count(pg, second) == 2 * N, 180, "the records sent while paused")
+
+        patch(kube_node, ns, "life", {"state": "stopped"})
+        eventually(lambda: tasks_in(kube_node, ns, "life", "STOPPED", 3)
+                   or (get(kube_node, "connector", "life", ns)["status"].get("connector") or {}).get("state")
+                   == "STOPPED" and condition(get(kube_node, "connector", "life", ns), "Ready")["status"] == "True",
+                   120, "the connector STOPPED")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{diagnostics(kube_node, ns)}") from None
