@@ -45,7 +45,7 @@ from conveyor.testing.images import build_images
 from conveyor.testing.kafka import KafkaBroker
 from conveyor.testing.node import KubeNode
 from conveyor.testing.postgres import PostgresServer
-from conveyor.testing.runs import committed_offsets, produce
+from conveyor.testing.runs import committed_offsets, produce, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"
@@ -77,20 +77,10 @@ def connector(name: str, cls: str, bootstrap: str, config: dict[str, Any], tasks
                      "deletionPolicy": {"cleanup": False, "offsets": "retain"}}}
 
 
-def wait(probe, timeout_s: float, what: str, interval_s: float = 0.25):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise TimeoutError(f"no {what} within {timeout_s:.0f}s")
-
-
 def delete(node: KubeNode, name: str) -> None:
     node.kubectl("delete", "connector", name, "-n", NAMESPACE, "--wait=true", "--timeout=120s", check=False,
                  timeout=150)
-    wait(lambda: not kubectl_json(node, "get", "pods", "-n", NAMESPACE, "-l",
+    wait_until(lambda: not kubectl_json(node, "get", "pods", "-n", NAMESPACE, "-l",
                                   f"conveyor.dev/connector={name}")["items"], 120, "pods gone")
 
 
@@ -205,7 +195,7 @@ def drain_latencies(node: KubeNode, bootstrap: str, count: int) -> list[float]:
                                 f"conveyor.dev/connector={name},conveyor.dev/component=driver")["items"]
             return pods[0]["status"].get("podIP") if pods else None
 
-        ip = wait(running_driver_ip, 300, "a running 2-task connector")
+        ip = wait_until(running_driver_ip, 300, "a running 2-task connector")
         out = []
         for i in range(count):
             request = urllib.request.Request(f"http://{ip}:8083/drain?task={i % 2}&timeout_s=30", method="POST",
@@ -215,7 +205,7 @@ def drain_latencies(node: KubeNode, bootstrap: str, count: int) -> list[float]:
                 result = json.loads(resp.read())
             out.append(time.monotonic() - t0)
             assert result.get("complete"), result
-            wait(lambda: running_driver_ip(), 120, "both tasks RUNNING again")
+            wait_until(running_driver_ip, 120, "both tasks RUNNING again")
         return out
     finally:
         delete(node, name)

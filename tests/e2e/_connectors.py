@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from conveyor.testing.runs import wait_until
 
 T = TypeVar("T")
 
@@ -46,14 +47,7 @@ def condition(body: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
 
 
 def eventually(probe: Callable[[], T], timeout_s: float, message: str, interval_s: float = 1.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {message} (last: {last!r})")
+    return wait_until(probe, timeout_s, message, interval_s)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

@@ -10,20 +10,9 @@ import psycopg
 import pytest
 from _connectors import apply, connector, diagnostics, eventually, get
 
+from conveyor.testing.postgres import audit_catalog
+
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-
-
-def audit_objects(url: str) -> dict[str, list[str]]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        triggers = [r[0] for r in conn.execute(
-            "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE 'conveyor_audit_%'")]
-        functions = [r[0] for r in conn.execute(
-            "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-            "WHERE n.nspname = 'conveyor_audit'")]
-        tables = [r[0] for r in conn.execute(
-            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = 'conveyor_audit' AND c.relkind = 'r'")]
-    return {"triggers": sorted(triggers), "functions": sorted(functions), "tables": sorted(tables)}
 
 
 @pytest.fixture
@@ -47,7 +36,7 @@ def test_deleting_an_audit_source_removes_its_triggers_function_and_table(
     })
     apply(kube_node, body)
     try:
-        provisioned = eventually(lambda: (o := audit_objects(audit_database))["triggers"] and o, 300,
+        provisioned = eventually(lambda: (o := audit_catalog(audit_database))["triggers"] and o, 300,
                                  "the audit trigger in PostgreSQL")
     except AssertionError as e:
         raise AssertionError(f"{e}\n{diagnostics(kube_node, ns)}") from None
@@ -59,4 +48,4 @@ def test_deleting_an_audit_source_removes_its_triggers_function_and_table(
                    "the Connector gone (finalizer removed)")
     except AssertionError as e:
         raise AssertionError(f"{e}\n{diagnostics(kube_node, ns)}") from None
-    assert audit_objects(audit_database) == {"triggers": [], "functions": [], "tables": []}
+    assert audit_catalog(audit_database) == {"triggers": [], "functions": [], "tables": []}

@@ -16,23 +16,10 @@ import pytest
 import yaml
 
 from conveyor.manifest import ConnectorState
+from conveyor.testing.postgres import audit_catalog
 from conveyor.testing.runs import connector_manifest, consume_all, produce, running_connector, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def _audit_objects(url: str) -> dict[str, list[str]]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        triggers = [r[0] for r in conn.execute(
-            "SELECT tgname || ' on ' || tgrelid::regclass FROM pg_trigger "
-            "WHERE NOT tgisinternal AND tgname LIKE 'conveyor_audit_%' ORDER BY 1")]
-        functions = [r[0] for r in conn.execute(
-            "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-            "WHERE n.nspname = 'conveyor_audit' ORDER BY 1")]
-        tables = [r[0] for r in conn.execute(
-            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = 'conveyor_audit' AND c.relkind = 'r' ORDER BY 1")]
-    return {"triggers": triggers, "functions": functions, "tables": tables}
 
 
 def _make_tables(url: str, *names: str) -> None:
@@ -64,7 +51,7 @@ def test_audit_source_cleanup_only_when_deleted(kafka_bootstrap, spark, pg_datab
     with running_connector(manifest, spark) as driver:
         _insert(pg_database, "orders", 0, 20)
         assert len(consume_all(kafka_bootstrap, f"{name}.public.orders", 20)) == 20
-        provisioned = _audit_objects(pg_database)
+        provisioned = audit_catalog(pg_database)
         assert len(provisioned["triggers"]) == 2 and provisioned["functions"] and provisioned["tables"]
 
         driver.restart_task(0)                                   # restart
@@ -74,12 +61,12 @@ def test_audit_source_cleanup_only_when_deleted(kafka_bootstrap, spark, pg_datab
         driver.reconfigure(manifest.spec.model_copy(update={"tasks_max": 1}))   # scale down
         driver.set_state(ConnectorState.STOPPED)                 # stop (connector kept)
         driver.set_state(ConnectorState.RUNNING)
-        assert _audit_objects(pg_database) == provisioned, "restart, pause, scale-down and stop remove nothing"
+        assert audit_catalog(pg_database) == provisioned, "restart, pause, scale-down and stop remove nothing"
         _insert(pg_database, "orders", 20, 5)
         assert len(consume_all(kafka_bootstrap, f"{name}.public.orders", 25)) == 25, "no change lost meanwhile"
 
         result = driver.stop(connector_deleted=True)
-    assert _audit_objects(pg_database) == {"triggers": [], "functions": [], "tables": []}
+    assert audit_catalog(pg_database) == {"triggers": [], "functions": [], "tables": []}
     assert any("orders" in line for line in result["removed"]), result["removed"]
 
 
@@ -102,12 +89,12 @@ def test_conveyor_cleanup_removes_audit_objects_of_a_connector_that_is_not_runni
     manifest = _audit_manifest(name, kafka_bootstrap, pg_database, "public.orders")
     with running_connector(manifest, spark):
         pass  # ran once, then a plain stop: the triggers stay
-    assert _audit_objects(pg_database)["triggers"]
+    assert audit_catalog(pg_database)["triggers"]
     path = _write(tmp_path, manifest)
     first = _cleanup(path)
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["removed"]
-    assert _audit_objects(pg_database) == {"triggers": [], "functions": [], "tables": []}
+    assert audit_catalog(pg_database) == {"triggers": [], "functions": [], "tables": []}
     again = _cleanup(path)
     assert again.returncode == 0, again.stderr
     with psycopg.connect(pg_database, autocommit=True) as conn:

@@ -368,6 +368,26 @@ class PostgresServer(PostgresEndpoint):
         )
 
 
+def audit_catalog(url: str, schema: str = "conveyor_audit") -> dict[str, list[str]]:
+    """What PostgreSQL's catalog holds of the postgres-audit-source's objects in the database
+    at ``url``: ``{"triggers": ["<trigger> on <table>"], "functions": [...], "tables": [...]}``
+    (names sorted; the triggers are ``conveyor_audit_*``, the rest is in ``schema``). For
+    checking that a connector-deleted stop path removed them."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+        triggers = [r[0] for r in conn.execute(
+            "SELECT tgname || ' on ' || tgrelid::regclass FROM pg_trigger "
+            "WHERE NOT tgisinternal AND tgname LIKE 'conveyor_audit_%' ORDER BY 1")]
+        functions = [r[0] for r in conn.execute(
+            "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = %s ORDER BY 1", (schema,))]
+        tables = [r[0] for r in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind = 'r' ORDER BY 1", (schema,))]
+    return {"triggers": triggers, "functions": functions, "tables": tables}
+
+
 def _execute(url: str, sql: str) -> None:
     """Run one statement in autocommit mode; RuntimeError with the server's message on failure."""
     try:

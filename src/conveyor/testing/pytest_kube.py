@@ -84,12 +84,17 @@ def kube_api(kube_binaries):
         endpoint.stop()
 
 
+def namespace_name(request: pytest.FixtureRequest, prefix: str) -> str:
+    """``<prefix>-<test name>-<random>``: a DNS-1123 label of at most 63 characters."""
+    slug = re.sub(r"^test_?", "", request.node.name.lower())
+    slug = re.sub(r"[^a-z0-9]+", "-", slug).strip("-")[:44].strip("-") or "t"
+    return f"{prefix}-{slug}-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.fixture
 def kube_namespace(kube_api, request) -> Iterator[str]:
     """A fresh namespace for this test (``t-<test name>-<random>``, at most 63 chars)."""
-    slug = re.sub(r"^test_?", "", request.node.name.lower())
-    slug = re.sub(r"[^a-z0-9]+", "-", slug).strip("-")[:44].strip("-") or "t"
-    name = f"t-{slug}-{uuid.uuid4().hex[:8]}"
+    name = namespace_name(request, "t")
     kube_api.create_namespace(name)
     yield name
     try:

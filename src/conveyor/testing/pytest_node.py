@@ -27,13 +27,11 @@ tests that need it with the component's log tail; nothing is skipped.
 from __future__ import annotations
 
 import logging
-import re
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from conveyor.testing.pytest_kube import _start
+from conveyor.testing.pytest_kube import _start, namespace_name
 
 log = logging.getLogger("conveyor.testing")
 
@@ -78,9 +76,7 @@ def node_postgres(kube_node):
 @pytest.fixture
 def node_namespace(kube_node, request) -> Iterator[str]:
     """A fresh namespace on the node (``e-<test>-<random>``), deleted after the test."""
-    slug = re.sub(r"^test_?", "", request.node.name.lower())
-    slug = re.sub(r"[^a-z0-9]+", "-", slug).strip("-")[:44].strip("-") or "t"
-    name = f"e-{slug}-{uuid.uuid4().hex[:8]}"
+    name = namespace_name(request, "e")
     kube_node.create_namespace(name)
     yield name
     try:
