@@ -104,9 +104,11 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
     kube = shared_kube()
     ns, name = manifest.metadata.namespace, manifest.name
     kube.scale_deployment(ns, names.driver(name), 0)
-    deployment = kube.get("apps/v1", "Deployment", ns, names.driver(name))
-    if deployment is not None and (deployment.get("status") or {}).get("replicas", 0) > 0:
-        raise kopf.TemporaryError("waiting for the driver pod to terminate before the cleanup Job",
+    # A Deployment's status.replicas leaves terminating pods out: list the pods themselves, so
+    # the Job never runs beside a driver (or its executors) still stopping.
+    remaining = [pod["metadata"]["name"] for pod in kube.list_pods(ns, connector_pods_selector(name))]
+    if remaining:
+        raise kopf.TemporaryError(f"waiting for {', '.join(sorted(remaining))} to terminate before the cleanup Job",
                                   delay=JOB_POLL_SECONDS)
     job = kube.get("batch/v1", "Job", ns, names.cleanup_job(name))
     if job is None:
@@ -122,6 +124,11 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
     if outcome:
         _fail(body, conditions, f"cleanup Job {names.cleanup_job(name)} failed: {outcome} (see its pod's log)", retry)
     shared_kube().event(body, "Normal", "CleanedUp", message=f"connector-deleted stop done by Job {names.cleanup_job(name)}")
+
+
+def connector_pods_selector(name: str) -> str:
+    """Label selector of a connector's driver and executor pods (a cleanup Job's pod is not one)."""
+    return f"{names.LABEL_CONNECTOR}={name},{names.LABEL_COMPONENT} in ({names.DRIVER},{names.EXECUTOR})"
 
 
 def job_outcome(job: dict[str, Any]) -> str | None:

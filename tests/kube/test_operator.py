@@ -314,6 +314,32 @@ def test_cleanup_job_when_no_driver_runs_even_with_the_operator_down_at_delete(
         assert api.events(kube_namespace, name, "CleanupJobStarted")
 
 
+def test_cleanup_job_waits_until_no_driver_pod_is_terminating(kube_api, kube_namespace, operator, api):
+    """A Deployment's status.replicas leaves terminating pods out; the cleanup Job must not
+    run beside a driver pod that is still stopping (issue 11 §3)."""
+    name = _name("slow")
+    pod_name = f"{name}-driver-5c7b-q8w2z"
+    with operator():
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        # bound to a node that has no kubelet: a graceful delete leaves it Terminating
+        api.core.create_namespaced_pod(kube_namespace, client.V1Pod(
+            metadata=client.V1ObjectMeta(name=pod_name, labels={
+                "conveyor.dev/connector": name, "conveyor.dev/component": "driver"}),
+            spec=client.V1PodSpec(node_name="node-a", containers=[client.V1Container(name="driver",
+                                                                                     image="conveyor")])))
+        api.core.delete_namespaced_pod(pod_name, kube_namespace, grace_period_seconds=300)
+        assert api.core.read_namespaced_pod(pod_name, kube_namespace).metadata.deletion_timestamp
+        api.delete_connector(kube_namespace, name)
+        time.sleep(12)  # two of the operator's 5 s polls
+        with pytest.raises(client.ApiException) as missing:
+            api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace)
+        assert missing.value.status == 404, "the Job started beside a terminating driver pod"
+        api.core.delete_namespaced_pod(pod_name, kube_namespace, grace_period_seconds=0)
+        eventually(lambda: api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace), timeout_s=30,
+                   message="the cleanup Job once the driver pod is gone")
+
+
 def test_skip_cleanup_annotation_gives_up_explicitly(kube_api, kube_namespace, operator, api):
     name = _name("skip")
     with operator():
