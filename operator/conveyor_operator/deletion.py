@@ -63,6 +63,13 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
     problem = stop_problem(report)
     if problem:
         return _fail(body, conditions, problem, retry)
+    undone = not_carried_out(report, cleanup=policy.cleanup, delete_offsets=delete_offsets)
+    if undone:
+        # The driver had stopped before (a plain stop, a SIGTERM) and answered with that
+        # stop's report: it cannot run the connector-deleted path again, a Job can.
+        shared_kube().event(body, "Normal", "DriverAlreadyStopped",
+                            message=f"the driver had already stopped without {undone}: a cleanup Job runs it")
+        return _cleanup_with_job(body, manifest, uid, conditions, retry)
     # The driver has stopped for good; it must not be restarted to run again.
     shared_kube().scale_deployment(namespace, names.driver(name), 0)
     shared_kube().event(body, "Normal", "CleanedUp", message=f"connector-deleted stop done by the driver: {summary(report)}")
@@ -79,6 +86,17 @@ def stop_problem(report: dict[str, Any]) -> str:
     if report.get("offsets_error"):
         problems.append(f"deleting offsets failed: {report['offsets_error']}")
     return "; ".join(problems)
+
+
+def not_carried_out(report: dict[str, Any], cleanup: bool, delete_offsets: bool) -> str:
+    """What a driver's stop report shows was asked for and not done (``""`` when nothing):
+    the connector-deleted stop path, the deletion of the offsets."""
+    undone = []
+    if cleanup and not report.get("connector_deleted"):
+        undone.append("the connector-deleted stop path")
+    if delete_offsets and report.get("offsets_deleted") is None and not report.get("offsets_error"):
+        undone.append("deleting the offsets")
+    return " and ".join(undone)
 
 
 def summary(report: dict[str, Any]) -> str:

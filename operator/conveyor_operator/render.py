@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from conveyor import spark_volumes
 from conveyor.manifest import API_VERSION, KIND, ConnectorManifest
 from conveyor_operator import names
 from conveyor_operator.settings import OperatorSettings
@@ -210,6 +211,10 @@ def _storage(manifest: ConnectorManifest, with_manifest: bool) -> tuple[list[dic
         volumes.append({"name": f"configmap-{i}", "configMap": {"name": config_map}})
         mounts.append({"name": f"configmap-{i}", "mountPath": f"{MOUNT_ROOT}/configmaps/{config_map}",
                        "readOnly": True})
+    if with_manifest:  # the driver pod: Spark mounts the executors' volumes itself
+        for volume in spark_volumes.volumes(manifest.spec.spark.spark_conf, "driver"):
+            volumes.append(volume.volume())
+            mounts.append(volume.volume_mount())
     return volumes, mounts
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from conveyor import spark_volumes
 
 API_VERSION = "conveyor.dev/v1alpha1"
 KIND = "Connector"
@@ -260,8 +262,16 @@ class SparkSpec(_Model):
     )
     spark_conf: dict[str, str] = Field(
         default_factory=dict, alias="sparkConf",
-        description="Extra Spark properties (spark.*); they override what the operator renders.",
+        description="Extra Spark properties (spark.*); they override what the operator renders. "
+        "spark.kubernetes.{driver,executor}.volumes.* mount volumes as Spark's, in the driver pod too.",
     )
+
+    @field_validator("spark_conf")
+    @classmethod
+    def _check_volumes(cls, conf: dict[str, str]) -> dict[str, str]:
+        for role in ("driver", "executor"):
+            spark_volumes.volumes(conf, role)  # ValueError names the property
+        return conf
 
 
 class OffsetsPolicy(str, enum.Enum):

@@ -77,3 +77,11 @@ def diagnostics(node, namespace: str) -> str:
         parts.append(f"--- {name} ---\n" + node.kubectl("logs", name, "-n", namespace, "--all-containers",
                                                         "--tail=40", check=False).stdout)
     return "\n".join(parts)
+
+
+def kill_container(node, namespace: str, pod: str) -> None:
+    """SIGKILL the first container of ``pod`` through containerd, as a crash would (the kubelet
+    then restarts it in the same pod)."""
+    container_id = node.kubectl("get", "pod", pod, "-n", namespace, "-o",
+                                "jsonpath={.status.containerStatuses[0].containerID}").stdout
+    node.ctr("tasks", "kill", "--signal", "SIGKILL", container_id.removeprefix("containerd://"))

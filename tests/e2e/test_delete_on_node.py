@@ -1,18 +1,22 @@
 """``kubectl delete connector`` on a real node drives the connector-deleted stop path
 (KAFKA-14651): the postgres-audit-source's triggers, function and audit table are gone from
-PostgreSQL's catalog, and the finalizer lets the Connector go."""
+PostgreSQL's catalog, and the finalizer lets the Connector go. Whether the running driver does
+it or, with none running, a one-shot cleanup Job; and with the operator killed half-way."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import psycopg
 import pytest
-from _connectors import apply, connector, diagnostics, eventually, get
+from _connectors import apply, condition, connector, diagnostics, eventually, get, kill_container, pods
 
 from conveyor.testing.postgres import audit_catalog
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+NOTHING_LEFT = {"triggers": [], "functions": [], "tables": []}
 
 
 @pytest.fixture
@@ -25,27 +29,98 @@ def audit_database(node_postgres):
     node_postgres.drop_database(name)
 
 
-def test_deleting_an_audit_source_removes_its_triggers_function_and_table(
-        kube_node, node_kafka, audit_database, conveyor_release, node_namespace):
-    ns = node_namespace
-    body = connector("audit", ns, "postgres-audit-source", node_kafka.bootstrap_servers, {
-        "connection.url": audit_database, "tables": "public.orders", "topic.prefix": "audit.",
+def start_audit_source(node, kafka, database: str, namespace: str) -> None:
+    apply(node, connector("audit", namespace, "postgres-audit-source", kafka.bootstrap_servers, {
+        "connection.url": database, "tables": "public.orders", "topic.prefix": "audit.",
         "value.converter": "json", "value.converter.schemas.enable": "false",
         "key.converter": "json", "key.converter.schemas.enable": "false",
         "offset.flush.interval.ms": "500", "poll.interval.ms": "200",
-    })
-    apply(kube_node, body)
+    }))
     try:
-        provisioned = eventually(lambda: (o := audit_catalog(audit_database))["triggers"] and o, 300,
+        provisioned = eventually(lambda: (o := audit_catalog(database))["triggers"] and o, 300,
                                  "the audit trigger in PostgreSQL")
     except AssertionError as e:
-        raise AssertionError(f"{e}\n{diagnostics(kube_node, ns)}") from None
+        raise AssertionError(f"{e}\n{diagnostics(node, namespace)}") from None
     assert provisioned["functions"] and provisioned["tables"], provisioned
 
-    kube_node.kubectl("delete", "connector", "audit", "-n", ns, "--wait=false")
+
+def wait_gone(node, namespace: str) -> None:
     try:
-        eventually(lambda: get(kube_node, "connector", "audit", ns) is None, 180,
+        eventually(lambda: get(node, "connector", "audit", namespace) is None, 300,
                    "the Connector gone (finalizer removed)")
     except AssertionError as e:
+        raise AssertionError(f"{e}\n{diagnostics(node, namespace)}") from None
+
+
+def test_deleting_an_audit_source_removes_its_triggers_function_and_table_even_if_the_operator_dies_half_way(
+        kube_node, node_kafka, audit_database, conveyor_release, node_namespace):
+    ns = node_namespace
+    start_audit_source(kube_node, node_kafka, audit_database, ns)
+    kube_node.kubectl("delete", "connector", "audit", "-n", ns, "--wait=false")
+    eventually(lambda: (condition(get(kube_node, "connector", "audit", ns), "Deleting") or {}).get("status") == "True",
+               60, "the Deleting condition")
+    (operator,) = pods(kube_node, conveyor_release, "app.kubernetes.io/component=operator")
+    kill_container(kube_node, conveyor_release, operator["metadata"]["name"])  # mid-delete
+    wait_gone(kube_node, ns)
+    assert audit_catalog(audit_database) == NOTHING_LEFT
+    restarts = pods(kube_node, conveyor_release, "app.kubernetes.io/component=operator")[0]["status"]["containerStatuses"]
+    assert restarts[0]["restartCount"] >= 1, "the operator was not killed: the test proved nothing"
+    kube_node.kubectl("rollout", "status", "deployment", "-n", conveyor_release, "--timeout=120s", timeout=150)
+
+
+class PodWatch(threading.Thread):
+    """Polls the namespace's pods every 0.3 s and records any moment when a cleanup Job's pod
+    was running while a driver or executor pod still existed (terminating or not)."""
+
+    def __init__(self, node, namespace: str) -> None:
+        super().__init__(daemon=True)
+        self.node, self.namespace = node, namespace
+        self.done = threading.Event()
+        self.overlaps: list[str] = []
+        self.cleanup_pods: set[str] = set()
+
+    def run(self) -> None:
+        while not self.done.wait(0.3):
+            listed = pods(self.node, self.namespace, "conveyor.dev/connector=audit")
+            by_component: dict[str, list[dict]] = {}
+            for pod in listed:
+                by_component.setdefault(pod["metadata"]["labels"].get("conveyor.dev/component"), []).append(pod)
+            started = [p for p in by_component.get("cleanup", []) if p["status"].get("phase") != "Pending"
+                       or any(s.get("state", {}).get("running") for s in p["status"].get("containerStatuses") or [])]
+            self.cleanup_pods.update(p["metadata"]["name"] for p in by_component.get("cleanup", []))
+            others = by_component.get("driver", []) + by_component.get("executor", [])
+            if started and others:
+                self.overlaps.append(f"{[p['metadata']['name'] for p in started]} beside "
+                                     f"{[p['metadata']['name'] for p in others]}")
+
+
+def test_deleting_an_audit_source_whose_driver_is_gone_runs_a_cleanup_job_after_the_driver_pod_has_terminated(
+        kube_node, node_kafka, audit_database, conveyor_release, node_namespace):
+    """The node is cordoned and the driver pod deleted (as a node problem would): its successor
+    stays Pending, and ``kubectl delete`` goes while the old pod is still stopping. No driver
+    can run the connector-deleted path, so a cleanup Job's pod runs ``conveyor cleanup`` -- and
+    never while a driver or executor pod of the connector still exists."""
+    ns = node_namespace
+    start_audit_source(kube_node, node_kafka, audit_database, ns)
+    (driver,) = pods(kube_node, ns, "conveyor.dev/component=driver")
+    watch = PodWatch(kube_node, ns)
+    watch.start()
+    kube_node.kubectl("cordon", kube_node.node_name)
+    try:
+        kube_node.kubectl("delete", "pod", driver["metadata"]["name"], "-n", ns, "--wait=false")
+        kube_node.kubectl("delete", "connector", "audit", "-n", ns, "--wait=false")
+        eventually(lambda: get(kube_node, "job", "audit-cleanup", ns), 180, "the cleanup Job")
+    except AssertionError as e:
         raise AssertionError(f"{e}\n{diagnostics(kube_node, ns)}") from None
-    assert audit_catalog(audit_database) == {"triggers": [], "functions": [], "tables": []}
+    finally:
+        kube_node.kubectl("uncordon", kube_node.node_name)
+    try:
+        wait_gone(kube_node, ns)
+    finally:
+        watch.done.set()
+        watch.join(30)
+    assert watch.cleanup_pods, "no cleanup Job pod ran"
+    assert not watch.overlaps, watch.overlaps
+    assert audit_catalog(audit_database) == NOTHING_LEFT
+    events = kube_node.kubectl("get", "events", "-n", ns, "-o", "jsonpath={.items[*].reason}").stdout.split()
+    assert "CleanupJobStarted" in events and "CleanedUp" in events, events

@@ -1,13 +1,20 @@
 """Evictions on a real node become closing-aware commits: an executor pod or the driver pod
 evicted through the Eviction API mid-stream (the kubelet runs the pod's preStop drain, then
-SIGTERM) loses no record and writes none twice.
+SIGTERM), and ``kubectl drain`` of the node under the rendered PodDisruptionBudget, lose no
+record and write none twice.
 
-The sink is postgres-sink in plain insert mode with no primary key, so a record read twice
-shows up as a second row and a record lost as a missing id."""
+The executor eviction and the drain use the archive sink with a ``flush.size`` no partition
+reaches (KIP-275's case): only closing commits write files, so the files a closing commit
+wrote must hold exactly what it committed. The driver eviction uses postgres-sink in plain
+insert mode with no primary key, so a record read twice shows up as a second row and a record
+lost as a missing id."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import threading
 import time
 import uuid
@@ -24,11 +31,11 @@ BATCH = 300
 
 
 class SteadyProducer(threading.Thread):
-    """``TOTAL`` records with ids 0..TOTAL-1, ``BATCH`` every 0.2 s (about 15 s in all)."""
+    """``TOTAL`` records with ids 0..TOTAL-1, ``BATCH`` every ``interval_s`` (0.2 s: about 15 s in all)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, interval_s: float = 0.2) -> None:
         super().__init__(daemon=True)
-        self.bootstrap, self.topic = bootstrap, topic
+        self.bootstrap, self.topic, self.interval_s = bootstrap, topic, interval_s
         self.sent = 0
         self.error: BaseException | None = None
 
@@ -38,7 +45,7 @@ class SteadyProducer(threading.Thread):
                 batch = range(self.sent, min(self.sent + BATCH, TOTAL))
                 produce(self.bootstrap, self.topic, [(str(i), json.dumps({"id": i})) for i in batch])
                 self.sent = batch[-1] + 1
-                time.sleep(0.2)
+                time.sleep(self.interval_s)
         except BaseException as e:  # noqa: BLE001 - reported by the test
             self.error = e
 
@@ -104,33 +111,6 @@ def finish(node, postgres, namespace: str, table: str, producer: SteadyProducer)
     assert (count, distinct) == (TOTAL, TOTAL), f"{count - distinct} written twice, {TOTAL - distinct} lost"
 
 
-def test_an_evicted_executor_commits_before_it_goes_and_its_task_resumes_elsewhere(
-        kube_node, node_kafka, node_postgres, conveyor_release, node_namespace):
-    ns = node_namespace
-    table, producer = start_sink(kube_node, node_kafka, node_postgres, ns, executors=3)  # one spare slot
-    status = get(kube_node, "connector", "events", ns)["status"]
-    victim_task = status["tasks"][0]
-    victim = victim_task["pod"]
-    evict(kube_node, ns, victim)
-
-    def recorded():
-        entries = ((get(kube_node, "connector", "events", ns) or {}).get("status") or {}).get("evictions") or []
-        return next((e for e in entries if e["pod"] == victim), None)
-
-    entry = eventually(recorded, 120, f"the eviction of {victim} in status.evictions")
-    assert entry["trigger"] == "DisruptionTarget" and entry["complete"] is True, entry
-    assert victim_task["id"] in entry["tasks"] and entry["committed"], entry
-
-    def resumed():
-        tasks = ((get(kube_node, "connector", "events", ns) or {}).get("status") or {}).get("tasks") or []
-        task = next((t for t in tasks if t["id"] == victim_task["id"]), None)
-        return task if task and task["state"] == "RUNNING" and task.get("pod") not in (None, victim) else None
-
-    moved = eventually(resumed, 180, f"task {victim_task['id']} RUNNING on another executor than {victim}")
-    assert moved["pod"].startswith("events-exec-")
-    finish(kube_node, node_postgres, ns, table, producer)
-
-
 def test_an_evicted_driver_commits_every_task_and_its_successor_resumes(
         kube_node, node_kafka, node_postgres, conveyor_release, node_namespace):
     ns = node_namespace
@@ -154,20 +134,107 @@ def test_an_evicted_driver_commits_every_task_and_its_successor_resumes(
     finish(kube_node, node_postgres, ns, table, producer)
 
 
-def test_a_node_drain_takes_one_connector_pod_at_a_time_and_loses_nothing(
-        kube_node, node_kafka, node_postgres, conveyor_release, node_namespace):
-    """``kubectl drain`` of the (only) node with the rendered PodDisruptionBudget: one pod of
-    the connector goes (after its closing commits), the budget refuses the others, the drain
-    times out; after ``uncordon`` everything runs again: 0 lost, 0 written twice."""
+# --- the archive sink: an executor eviction, then a node drain ------------------------------------
+
+ARCHIVE_MOUNT = "/archive"
+
+
+@pytest.fixture
+def archive_dir():
+    """A host directory the driver and executor pods mount (hostPath) as ``/archive``; the
+    pods run as uid 10001."""
+    path = f"/tmp/conveyor-e2e-archive-{uuid.uuid4().hex[:8]}"
+    os.makedirs(path)
+    os.chmod(path, 0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def archive_volume(host_path: str) -> dict[str, str]:
+    """Spark's volume properties mounting ``host_path`` at ``/archive`` in the driver and executors."""
+    conf = {}
+    for role in ("driver", "executor"):
+        prefix = f"spark.kubernetes.{role}.volumes.hostPath.archive"
+        conf |= {f"{prefix}.mount.path": ARCHIVE_MOUNT, f"{prefix}.options.path": host_path,
+                 f"{prefix}.options.type": "Directory"}
+    return conf
+
+
+def archived(root: str, topic: str) -> dict[int, list[int]]:
+    """``{partition: [record ids in offset order]}`` of every file the sink has written."""
+    out: dict[int, list[int]] = {}
+    base = os.path.join(root, topic)
+    for directory in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        partition = int(directory.removeprefix("partition="))
+        for name in sorted(n for n in os.listdir(os.path.join(base, directory)) if n.endswith(".jsonl")):
+            with open(os.path.join(base, directory, name)) as f:
+                out.setdefault(partition, []).extend(json.loads(line)["value"]["id"] for line in f)
+    return out
+
+
+def tasks_of(node, namespace: str, name: str) -> list[dict]:
+    return ((get(node, "connector", name, namespace) or {}).get("status") or {}).get("tasks") or []
+
+
+def test_an_evicted_executor_and_a_node_drain_commit_what_they_consumed_before_the_pods_go(
+        kube_node, node_kafka, conveyor_release, node_namespace, archive_dir):
     ns = node_namespace
-    table, producer = start_sink(kube_node, node_kafka, node_postgres, ns, executors=3)
-    pdb = get(kube_node, "poddisruptionbudget", "events-pods", ns)
-    assert pdb["spec"]["minAvailable"] == 3, pdb["spec"]  # a driver + three executors: one may go
-    eventually(lambda: (get(kube_node, "poddisruptionbudget", "events-pods", ns)["status"]
-                        .get("disruptionsAllowed") == 1), 60, "the budget allowing one disruption")
+    topic = f"archive_{uuid.uuid4().hex[:8]}"
+    create_topic(node_kafka.bootstrap_servers, topic, partitions=4)
+    body = connector("archive", ns, "archive-sink", node_kafka.bootstrap_servers, {
+        "topics": topic, "archive.url": f"file://{ARCHIVE_MOUNT}", "format": "jsonl",
+        "flush.size": "1000000",  # never reached: files come from closing commits only
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false",
+        "offset.flush.interval.ms": "60000",
+    }, tasksMax=2, shutdown={"gracePeriodSeconds": 30})
+    body["spec"]["spark"] = {**body["spec"]["spark"],
+                             "executor": {"instances": 3, "cores": 1, "memory": "512m"},  # one spare slot
+                             "sparkConf": {**body["spec"]["spark"]["sparkConf"], **archive_volume(archive_dir)}}
+    apply(kube_node, body)
     try:
-        drained = kube_node.kubectl("drain", kube_node.node_name, "--pod-selector", "conveyor.dev/connector=events",
-                                    "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=45s",
+        eventually(lambda: (t := tasks_of(kube_node, ns, "archive")) and len(t) == 2
+                   and all(x["state"] == "RUNNING" and x.get("pod") for x in t), 300, "two RUNNING tasks")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{diagnostics(kube_node, ns)}") from None
+    producer = SteadyProducer(node_kafka.bootstrap_servers, topic, interval_s=0.6)  # about 30 s
+    producer.start()
+    eventually(lambda: producer.sent >= TOTAL // 3, 60, "a third of the records produced")
+    time.sleep(2)
+    assert archived(archive_dir, topic) == {}, "a file before any closing commit: flush.size is not in force"
+
+    # 1. the Eviction API on the executor pod of task 0, mid-stream
+    victim_task = tasks_of(kube_node, ns, "archive")[0]
+    victim = victim_task["pod"]
+    evict(kube_node, ns, victim)
+
+    def recorded():
+        entries = ((get(kube_node, "connector", "archive", ns) or {}).get("status") or {}).get("evictions") or []
+        return next((e for e in entries if e["pod"] == victim), None)
+
+    entry = eventually(recorded, 120, f"the eviction of {victim} in status.evictions")
+    assert entry["trigger"] == "DisruptionTarget" and entry["complete"] is True, entry
+    assert victim_task["id"] in entry["tasks"] and entry["committed"], entry
+    files = archived(archive_dir, topic)
+    for committed in entry["committed"]:  # the closing commit wrote exactly what it committed
+        assert committed["offset"] > 0, entry
+        assert len(files.get(committed["partition"], [])) == committed["offset"], (committed, files.keys())
+
+    def resumed():
+        task = next((t for t in tasks_of(kube_node, ns, "archive") if t["id"] == victim_task["id"]), None)
+        return task if task and task["state"] == "RUNNING" and task.get("pod") not in (None, victim) else None
+
+    moved = eventually(resumed, 180, f"task {victim_task['id']} RUNNING on another executor than {victim}")
+    assert re.fullmatch(r"archive-exec-\d+", moved["pod"]), moved  # Spark's <prefix>-exec-<id>, prefix the name
+
+    # 2. kubectl drain under the budget: one pod goes (after its closing commits), the others wait
+    pdb = get(kube_node, "poddisruptionbudget", "archive-pods", ns)
+    assert pdb["spec"]["minAvailable"] == 3, pdb["spec"]  # a driver + three executors: one may go
+    eventually(lambda: (get(kube_node, "poddisruptionbudget", "archive-pods", ns)["status"]
+                        .get("disruptionsAllowed") == 1), 180, "the budget allowing one disruption again")
+    try:
+        drained = kube_node.kubectl("drain", kube_node.node_name, "--pod-selector", "conveyor.dev/connector=archive",
+                                    "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30s",
                                     check=False, timeout=120)
     finally:
         kube_node.kubectl("uncordon", kube_node.node_name)
@@ -175,4 +242,19 @@ def test_a_node_drain_takes_one_connector_pod_at_a_time_and_loses_nothing(
     assert drained.returncode != 0, output  # the budget held the other pods until the timeout
     assert "violate the pod's disruption budget" in output, output
     assert "evicted" in output, output  # one went (when it is the driver, Spark removes its executors)
-    finish(kube_node, node_postgres, ns, table, producer)
+
+    # 3. everything consumed, then stopped: the stop's closing commits write the rest
+    producer.join(120)
+    assert producer.error is None and producer.sent == TOTAL, producer.error
+    try:
+        eventually(lambda: (t := tasks_of(kube_node, ns, "archive")) and len(t) == 2
+                   and all(x["state"] == "RUNNING" and x.get("lag") == 0 for x in t), 300,
+                   "both tasks RUNNING with lag 0")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{diagnostics(kube_node, ns)}") from None
+    kube_node.kubectl("patch", "connector", "archive", "-n", ns, "--type=merge", "-p", '{"spec":{"state":"stopped"}}')
+    eventually(lambda: (t := tasks_of(kube_node, ns, "archive")) and all(x["state"] == "STOPPED" for x in t), 120,
+               "both tasks STOPPED")
+    ids = sorted(i for partition in archived(archive_dir, topic).values() for i in partition)
+    assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} records written twice"
+    assert ids == list(range(TOTAL)), f"{TOTAL - len(set(ids))} records lost"

@@ -5,6 +5,7 @@ and moves records from Kafka into PostgreSQL."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 
@@ -54,7 +55,7 @@ def test_postgres_sink_with_two_tasks_runs_on_executor_pods(kube_node, node_kafk
     executors = {p["metadata"]["name"]: p for p in pods(kube_node, node_namespace, "conveyor.dev/component=executor")}
     drivers = pods(kube_node, node_namespace, "conveyor.dev/component=driver")
     assert len(drivers) == 1 and drivers[0]["status"]["phase"] == "Running"
-    assert all(name.startswith("orders-exec-") for name in executors), sorted(executors)
+    assert all(re.fullmatch(r"orders-exec-\d+", name) for name in executors), sorted(executors)
     assert all(p["status"]["phase"] == "Running" for p in executors.values())
     assert len(executors) == 2, sorted(executors)  # one task slot each (tasksMax 2, 1 core per executor)
     assert {t["pod"] for t in tasks} == set(executors), (tasks, sorted(executors))

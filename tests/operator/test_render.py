@@ -210,3 +210,31 @@ def test_scaling_past_the_executor_cores_rolls_the_driver_and_within_them_does_n
     one, two, three = (manifest(tasksMax=n, spark=two_cores) for n in (1, 2, 3))
     assert render.spec_hash(one) == render.spec_hash(two), "2 tasks fit the one 2-core executor: live"
     assert render.spec_hash(two) != render.spec_hash(three), "a third task needs a second executor pod"
+
+
+ARCHIVE_VOLUME = {
+    "spark.kubernetes.driver.volumes.hostPath.archive.mount.path": "/archive",
+    "spark.kubernetes.driver.volumes.hostPath.archive.options.path": "/srv/archive",
+    "spark.kubernetes.driver.volumes.hostPath.archive.options.type": "Directory",
+    "spark.kubernetes.driver.volumes.persistentVolumeClaim.state.mount.path": "/state",
+    "spark.kubernetes.driver.volumes.persistentVolumeClaim.state.mount.readOnly": "true",
+    "spark.kubernetes.driver.volumes.persistentVolumeClaim.state.options.claimName": "shared",
+    "spark.kubernetes.executor.volumes.hostPath.archive.mount.path": "/archive",
+    "spark.kubernetes.executor.volumes.hostPath.archive.options.path": "/srv/archive",
+}
+
+
+def test_spark_driver_volume_properties_mount_into_the_driver_pod_and_cleanup_job():
+    spec = manifest(spark={"sparkConf": ARCHIVE_VOLUME})
+    pod = render.driver_deployment(spec, "u", SETTINGS)["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["archive"] == {"name": "archive", "hostPath": {"path": "/srv/archive", "type": "Directory"}}
+    assert volumes["state"] == {"name": "state", "persistentVolumeClaim": {"claimName": "shared"}}
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["archive"] == {"name": "archive", "mountPath": "/archive"}
+    assert mounts["state"] == {"name": "state", "mountPath": "/state", "readOnly": True}
+    job = render.cleanup_job(spec, "u", SETTINGS, attempt=1)["spec"]["template"]["spec"]
+    assert {v["name"] for v in job["volumes"]} >= {"archive", "state"}
+    # Spark mounts the executors' volumes from its own properties (the driver reads sparkConf)
+    template = render.executor_pod_template(spec, SETTINGS)["spec"]
+    assert "archive" not in {v["name"] for v in template["volumes"]}

@@ -1,0 +1,29 @@
+"""What a driver's stop report must show before the finalizer may go."""
+
+from conveyor_operator.deletion import not_carried_out, stop_problem
+
+DELETED = {"name": "c", "connector_deleted": True, "tasks": [], "removed": ["table audit"],
+           "offsets_deleted": None, "offsets_error": None}
+
+
+def test_a_connector_deleted_stop_is_carried_out():
+    assert not_carried_out(DELETED, cleanup=True, delete_offsets=False) == ""
+    assert stop_problem(DELETED) == ""
+
+
+def test_the_report_of_an_earlier_plain_stop_is_not_a_cleanup():
+    plain = {**DELETED, "connector_deleted": False}
+    assert not_carried_out(plain, cleanup=True, delete_offsets=False) == "the connector-deleted stop path"
+    assert not_carried_out(plain, cleanup=False, delete_offsets=False) == ""
+
+
+def test_offsets_to_delete_must_be_reported_deleted_or_failed():
+    assert not_carried_out(DELETED, cleanup=True, delete_offsets=True) == "deleting the offsets"
+    deleted = {**DELETED, "offsets_deleted": {"consumer_group": "connect-c", "existed": True}}
+    assert not_carried_out(deleted, cleanup=True, delete_offsets=True) == ""
+    failed = {**DELETED, "offsets_error": "broker down"}
+    assert not_carried_out(failed, cleanup=True, delete_offsets=True) == ""
+    assert stop_problem(failed) == "deleting offsets failed: broker down"
+    stopped_early = {"name": "c", "stopped": True}  # what a driver returns while its first stop finishes
+    assert not_carried_out(stopped_early, cleanup=True, delete_offsets=True) == \
+        "the connector-deleted stop path and deleting the offsets"

@@ -1,0 +1,51 @@
+"""Spark's volume properties (spark.kubernetes.<role>.volumes.*) read from a Connector's sparkConf."""
+
+import pytest
+
+from conveyor import spark_volumes
+from conveyor.manifest import ConnectorManifest, ManifestError
+
+PREFIX = "spark.kubernetes.driver.volumes"
+
+
+def test_properties_group_into_volumes_by_type_and_name():
+    (emptydir, nfs) = spark_volumes.volumes({
+        f"{PREFIX}.nfs.share.mount.path": "/share", f"{PREFIX}.nfs.share.mount.subPath": "a",
+        f"{PREFIX}.nfs.share.options.server": "nfs.local", f"{PREFIX}.nfs.share.options.path": "/exports",
+        f"{PREFIX}.nfs.share.options.readOnly": "TRUE",
+        f"{PREFIX}.emptyDir.cache.mount.path": "/cache", f"{PREFIX}.emptyDir.cache.options.medium": "Memory",
+        "spark.kubernetes.executor.volumes.hostPath.x.mount.path": "/x",  # another role
+        "spark.executor.memory": "1g",
+    }, "driver")
+    assert emptydir.volume() == {"name": "cache", "emptyDir": {"medium": "Memory"}}
+    assert nfs.volume() == {"name": "share", "nfs": {"server": "nfs.local", "path": "/exports", "readOnly": True}}
+    assert nfs.volume_mount() == {"name": "share", "mountPath": "/share", "subPath": "a"}
+
+
+@pytest.mark.parametrize(("conf", "message"), [
+    ({f"{PREFIX}.gitRepo.x.mount.path": "/x"}, "volume type 'gitRepo' is not one of"),
+    ({f"{PREFIX}.emptyDir.X.mount.path": "/x"}, "must be a DNS label"),
+    ({f"{PREFIX}.emptyDir.tmp.mount.path": "/x"}, "'tmp' is reserved"),
+    ({f"{PREFIX}.emptyDir.secret-0.mount.path": "/x"}, "'secret-0' is reserved"),
+    ({f"{PREFIX}.emptyDir.x.mount.where": "/x"}, "unknown property 'mount.where'"),
+    ({f"{PREFIX}.emptyDir.x.options.medium": "Memory"}, f"{PREFIX}.emptyDir.x.mount.path: an absolute path"),
+    ({f"{PREFIX}.hostPath.x.mount.path": "/x"}, f"{PREFIX}.hostPath.x.options.path: required"),
+    ({f"{PREFIX}.hostPath.x.mount.path": "/x", f"{PREFIX}.hostPath.x.options.path": "/p",
+      f"{PREFIX}.hostPath.x.options.claimName": "c"}, "options.claimName: not an option of hostPath"),
+    ({f"{PREFIX}.emptyDir.x.mount.path": "/x", f"{PREFIX}.emptyDir.x.mount.readOnly": "yes"}, "true or false"),
+    ({f"{PREFIX}.persistentVolumeClaim.x.mount.path": "/x",
+      f"{PREFIX}.persistentVolumeClaim.x.options.claimName": "OnDemand"}, "OnDemand claims are Spark's"),
+])
+def test_malformed_properties_are_refused_naming_the_property(conf, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        spark_volumes.volumes(conf, "driver")
+
+
+def test_a_manifest_with_a_malformed_volume_is_refused_naming_spark_conf():
+    with pytest.raises(ManifestError) as refused:
+        ConnectorManifest.from_dict({"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
+                                     "metadata": {"name": "c"},
+                                     "spec": {"class": "noop-sink", "config": {"topics": "t"}, "spark": {
+                                         "sparkConf": {"spark.kubernetes.executor.volumes.hostPath.a.mount.path": "/a"}}}})
+    assert "spec.spark.sparkConf" in str(refused.value)
+    assert "spark.kubernetes.executor.volumes.hostPath.a.options.path: required" in str(refused.value)
