@@ -3,7 +3,7 @@
 Starts the node, Kafka and PostgreSQL on the node IP, builds and imports both images, ``helm
 install``s the chart, then runs ``--rounds`` interleaved rounds of:
 
-* **start-up**: a ``postgres-sink`` Connector (tasksMax 2, executors requesting 250m) applied
+* **start-up**: a ``postgres-sink`` Connector (tasksMax 2, driver and executors requesting 250m) applied
   over a topic holding 1,000 records: apply -> driver pod Ready -> every executor pod Running ->
   the first row in PostgreSQL, in seconds (target: first row < 30 s with images cached);
 * **throughput**: ``--records`` records (about 200 bytes, 4 partitions) through ``noop-sink``
@@ -52,7 +52,8 @@ NAMESPACE = "bench"
 PARTITIONS = 4
 SMALL_SPARK = {"driver": {"cores": 1, "memory": "512m"},
                "executor": {"instances": 1, "cores": 1, "memory": "512m"},
-               "sparkConf": {"spark.kubernetes.executor.request.cores": "250m"}}
+               "sparkConf": {"spark.kubernetes.executor.request.cores": "250m",
+                             "spark.kubernetes.driver.request.cores": "250m"}}
 
 
 def kubectl_json(node: KubeNode, *args: str) -> dict[str, Any]:
@@ -224,7 +225,7 @@ def main() -> None:
         t0 = time.monotonic()
         node = stack.enter_context(KubeNode())
         print(f"node Ready in {node.ready_seconds:.1f}s")
-        kafka = stack.enter_context(KafkaBroker(host=node.node_ip, sasl_plain=False))
+        kafka = stack.enter_context(KafkaBroker(host=node.node_ip, sasl_plain=False, heap="512m"))
         pg = stack.enter_context(PostgresServer(host=node.node_ip, client_cidrs=[node.network.pod_cidr]))
         images = build_images()
         for image in images.values():
