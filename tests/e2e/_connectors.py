@@ -85,3 +85,26 @@ def kill_container(node, namespace: str, pod: str) -> None:
     container_id = node.kubectl("get", "pod", pod, "-n", namespace, "-o",
                                 "jsonpath={.status.containerStatuses[0].containerID}").stdout
     node.ctr("tasks", "kill", "--signal", "SIGKILL", container_id.removeprefix("containerd://"))
+
+
+def operator_pod(node, namespace: str) -> dict[str, Any]:
+    (pod,) = pods(node, namespace, "app.kubernetes.io/component=operator")
+    return pod
+
+
+def kill_operator(node, namespace: str) -> int:
+    """SIGKILL the (Ready) operator's container; returns its restartCount before the kill."""
+    def ready():
+        pod = operator_pod(node, namespace)
+        statuses = pod["status"].get("containerStatuses") or []
+        return pod if statuses and statuses[0].get("ready") else None
+
+    pod = eventually(ready, 120, "the operator pod Ready")
+    kill_container(node, namespace, pod["metadata"]["name"])
+    return pod["status"]["containerStatuses"][0]["restartCount"]
+
+
+def operator_restarted(node, namespace: str, before: int) -> None:
+    """Asserts the operator's container was restarted since ``before`` and waits until it is Ready."""
+    eventually(lambda: (s := (operator_pod(node, namespace)["status"].get("containerStatuses") or [{}])[0])
+               .get("restartCount", 0) > before and s.get("ready"), 180, "the killed operator Ready again")

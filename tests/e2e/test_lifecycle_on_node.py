@@ -1,6 +1,7 @@
 """What a user does with a running Connector, on a real node: ``kubectl scale`` to three tasks
 (three executor pods), a config change (taken live), ``spec.state`` paused, running again, and
-stopped — each with the effect the README describes."""
+stopped — each with the effect the README describes. The operator is killed right after the
+create and right after the scale: its successor finishes both."""
 
 from __future__ import annotations
 
@@ -9,7 +10,19 @@ import time
 import uuid
 
 import pytest
-from _connectors import apply, condition, connector, create_topic, diagnostics, eventually, get, pods, row_count
+from _connectors import (
+    apply,
+    condition,
+    connector,
+    create_topic,
+    diagnostics,
+    eventually,
+    get,
+    kill_operator,
+    operator_restarted,
+    pods,
+    row_count,
+)
 
 from conveyor.testing.runs import produce
 
@@ -47,16 +60,20 @@ def test_scale_config_change_pause_resume_and_stop(kube_node, node_kafka, node_p
               "value.converter": "org.apache.kafka.connect.json.JsonConverter",
               "value.converter.schemas.enable": "false"}
     apply(kube_node, connector("life", ns, "postgres-sink", kafka, config, tasksMax=2))
+    restarts = kill_operator(kube_node, conveyor_release)  # mid-create
     send(kafka, first, 0)
     try:
         eventually(lambda: row_count(pg, first) == N, 300, f"{N} rows of {first}")
 
         kube_node.kubectl("scale", "connector/life", "-n", ns, "--replicas=3")
+        operator_restarted(kube_node, conveyor_release, restarts)
+        restarts = kill_operator(kube_node, conveyor_release)  # mid-scale
         tasks = eventually(lambda: tasks_in(kube_node, ns, "life", "RUNNING", 3), 300, "three RUNNING tasks")
         executors = {p["metadata"]["name"] for p in pods(kube_node, ns, "conveyor.dev/component=executor")
                      if p["status"]["phase"] == "Running" and not p["metadata"].get("deletionTimestamp")}
         assert {t["pod"] for t in tasks} <= executors and len({t["pod"] for t in tasks}) == 3, (tasks, executors)
         assert get(kube_node, "connector", "life", ns)["status"]["tasksMax"] == 3
+        operator_restarted(kube_node, conveyor_release, restarts)
 
         patch(kube_node, ns, "life", {"config": {**config, "topics": second}})
         send(kafka, second, 0)
