@@ -5,7 +5,6 @@ and needs no HTTP library for this."""
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
 from http.client import HTTPException
@@ -16,6 +15,12 @@ from urllib.parse import quote, urlencode
 class DriverUnreachable(ConnectionError):
     """Nothing answers at the driver's URL (no pod, DNS failure, connection refused,
     timeout): the driver is not running, as far as the operator can tell."""
+
+
+class DriverTimedOut(DriverUnreachable):
+    """The driver took the request but did not answer within the timeout: it is running and
+    busy (a stop still committing, say), not gone. Callers that act on an absent driver (the
+    deletion path's cleanup Job) must tell it apart; the others may treat it as unreachable."""
 
 
 class DriverRefused(RuntimeError):
@@ -34,7 +39,8 @@ class DriverRefused(RuntimeError):
 
 class DriverClient:
     """Calls to one driver. Every method raises :class:`DriverUnreachable` when the driver
-    cannot be reached and :class:`DriverRefused` when it answers with an error; blocking
+    cannot be reached (:class:`DriverTimedOut` when it took the request but did not answer in
+    time) and :class:`DriverRefused` when it answers with an error; blocking
     calls (``stop``, ``drain``) wait up to their own timeout plus a margin.
 
     Args:
@@ -59,7 +65,10 @@ class DriverClient:
             except ValueError:
                 message = str(exc.reason)
             raise DriverRefused(exc.code, str(message)) from None
-        except (urllib.error.URLError, socket.timeout, ConnectionError, HTTPException, OSError) as exc:
+        except TimeoutError as exc:  # the answer did not come (a connect timeout is a URLError)
+            raise DriverTimedOut(f"{self.base_url}: no answer to {method} {path.split('?')[0]} within "
+                                 f"{timeout_s or self.timeout_s:.0f}s ({exc})") from None
+        except (urllib.error.URLError, ConnectionError, HTTPException, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise DriverUnreachable(f"{self.base_url}: {reason}") from None
         return json.loads(payload or b"null")

@@ -15,7 +15,7 @@ import kopf
 from conveyor.manifest import ManifestError, OffsetsPolicy
 from conveyor_operator import names, render
 from conveyor_operator.conditions import Conditions
-from conveyor_operator.control import DriverRefused, DriverUnreachable
+from conveyor_operator.control import DriverRefused, DriverTimedOut, DriverUnreachable
 from conveyor_operator.handlers import (
     RESOURCE,
     RUNTIME,
@@ -56,6 +56,10 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
     try:
         report = driver_client(name, namespace).stop(connector_deleted=policy.cleanup, delete_offsets=delete_offsets,
                                                timeout_s=grace)
+    except DriverTimedOut as exc:
+        # Still stopping (closing commits, the connector's cleanup): never a Job beside it.
+        # The next call waits for the same stop and returns its report.
+        raise kopf.TemporaryError(f"the driver is still stopping: {exc}", delay=JOB_POLL_SECONDS) from None
     except DriverUnreachable:
         return _cleanup_with_job(body, manifest, uid, conditions, retry)
     except DriverRefused as exc:
