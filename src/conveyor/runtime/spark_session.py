@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import sys
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -111,18 +110,36 @@ def start_spark_session(props: Mapping[str, str]) -> Any:
 
 @contextmanager
 def _jvm_ignoring_sigterm() -> Iterator[None]:
-    """Start Spark's JVM with SIGTERM ignored (an ignored signal survives exec and the
-    JVM then installs no handler for it), so a SIGTERM sent to the whole process group
+    """Start Spark's JVM with SIGTERM ignored, so that a SIGTERM sent to the whole process group
     (``timeout``, systemd, a terminal) reaches only this driver, which stops the tasks
-    gracefully; the JVM exits when the driver does (PySpark's gateway watches stdin)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    gracefully; the JVM exits when the driver does (PySpark's gateway watches stdin).
+
+    The signal is ignored in the gateway's child process only, between fork and exec (an
+    ignored signal survives exec, and the JVM then installs no handler for it): this process
+    keeps its own SIGTERM handler all along, so a SIGTERM while Spark starts is never lost
+    (issue 11 §1). PySpark's ``launch_gateway`` sets its own ``preexec_fn`` (SIGINT ignored),
+    so its ``Popen`` is wrapped for the block to add SIGTERM to it.
+    """
+    from pyspark import java_gateway
+
+    original = java_gateway.Popen
+
+    def popen(command: Any, **kwargs: Any) -> Any:
+        inner = kwargs.get("preexec_fn")
+
+        def preexec() -> None:
+            if inner is not None:
+                inner()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+        kwargs["preexec_fn"] = preexec
+        return original(command, **kwargs)
+
+    java_gateway.Popen = popen
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        java_gateway.Popen = original
 
 
 _EXECUTOR_POD = re.compile(r"-exec-(?P<id>[0-9]+)$")
