@@ -88,6 +88,7 @@ def run(
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("received %s: stopping %s gracefully", signal.Signals(signum).name, connector.name)
+        driver.cancel_start()
         stop_requested.set()
 
     signal.signal(signal.SIGTERM, on_signal)

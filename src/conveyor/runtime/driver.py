@@ -152,6 +152,7 @@ class Driver:
         self._lock = threading.Condition()
         self._ops = threading.RLock()
         self._stopping = False
+        self._start_cancelled = threading.Event()
         self.stopped = threading.Event()
         self.reconfiguration_requested = threading.Event()
         self.metrics_registry = CollectorRegistry()
@@ -189,16 +190,22 @@ class Driver:
             self._ensure_spark(spec.tasks_max)
             self._launcher = TaskLauncher(self._spark, self._spec_for, self._lock, lambda: self._stopping,
                                           self._resume_action, self.name)
-            if self.target_state is ConnectorState.STOPPED:
-                self.connector_state = TaskState.STOPPED
-            else:
-                self._start_connector(connector)
+            with self._ops:  # a stop that came while Spark started runs after this, or before it
+                if self.target_state is ConnectorState.STOPPED or self._stopping or self._start_cancelled.is_set():
+                    self.connector_state = TaskState.STOPPED
+                else:
+                    self._start_connector(connector)
         except BaseException:
             self._stop_control_api()
             raise
         self._herder.start()
         log.info("connector %s %s with %d task(s); control API at %s", self.name, self.connector_state.value,
                  len(self.tasks), self.control_url)
+
+    def cancel_start(self) -> None:
+        """Do not start the connector if :meth:`start` has not got that far yet (a SIGTERM
+        during start-up: the caller then calls :meth:`stop`). Safe from a signal handler."""
+        self._start_cancelled.set()
 
     def _prepare_kafka(self) -> None:
         """Topics the runtime needs; with exactly-once sources, the transaction checks and
@@ -632,8 +639,12 @@ class Driver:
         """Stop for good: every task makes a closing commit and gets
         ``stop(connector_deleted)``, then the connector does; with ``delete_offsets`` the
         connector's offsets are deleted once the tasks are gone (see
-        :mod:`conveyor.runtime.offsets_deletion`). Blocks until done; idempotent (a second
-        call waits for the first and returns its result).
+        :mod:`conveyor.runtime.offsets_deletion`). Blocks until done. A second call waits
+        for the first, then does what it asks and the first did not (the connector-deleted
+        path, deleting the offsets) and returns the first's report so completed. A stop
+        during :meth:`start` keeps the connector from starting; with ``connector_deleted``
+        a connector that never started here is started only to be stopped
+        (:mod:`conveyor.runtime.cleanup`), as a previous run may have provisioned it.
 
         Args:
             connector_deleted: the connector is being deleted: tasks and connector clean up
@@ -659,14 +670,17 @@ class Driver:
             self._lock.notify_all()
         if already:
             self.stopped.wait(timeout_s or self.manifest.spec.shutdown.grace_period_seconds + 30)
-            return self.stop_result or {"name": self.name, "stopped": True}
+            if self.stop_result is None:
+                return {"name": self.name, "stopped": True}
+            return self._finish_deletion(connector_deleted, delete_offsets)
         with self._ops:
             log.info("stopping connector %s (connector_deleted=%s, delete_offsets=%s)", self.name,
                      connector_deleted, delete_offsets)
+            running = self.connector is not None
             self._stop_tasks(connector_deleted, timeout_s)
             removed = self._stop_connector(connector_deleted)
-            if connector_deleted and self.connector is None and self.connector_state is TaskState.STOPPED:
-                removed = self._cleanup_stopped_connector()
+            if connector_deleted and not running:  # never started here (stopped state, a failure, a stop
+                removed = self._cleanup_stopped_connector()  # during start-up): an earlier run may have provisioned
             self.connector_state = TaskState.STOPPED
             offsets_deleted, offsets_error = self._delete_offsets() if delete_offsets else (None, None)
             self.stop_result = {
@@ -690,6 +704,22 @@ class Driver:
             }
         self.stopped.set()
         return self.stop_result
+
+    def _finish_deletion(self, connector_deleted: bool, delete_offsets: bool) -> dict[str, Any]:
+        """A stop after an earlier one (a plain stop, a SIGTERM): what this one asks for and the
+        first did not do -- the connector-deleted path, the offsets' deletion -- runs now; the
+        first stop's report, completed, is returned."""
+        assert self.stop_result is not None
+        with self._ops:
+            result = self.stop_result
+            if connector_deleted and not result["connector_deleted"]:
+                log.info("connector %s: deleted after it stopped: running the connector-deleted stop path", self.name)
+                result["removed"] = self._cleanup_stopped_connector()
+                result["connector_trace"] = self.connector_trace
+                result["connector_deleted"] = True
+            if delete_offsets and result["offsets_deleted"] is None:
+                result["offsets_deleted"], result["offsets_error"] = self._delete_offsets()
+            return result
 
     def _delete_offsets(self) -> tuple[dict[str, Any] | None, str | None]:
         """Delete the stopped connector's offsets: ``(what was deleted, None)`` or ``(None, why not)``."""
