@@ -256,3 +256,14 @@ def _delete_offsets(manifest: ConnectorManifest, connector_type: str, result: Cl
                     attempt, backoff, error)
         time.sleep(backoff)
         backoff = min(backoff * 2, max_backoff_s)
+
+
+def cleanup_reported(manifest: ConnectorManifest) -> tuple[list[str], str | None]:
+    """:func:`cleanup_connector` for a stop report: ``(what the connector removed, None)``, or
+    ``([], the error's trace)`` when it failed; never raises."""
+    from conveyor.runtime.task_handles import trace_of
+
+    try:
+        return cleanup_connector(manifest).removed, None
+    except Exception as exc:  # noqa: BLE001 - reported in the stop result
+        return [], trace_of(exc)

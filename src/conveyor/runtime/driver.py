@@ -45,6 +45,7 @@ from prometheus_client import CollectorRegistry
 
 from conveyor.api import Connector, ConnectorContext
 from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState, ManifestError
+from conveyor.runtime.lifecycle import Lifecycle
 from conveyor.runtime.metrics import TaskMetricsCollector
 from conveyor.runtime.preflight import (
     PreflightError,
@@ -151,9 +152,7 @@ class Driver:
         self.tasks: dict[int, TaskHandle] = {}
         self._lock = threading.Condition()
         self._ops = threading.RLock()
-        self._stopping = False
-        self._start_cancelled = threading.Event()
-        self.stopped = threading.Event()
+        self.lifecycle = Lifecycle(self._lock)
         self.reconfiguration_requested = threading.Event()
         self.metrics_registry = CollectorRegistry()
         self.metrics_registry.register(TaskMetricsCollector(self))
@@ -177,6 +176,18 @@ class Driver:
                 a Kafka Secret that is not mounted, an unreachable broker or refused
                 credentials, or a connector whose ``start`` raised. Nothing is left running.
         """
+        self.lifecycle.begin_start()
+        try:
+            self._start()
+        except BaseException:
+            self.lifecycle.start_failed()
+            raise
+        self.lifecycle.started()
+        self._herder.start()
+        log.info("connector %s %s with %d task(s); control API at %s", self.name, self.connector_state.value,
+                 len(self.tasks), self.control_url)
+
+    def _start(self) -> None:
         spec = self.manifest.spec
         log.info("starting connector %s (%s)", self.name, spec.connector_class)
         cls, self.connector_type = connector_class(spec.connector_class)
@@ -188,24 +199,26 @@ class Driver:
         self._start_control_api()
         try:
             self._ensure_spark(spec.tasks_max)
-            self._launcher = TaskLauncher(self._spark, self._spec_for, self._lock, lambda: self._stopping,
+            self._launcher = TaskLauncher(self._spark, self._spec_for, self._lock, lambda: self.lifecycle.stopping,
                                           self._resume_action, self.name)
-            with self._ops:  # a stop that came while Spark started runs after this, or before it
-                if self.target_state is ConnectorState.STOPPED or self._stopping or self._start_cancelled.is_set():
+            with self._ops:  # a stop that came while Spark started has run, or runs after this
+                if self.target_state is ConnectorState.STOPPED or not self.lifecycle.may_start_connector():
                     self.connector_state = TaskState.STOPPED
                 else:
                     self._start_connector(connector)
         except BaseException:
             self._stop_control_api()
             raise
-        self._herder.start()
-        log.info("connector %s %s with %d task(s); control API at %s", self.name, self.connector_state.value,
-                 len(self.tasks), self.control_url)
 
     def cancel_start(self) -> None:
         """Do not start the connector if :meth:`start` has not got that far yet (a SIGTERM
         during start-up: the caller then calls :meth:`stop`). Safe from a signal handler."""
-        self._start_cancelled.set()
+        self.lifecycle.cancel_start()
+
+    @property
+    def stopped(self) -> threading.Event:
+        """Set once the driver has stopped for good (or failed to start)."""
+        return self.lifecycle.stopped
 
     def _prepare_kafka(self) -> None:
         """Topics the runtime needs; with exactly-once sources, the transaction checks and
@@ -292,7 +305,7 @@ class Driver:
             raise DriverError(f"cannot listen on {self._control_host}:{self._control_port}: {exc.strerror}") from None
         self.server.start()
         host = self._advertised_host or (
-            "127.0.0.1" if self._control_host in ("0.0.0.0", "") else self._control_host  # noqa: S104
+            "127.0.0.1" if self._control_host in ("0.0.0.0", "") else self._control_host
         )
         self.control_url = f"http://{host}:{self.server.port}"
         self.worker_id = f"{socket.gethostname()}:{self.server.port}"
@@ -344,7 +357,7 @@ class Driver:
             handle = self.tasks[task_id]
             if handle.take_report(report):
                 self._lock.notify_all()
-            while handle.directive.version == known_version and not self._stopping:
+            while handle.directive.version == known_version and not self.lifecycle.stopping:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -596,12 +609,12 @@ class Driver:
 
     def _herd(self) -> None:
         """Background loop: act on the connector's requests for task reconfiguration."""
-        while not self._stopping:
+        while not self.lifecycle.stopping:
             if not self.reconfiguration_requested.wait(1.0):
                 continue
             self.reconfiguration_requested.clear()
             with self._ops:
-                if self._stopping or self.connector is None or self.connector_state is TaskState.STOPPED:
+                if self.lifecycle.stopping or self.connector is None or self.connector_state is TaskState.STOPPED:
                     continue
                 try:
                     configs = self._task_configs()
@@ -615,7 +628,7 @@ class Driver:
                 self._launch_tasks(configs)
 
     def _check_not_stopping(self) -> None:
-        if self._stopping:
+        if self.lifecycle.stopping:
             raise OperationError(HTTPStatus.CONFLICT, f"connector {self.name} is stopping")
 
     # ------------------------------------------------------------------ stop
@@ -664,11 +677,7 @@ class Driver:
             (source); ``offsets_error`` is ``None`` or why the deletion failed (then
             ``offsets_deleted`` is ``None``). Failures are reported, never raised.
         """
-        with self._lock:
-            already = self._stopping
-            self._stopping = True
-            self._lock.notify_all()
-        if already:
+        if not self.lifecycle.begin_stop():
             self.stopped.wait(timeout_s or self.manifest.spec.shutdown.grace_period_seconds + 30)
             if self.stop_result is None:
                 return {"name": self.name, "stopped": True}
@@ -686,23 +695,13 @@ class Driver:
             self.stop_result = {
                 "name": self.name,
                 "connector_deleted": connector_deleted,
-                "tasks": [
-                    {
-                        "id": h.task_id,
-                        "state": h.state.value,
-                        "committed": (h.report.committed if h.report else {}),
-                        "last_closing_commit": (h.report.last_closing_commit if h.report else None),
-                        "closing_commit_error": (h.report.closing_commit_error if h.report else None),
-                        "trace": h.trace,
-                    }
-                    for h in self.tasks.values()
-                ],
+                "tasks": [h.stop_entry() for h in self.tasks.values()],
                 "removed": removed,
                 "connector_trace": self.connector_trace,
                 "offsets_deleted": offsets_deleted,
                 "offsets_error": offsets_error,
             }
-        self.stopped.set()
+        self.lifecycle.finish_stop()
         return self.stop_result
 
     def _finish_deletion(self, connector_deleted: bool, delete_offsets: bool) -> dict[str, Any]:
@@ -722,29 +721,18 @@ class Driver:
             return result
 
     def _delete_offsets(self) -> tuple[dict[str, Any] | None, str | None]:
-        """Delete the stopped connector's offsets: ``(what was deleted, None)`` or ``(None, why not)``."""
-        from conveyor.runtime.offsets_deletion import OffsetsDeletionError, delete_offsets
+        from conveyor.runtime.offsets_deletion import delete_offsets_reported
 
-        try:
-            return delete_offsets(self.kafka, self.name, self.connector_type, self.manifest.metadata.namespace,
-                                  self.manifest.spec.config), None
-        except OffsetsDeletionError as exc:
-            log.error("connector %s: deleting offsets failed: %s", self.name, exc)
-            return None, str(exc)
-        except Exception as exc:  # noqa: BLE001 - reported in the stop result, never lost
-            log.exception("connector %s: deleting offsets failed", self.name)
-            return None, f"{type(exc).__name__}: {exc}"
+        return delete_offsets_reported(self.kafka, self.name, self.connector_type, self.manifest.metadata.namespace,
+                                       self.manifest.spec.config)
 
     def _cleanup_stopped_connector(self) -> list[str]:
-        """A connector deleted while ``stopped`` has no running instance: start one only
-        to stop it with ``connector_deleted=True``."""
-        from conveyor.runtime.cleanup import cleanup_connector
+        """The connector-deleted path for a connector not running here (:mod:`conveyor.runtime.cleanup`)."""
+        from conveyor.runtime.cleanup import cleanup_reported
 
-        try:
-            return cleanup_connector(self.manifest).removed
-        except Exception as exc:  # noqa: BLE001 - reported in the stop result
-            self.connector_trace = trace_of(exc)
-            return []
+        removed, trace = cleanup_reported(self.manifest)
+        self.connector_trace = trace or self.connector_trace
+        return removed
 
     def _stop_connector(self, connector_deleted: bool) -> list[str]:
         connector, self.connector = self.connector, None
@@ -753,7 +741,7 @@ class Driver:
         try:
             connector.stop(connector_deleted=connector_deleted)
             return list(connector.cleanup_report()) if connector_deleted else []
-        except Exception as exc:  # noqa: BLE001 - reported in the stop result
+        except Exception as exc:
             log.exception("connector %s: stop(connector_deleted=%s) failed", self.name, connector_deleted)
             self.connector_trace = trace_of(exc)
             return []

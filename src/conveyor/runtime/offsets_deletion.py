@@ -199,3 +199,17 @@ def delete_offsets(kafka: KafkaProperties, connector: str, connector_type: str, 
     if connector_type == "source":
         return delete_source_offsets(kafka, connector, namespace, config, timeout_s)
     raise OffsetsDeletionError(f"connector {connector} is neither a sink nor a source: no offsets to delete")
+
+
+def delete_offsets_reported(kafka: KafkaProperties, connector: str, connector_type: str, namespace: str,
+                            config: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """:func:`delete_offsets` for a stop report: ``(what was deleted, None)`` or ``(None, why
+    not)``; never raises (the failure is logged)."""
+    try:
+        return delete_offsets(kafka, connector, connector_type, namespace, config), None
+    except OffsetsDeletionError as exc:
+        log.error("connector %s: deleting offsets failed: %s", connector, exc)
+        return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - reported in the stop result, never lost
+        log.exception("connector %s: deleting offsets failed", connector)
+        return None, f"{type(exc).__name__}: {exc}"

@@ -48,6 +48,14 @@ class TaskHandle:
         """Give the task a new directive (the caller holds the driver's lock and notifies)."""
         self.directive = Directive(action, self.directive.version + 1, connector_deleted)
 
+    def stop_entry(self) -> dict[str, Any]:
+        """This task in a stop report: ``{"id", "state", "committed", "last_closing_commit",
+        "closing_commit_error", "trace"}``."""
+        report = self.report
+        return {"id": self.task_id, "state": self.state.value, "committed": report.committed if report else {},
+                "last_closing_commit": report.last_closing_commit if report else None,
+                "closing_commit_error": report.closing_commit_error if report else None, "trace": self.trace}
+
     def take_report(self, report: TaskReport) -> bool:
         """Record a runner's report unless it belongs to an older attempt."""
         if report.attempt != self.attempt:

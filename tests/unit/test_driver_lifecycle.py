@@ -1,0 +1,83 @@
+"""The driver's lifecycle transitions (conveyor.runtime.lifecycle), each trigger from each phase."""
+
+import threading
+
+import pytest
+
+from conveyor.runtime.lifecycle import Lifecycle, LifecycleError, Phase
+
+
+def _new() -> Lifecycle:
+    return Lifecycle(threading.Condition())
+
+
+def test_start_then_stop_walks_every_phase_once():
+    life = _new()
+    assert life.phase is Phase.CREATED and not life.stopping
+    life.begin_start()
+    assert life.may_start_connector()
+    life.started()
+    assert life.phase is Phase.RUNNING
+    assert life.begin_stop() is True and life.phase is Phase.STOPPING and life.stopping
+    assert life.begin_stop() is False, "a second stop waits for the first"
+    assert not life.stopped.is_set()
+    life.finish_stop()
+    assert life.phase is Phase.STOPPED and life.stopped.is_set()
+    assert life.begin_stop() is False
+    with pytest.raises(LifecycleError, match="cannot start a driver that is STOPPED"):
+        life.begin_start()
+
+
+def test_a_stop_during_start_up_wins_over_the_start():
+    life = _new()
+    life.begin_start()
+    assert life.begin_stop() is True
+    assert not life.may_start_connector()
+    life.started()  # the start finishing later does not undo the stop
+    assert life.phase is Phase.STOPPING
+    life.finish_stop()
+    assert life.phase is Phase.STOPPED
+
+
+def test_a_cancelled_start_does_not_start_the_connector_and_the_stop_still_runs():
+    life = _new()
+    life.begin_start()
+    life.cancel_start()
+    assert not life.may_start_connector()
+    life.started()
+    assert life.begin_stop() is True, "the caller's stop after a cancelled start runs the stop path"
+
+
+def test_a_failed_start_is_stopped_with_nothing_to_stop():
+    life = _new()
+    life.begin_start()
+    life.start_failed()
+    assert life.phase is Phase.STOPPED and life.stopped.is_set()
+    assert life.begin_stop() is False
+
+
+def test_a_driver_starts_once():
+    life = _new()
+    life.begin_start()
+    with pytest.raises(LifecycleError, match="STARTING"):
+        life.begin_start()
+
+
+def test_a_stop_wakes_the_threads_waiting_on_the_drivers_condition():
+    lock = threading.Condition()
+    life = Lifecycle(lock)
+    life.begin_start()
+    life.started()
+    woke = threading.Event()
+
+    def waiter():
+        with lock:
+            while not life.stopping:
+                lock.wait(5)
+            woke.set()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    life.begin_stop()
+    thread.join(5)
+    assert woke.is_set()
