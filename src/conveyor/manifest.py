@@ -45,6 +45,14 @@ class ConnectorState(str, enum.Enum):
 
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 _SPARK_MEMORY = r"^[0-9]+[kmgtKMGT]?$"
+_K8S_CPU = r"^([0-9]+(\.[0-9]+)?|\.[0-9]+|[0-9]+m)$"
+_CHECKED_SPARK_PROPERTIES = {
+    # sparkConf properties the operator reads to size pods: a bad value must be refused here,
+    # naming the property, not fail the apply of a Deployment
+    "spark.executor.pyspark.memory": (_SPARK_MEMORY, "a Spark memory size such as 384m or 1g"),
+    **{f"spark.kubernetes.{role}.{bound}.cores": (_K8S_CPU, "a Kubernetes CPU quantity such as 250m, 0.5 or 2")
+       for role in ("driver", "executor") for bound in ("request", "limit")},
+}
 
 
 class SecretKeySelector(_Model):
@@ -268,7 +276,10 @@ class SparkSpec(_Model):
 
     @field_validator("spark_conf")
     @classmethod
-    def _check_volumes(cls, conf: dict[str, str]) -> dict[str, str]:
+    def _check_spark_conf(cls, conf: dict[str, str]) -> dict[str, str]:
+        for key, (pattern, expected) in _CHECKED_SPARK_PROPERTIES.items():
+            if key in conf and not re.fullmatch(pattern, str(conf[key]).strip()):
+                raise ValueError(f"{key}: {conf[key]!r} is not {expected}")
         for role in ("driver", "executor"):
             spark_volumes.volumes(conf, role)  # ValueError names the property
         return conf

@@ -49,3 +49,21 @@ def test_a_manifest_with_a_malformed_volume_is_refused_naming_spark_conf():
                                          "sparkConf": {"spark.kubernetes.executor.volumes.hostPath.a.mount.path": "/a"}}}})
     assert "spec.spark.sparkConf" in str(refused.value)
     assert "spark.kubernetes.executor.volumes.hostPath.a.options.path: required" in str(refused.value)
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("spark.kubernetes.driver.request.cores", "250 m", "a Kubernetes CPU quantity"),
+    ("spark.kubernetes.executor.limit.cores", "two", "a Kubernetes CPU quantity"),
+    ("spark.executor.pyspark.memory", "1.5g", "a Spark memory size"),
+])
+def test_sizing_properties_the_operator_reads_are_checked(key, value, expected):
+    spec = {"class": "noop-sink", "kafka": {"bootstrapServers": "k:9092"}, "config": {"topics": "t"},
+            "spark": {"sparkConf": {key: value}}}
+    with pytest.raises(ManifestError) as refused:
+        ConnectorManifest.from_dict({"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
+                                     "metadata": {"name": "c"}, "spec": spec})
+    assert f"{key}: {value!r} is not {expected}" in str(refused.value)
+    for good in ("250m", "0.5", "2") if "cores" in key else ("384m", "1g", "1024"):
+        spec["spark"]["sparkConf"][key] = good
+        ConnectorManifest.from_dict({"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
+                                     "metadata": {"name": "c"}, "spec": spec})
