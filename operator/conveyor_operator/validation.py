@@ -23,7 +23,8 @@ def connector_config_errors(manifest: ConnectorManifest) -> str:
     Returns:
         One ``spec.config.<key>: <message>`` line per invalid key, or ``""``.
     """
-    from conveyor.runtime.preflight import PreflightError, connector_class, validate_config
+    from conveyor.api.redaction import redact_text
+    from conveyor.runtime.preflight import PreflightError, config_field, connector_class, validate_config
 
     try:
         cls, connector_type = connector_class(manifest.spec.connector_class)
@@ -40,10 +41,10 @@ def connector_config_errors(manifest: ConnectorManifest) -> str:
         connector = cls()
         validate_config(connector, connector_type, config, manifest.name)
     except PreflightError as exc:
-        return "\n".join(f"spec.config.{key}: {message}" for key, message in exc.errors.items()
+        return "\n".join(f"{config_field(key)}: {message}" for key, message in exc.errors.items()
                          if key not in deferred and not (manifest.spec.config_from and key not in config))
     except Exception as exc:  # noqa: BLE001 - a connector's validate() may raise anything
-        return f"spec.config: the connector's validation failed: {type(exc).__name__}: {exc}"
+        return f"spec.config: the connector's validation failed: {type(exc).__name__}: {redact_text(str(exc))}"
     return ""
 
 

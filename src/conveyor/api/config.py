@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from conveyor.api.errors import ConfigError
+from conveyor.api.redaction import redact_text, redact_value
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -49,16 +50,19 @@ def parse_config(model: type[M], config: Mapping[str, Any]) -> M:
 
 
 def describe_validation_error(model: type[BaseModel], exc: ValidationError) -> dict[str, str]:
-    """``{config key: message}`` for a pydantic validation error of ``model``."""
+    """``{config key: message}`` for a pydantic validation error of ``model``; the key is ``""``
+    for an error about the whole config. Messages show the offending value unless its key
+    names a secret, with URL and connection-string passwords hidden
+    (:mod:`conveyor.api.redaction`), and never the whole config."""
     aliases = {name: (field.alias or name) for name, field in model.model_fields.items()}
     errors: dict[str, str] = {}
     for err in exc.errors():
         loc = [str(part) for part in err["loc"]]
         if loc:
             loc[0] = aliases.get(loc[0], loc[0])
-        key = ".".join(loc) or "<config>"
-        message = err["msg"]
-        if err["type"] != "missing" and "input" in err:
-            message = f"{message} (got {err['input']!r})"
+        key = ".".join(loc)  # "" for the whole config (a model validator)
+        message = redact_text(err["msg"])
+        if loc and err["type"] != "missing" and "input" in err:  # never the whole config: it holds secrets
+            message = f"{message} (got {redact_value(key, err['input'])})"
         errors[key] = message
     return errors

@@ -54,6 +54,12 @@ def connector_class(name: str) -> tuple[type[Connector], str]:
     raise PreflightError(f"{name} is neither a sink nor a source connector")  # pragma: no cover
 
 
+def config_field(key: str) -> str:
+    """The manifest field of a config key: ``spec.config.<key>``, ``spec.config`` for ``""``
+    (an error about the whole config)."""
+    return f"spec.config.{key}" if key else "spec.config"
+
+
 def validate_config(connector: Connector, connector_type: str, config: dict[str, Any], name: str) -> None:
     """The connector's own validation plus the runtime's keys, converters and transforms.
 
@@ -85,7 +91,7 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
             errors.update(_pipeline_errors(config, source.key_converter, source.value_converter))
             errors.update(_exactly_once_errors(connector, config, source))
     if errors:
-        detail = "\n".join(f"  spec.config.{key}: {msg}" for key, msg in errors.items())
+        detail = "\n".join(f"  {config_field(key)}: {msg}" for key, msg in errors.items())
         raise PreflightError(f"connector {name}: invalid configuration\n{detail}", errors)
 
 

@@ -171,4 +171,4 @@ def parse_sink_settings(config: Mapping[str, Any]) -> SinkSettings:
     except ConfigError:
         raise
     except ValueError as exc:  # pragma: no cover - model validators surface through parse_config
-        raise ConfigError({"<config>": str(exc)}) from None
+        raise ConfigError({"": redact_text(str(exc))}) from None
