@@ -19,6 +19,7 @@ from conveyor.api import (
     SinkConnector,
     SourceConnector,
 )
+from conveyor.runtime import config_keys
 from conveyor.runtime.kafka_clients import KafkaProperties, bootstrap_servers, client_config, describe
 from conveyor.runtime.plugins import PluginError, load_connector_class
 
@@ -63,6 +64,9 @@ def config_field(key: str) -> str:
 def validate_config(connector: Connector, connector_type: str, config: dict[str, Any], name: str) -> None:
     """The connector's own validation plus the runtime's keys, converters and transforms.
 
+    Keys that nothing reads are logged as warnings with the closest known key, and listed
+    with it under the errors when there are errors (:mod:`conveyor.runtime.config_keys`).
+
     Raises:
         PreflightError: listing every invalid key as ``spec.config.<key>: <message>``.
     """
@@ -90,9 +94,24 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
         else:
             errors.update(_pipeline_errors(config, source.key_converter, source.value_converter))
             errors.update(_exactly_once_errors(connector, config, source))
+    unknown = _unknown_keys(connector, connector_type, config)
+    for key, suggestion in unknown.items():
+        log.warning("connector %s: %s; it is ignored", name, config_keys.describe(key, suggestion))
     if errors:
         detail = "\n".join(f"  {config_field(key)}: {msg}" for key, msg in errors.items())
-        raise PreflightError(f"connector {name}: invalid configuration\n{detail}", errors)
+        hints = "".join(f"\n  {config_keys.describe(key, hint)}" for key, hint in unknown.items() if hint)
+        raise PreflightError(f"connector {name}: invalid configuration\n{detail}{hints}", errors)
+
+
+def _unknown_keys(connector: Connector, connector_type: str, config: dict[str, Any]) -> dict[str, str | None]:
+    """Keys neither the connector's ``config_model`` nor the runtime reads ({} without a model)."""
+    from conveyor.runtime.settings import SinkSettings, SourceSettings
+
+    model = getattr(connector, "config_model", None)
+    if model is None:
+        return {}
+    runtime = SinkSettings if connector_type == "sink" else SourceSettings
+    return config_keys.unknown_keys(config, config_keys.model_keys(model) | config_keys.model_keys(runtime))
 
 
 def _exactly_once_errors(connector: Connector, config: dict[str, Any], settings: Any) -> dict[str, str]:

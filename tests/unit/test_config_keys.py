@@ -1,0 +1,40 @@
+"""Keys no component reads are reported with the closest known key (issue 11, "first hour" §4)."""
+
+import logging
+
+import pytest
+
+from conveyor.connectors.archive.config import ArchiveSinkConfig
+from conveyor.connectors.postgres.config import PostgresSinkConfig
+from conveyor.runtime import config_keys
+from conveyor.runtime.preflight import PreflightError, connector_class, validate_config
+from conveyor.runtime.settings import SinkSettings
+
+KNOWN = config_keys.model_keys(PostgresSinkConfig) | config_keys.model_keys(SinkSettings)
+
+
+def test_misspelt_keys_get_the_closest_known_one():
+    assert config_keys.unknown_keys({"conection.url": "x", "topic": "t", "zzz": 1}, KNOWN) == {
+        "conection.url": "connection.url", "topic": "topics", "zzz": None}
+
+
+def test_keys_under_a_known_key_or_a_runtime_prefix_are_known():
+    config = {"topics": "t", "value.converter.schemas.enable": "false", "transforms": "a",
+              "transforms.a.type": "x", "consumer.override.fetch.min.bytes": "1", "errors.tolerance": "all",
+              "name": "c", "tasks.max": "2"}
+    assert config_keys.unknown_keys(config, KNOWN) == {}
+    archive = config_keys.model_keys(ArchiveSinkConfig)
+    assert config_keys.unknown_keys({"archive.storage.client_kwargs.verify": "false"}, archive) == {}
+
+
+def test_validation_warns_about_unknown_keys_and_lists_them_with_errors(caplog):
+    cls, kind = connector_class("postgres-sink")
+    config = {"topic": "orders", "connection.url": "postgresql://u:p@db/x"}
+    with caplog.at_level(logging.WARNING), pytest.raises(PreflightError) as refused:
+        validate_config(cls(), kind, config, "c")
+    assert "spec.config.topic is not a known key (did you mean 'topics'?)" in str(refused.value)
+    assert "did you mean 'topics'" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        validate_config(cls(), kind, {"topics": "orders", "connection.url": "postgresql://db/x", "bacth.size": "5"}, "c")
+    assert "spec.config.bacth.size is not a known key (did you mean 'batch.size'?); it is ignored" in caplog.text
