@@ -3,9 +3,9 @@ connection strings, and never the whole config."""
 
 import pytest
 
+from conveyor.api import ConfigError, parse_config
 from conveyor.api.redaction import HIDDEN, is_secret_key, redact_text, redact_value
 from conveyor.connectors.postgres.config import PostgresSinkConfig
-from conveyor.api import ConfigError, parse_config
 
 CANARY = "CANARY-7f3a"
 
