@@ -21,9 +21,11 @@ from conveyor.api import (
 )
 from conveyor.runtime import config_keys
 from conveyor.runtime.kafka_clients import KafkaProperties, bootstrap_servers, client_config, describe
+from conveyor.runtime.log_repeats import CollapseRepeats
 from conveyor.runtime.plugins import PluginError, load_connector_class
 
 log = logging.getLogger(__name__)
+log.addFilter(CollapseRepeats())  # librdkafka's logs come through it
 
 
 class PreflightError(RuntimeError):

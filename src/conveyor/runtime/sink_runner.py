@@ -60,6 +60,7 @@ from conveyor.api import ConnectError, Header, RetriableError, SinkTask, TopicPa
 from conveyor.converters import ByteArrayConverter, load_converter
 from conveyor.runtime.dead_letter_queue import DeadLetterQueue
 from conveyor.runtime.kafka_clients import client_config
+from conveyor.runtime.log_repeats import CollapseRepeats
 from conveyor.runtime.plugins import load_connector_class
 from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, tp_key
 from conveyor.runtime.settings import SinkSettings, parse_sink_settings, prefixed
@@ -75,6 +76,7 @@ from conveyor.runtime.tolerance import LogReporter, Reporter, Stage, ToleranceOp
 from conveyor.transforms.chain import TransformationChain
 
 log = logging.getLogger(__name__)
+log.addFilter(CollapseRepeats())  # librdkafka's logs come through it
 
 _JAVA_ONLY_CONSUMER_KEYS = {"max.poll.records", "key.deserializer", "value.deserializer"}
 DEFAULT_RETRY_BACKOFF_S = 1.0
