@@ -59,6 +59,7 @@ def test_poison_record_with_tolerance_none_fails_task_naming_offset(kafka_bootst
                             message="task FAILED")
     trace = status["tasks"][0]["trace"]
     assert f"{topic}-0 at offset 5" in trace and "VALUE_CONVERTER" in trace
+    assert status["tasks"][0].get("records_skipped", 0) == 0, "the record failed the task: it was not skipped"
     assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 1) == {0: 5}, "nothing past the poison"
     assert max(r["offset"] for r in _puts(journal)) == 4
 

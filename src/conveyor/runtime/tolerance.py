@@ -122,7 +122,7 @@ class ToleranceOperator:
         self.retry_timeout_ms = settings.errors_retry_timeout
         self.retry_delay_max_ms = settings.errors_retry_delay_max_ms
         self.reporters = reporters
-        self.failed_count = 0
+        self.failed_count = 0  # records that failed and were tolerated (skipped)
         self.pending: list[Future[None]] = []
 
     def retry(self, operation: Callable[[], T], first_error: BaseException) -> T:
@@ -158,12 +158,12 @@ class ToleranceOperator:
             ToleranceExceeded: when ``errors.tolerance=none``; the message names the
                 record's topic, partition and offset.
         """
-        self.failed_count += 1
-        if self.tolerance is ErrorTolerance.NONE:
+        if self.tolerance is ErrorTolerance.NONE:  # the task fails: the record is not skipped, nor counted so
             raise ToleranceExceeded(
                 f"Tolerance exceeded in error handler: stage {stage.value} ({cls_name}) failed for record "
                 f"{failed.topic}-{failed.partition} at offset {failed.offset}: {type(error).__name__}: {error}"
             ) from error
+        self.failed_count += 1
         futures = [reporter.report(failed, stage, cls_name, error) for reporter in self.reporters]
         self.pending.extend(futures)
         return _all(futures)
