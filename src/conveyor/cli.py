@@ -197,6 +197,7 @@ def stop(
     ] = False,
 ) -> None:
     """Stop a running connector: closing commits, then stop(connector_deleted); the driver exits.
+
     Prints the result; exits 1 when deleting the offsets failed."""
     deleted = "true" if connector_deleted else "false"
     offsets = "true" if delete_offsets else "false"
@@ -214,9 +215,10 @@ def drain(
     task: Annotated[Optional[int], typer.Option(help="Drain this task instead.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the closing commits.")] = 60.0,
 ) -> None:
-    """Closing commit of the tasks hosted in this pod (for a preStop hook); blocks until
-    they are done or the timeout passes, prints what was committed, exits 1 if incomplete.
-    A driver that is stopping answers 409: its stop path commits every task, so that is a
+    """Closing commit of the tasks hosted in this pod (for a preStop hook).
+
+    Blocks until they are done or the timeout passes, prints what was committed, exits 1 if
+    incomplete. A driver that is stopping answers 409: its stop path commits every task, so that is a
     success (exit 0); an unreachable driver is not (exit 1)."""
     from urllib.parse import quote
 
@@ -276,8 +278,9 @@ def restart(
                            "unless --connector is given.")
     ] = False,
 ) -> None:
-    """Restart one task (closing commit, then a new run): `conveyor restart 2`; or the
-    connector as Kafka Connect's POST /connectors/<name>/restart: `conveyor restart --all`,
+    """Restart one task (closing commit, then a new run), or the connector.
+
+    `conveyor restart 2` restarts task 2; the connector as Kafka Connect's POST /connectors/<name>/restart: `conveyor restart --all`,
     `--connector`, `--only-failed`. Exits 1 when the connector failed to start again."""
     if task is not None:
         if all_ or connector or only_failed:
@@ -314,8 +317,10 @@ def cleanup(
     ] = False,
     log_level: Annotated[str, typer.Option(help="Python log level.")] = "INFO",
 ) -> None:
-    """Clean up after a deleted connector that is not running: start it and its tasks only
-    to stop them with connector_deleted=True, then optionally delete its offsets. Moves no
+    """Clean up after a deleted connector that is not running.
+
+    Starts it and its tasks only to stop them with connector_deleted=True, then optionally
+    deletes its offsets. Moves no
     data; idempotent; prints what was done; exits 1 with the reason when cleanup or the
     offsets deletion cannot finish, 2 for an invalid manifest."""
     from dataclasses import asdict
