@@ -239,9 +239,13 @@ def test_an_evicted_executor_and_a_node_drain_commit_what_they_consumed_before_t
     finally:
         kube_node.kubectl("uncordon", kube_node.node_name)
     output = drained.stdout + drained.stderr
-    assert drained.returncode != 0, output  # the budget held the other pods until the timeout
-    assert "violate the pod's disruption budget" in output, output
-    assert "evicted" in output, output  # one went (when it is the driver, Spark removes its executors)
+    assert "evicted" in output, output  # one pod went
+    if drained.returncode == 0:
+        # only when the driver went first: its stop commits every task, then Spark deletes the
+        # executor pods it owns, so nothing is left to drain
+        assert re.search(r"pod/archive-driver-\S+ evicted", output), output
+    else:
+        assert "violate the pod's disruption budget" in output, output  # the budget held the others
 
     # 3. everything consumed, then stopped: the stop's closing commits write the rest
     producer.join(120)
