@@ -251,6 +251,18 @@ def _push_state(manifest: ConnectorManifest) -> None:
         log.info("state of %s not pushed to its driver: %s", manifest.name, exc)
 
 
+def task_lag(lag: Any) -> int | None:
+    """A task's lag for ``status.tasks[].lag``: the driver reports it per partition
+    (``{"topic:partition": records}``); the status holds their sum."""
+    if isinstance(lag, bool):
+        return None
+    if isinstance(lag, int):
+        return lag
+    if isinstance(lag, dict):
+        return sum(v for v in lag.values() if isinstance(v, int) and not isinstance(v, bool))
+    return None
+
+
 def backoff(retry: int) -> float:
     return min(MAX_BACKOFF_SECONDS, 5.0 * 2 ** min(retry, 10))
 
@@ -315,7 +327,7 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
     connector = report.get("connector") or {}
     tasks = [{k: v for k, v in {
         "id": t.get("id"), "state": t.get("state"), "pod": t.get("pod") or t.get("worker_id") or None,
-        "lag": t.get("lag") if isinstance(t.get("lag"), int) else None, "trace": _short(t.get("trace")),
+        "lag": task_lag(t.get("lag")), "trace": _short(t.get("trace")),
     }.items() if v is not None} for t in report.get("tasks", [])]
     failed = [t["id"] for t in tasks if t["state"] == "FAILED"]
     wanted = _STATE_OF.get((body.get("spec") or {}).get("state", "running"), "RUNNING")

@@ -104,9 +104,11 @@ class PodWatch(threading.Thread):
 def test_deleting_an_audit_source_whose_driver_is_gone_runs_a_cleanup_job_after_the_driver_pod_has_terminated(
         kube_node, node_kafka, audit_database, conveyor_release, node_namespace):
     """The node is cordoned and the driver pod deleted (as a node problem would): its successor
-    stays Pending, and ``kubectl delete`` goes while the old pod is still stopping. No driver
-    can run the connector-deleted path, so a cleanup Job's pod runs ``conveyor cleanup`` -- and
-    never while a driver or executor pod of the connector still exists."""
+    stays Pending, and then ``kubectl delete`` comes. No driver can run the connector-deleted
+    path, so a cleanup Job's pod runs ``conveyor cleanup`` -- and never while a driver or
+    executor pod of the connector still exists (the Pending successor, executors terminating).
+    (A delete while the old driver is still stopping is answered by that driver: it runs the
+    connector-deleted path after its plain stop.)"""
     ns = node_namespace
     start_audit_source(kube_node, node_kafka, audit_database, ns)
     (driver,) = pods(kube_node, ns, "conveyor.dev/component=driver")
@@ -114,7 +116,12 @@ def test_deleting_an_audit_source_whose_driver_is_gone_runs_a_cleanup_job_after_
     watch.start()
     kube_node.kubectl("cordon", kube_node.node_name)
     try:
-        kube_node.kubectl("delete", "pod", driver["metadata"]["name"], "-n", ns, "--wait=false")
+        old = driver["metadata"]["name"]
+        kube_node.kubectl("delete", "pod", old, "-n", ns, "--wait=false")
+        # a driver still stopping would answer the delete and clean up itself: wait until it is gone
+        eventually(lambda: all(p["metadata"]["name"] != old and p["status"].get("phase") == "Pending"
+                               for p in pods(kube_node, ns, "conveyor.dev/component=driver")), 120,
+                   f"{old} gone, its successor Pending on the cordoned node")
         kube_node.kubectl("delete", "connector", "audit", "-n", ns, "--wait=false")
         eventually(lambda: get(kube_node, "job", "audit-cleanup", ns), 180, "the cleanup Job")
     except AssertionError as e:

@@ -27,3 +27,4 @@ def test_offsets_to_delete_must_be_reported_deleted_or_failed():
     stopped_early = {"name": "c", "stopped": True}  # what a driver returns while its first stop finishes
     assert not_carried_out(stopped_early, cleanup=True, delete_offsets=True) == \
         "the connector-deleted stop path and deleting the offsets"
+
