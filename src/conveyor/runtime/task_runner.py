@@ -11,10 +11,12 @@ closing (a newer generation owns the task's work, KIP-618).
 from __future__ import annotations
 
 import abc
-import faulthandler
 import logging
 import os
+import sys
+import threading
 import time
+import traceback
 from typing import Any
 
 from conveyor.runtime.control_link import ControlLink
@@ -51,6 +53,7 @@ class TaskRunner(abc.ABC):
         self._report_cache: TaskReport | None = None
         self._report_at = 0.0
         self._closing_deadline: float | None = None
+        self._stack_dump: threading.Timer | None = None
 
     @property
     def where(self) -> str:
@@ -87,7 +90,8 @@ class TaskRunner(abc.ABC):
         report = self.report(fresh=True)
         self.link.sync_now()
         self.link.stop()
-        faulthandler.cancel_dump_traceback_later()
+        if self._stack_dump is not None:
+            self._stack_dump.cancel()
         return report
 
     def _leaving(self) -> tuple[TaskState, bool] | None:
@@ -97,10 +101,24 @@ class TaskRunner(abc.ABC):
         if directive.action not in (Action.STOP, Action.DRAIN):
             return None
         self._start_closing()
-        faulthandler.dump_traceback_later(max(1.0, self.spec.closing_timeout_s - 5), exit=False)
+        self._arm_stack_dump(max(1.0, self.spec.closing_timeout_s - 5))
         if directive.action is Action.DRAIN:
             return TaskState.DRAINED, False
         return TaskState.STOPPED, directive.connector_deleted
+
+    def _arm_stack_dump(self, delay_s: float) -> None:
+        """Log every thread's stack if closing is still running after ``delay_s``. A Python
+        timer that holds the GIL, not faulthandler's watchdog: that one reads other threads'
+        frames without it and crashed a worker mid-close (the task then ended FAILED)."""
+        if self._stack_dump is None:
+            self._stack_dump = threading.Timer(delay_s, self._log_stacks)
+            self._stack_dump.daemon = True
+            self._stack_dump.start()
+
+    def _log_stacks(self) -> None:
+        stacks = "\n".join(f"Thread {ident}:\n{''.join(traceback.format_stack(frame))}"
+                           for ident, frame in sys._current_frames().items())
+        log.warning("task %s: closing is still running; stacks:\n%s", self.where, stacks)
 
     def _start_closing(self) -> None:
         if self._closing_deadline is None:
