@@ -138,6 +138,9 @@ def rate_from_commits(bootstrap: str, group: str, topic: str, records: int, time
         now = time.monotonic()
         if done > 0 and first is None:
             first = (now, done)
+            if done >= records:  # everything read before the first commit: nothing to time
+                raise ValueError(f"group {group} committed all {records} records in its first commit: "
+                                 "too few records to measure a rate (raise --records)")
         if done >= records and first is not None:
             return (records - first[1]) / max(now - first[0], 1e-3)
         time.sleep(0.25)
