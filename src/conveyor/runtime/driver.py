@@ -305,7 +305,7 @@ class Driver:
             raise DriverError(f"cannot listen on {self._control_host}:{self._control_port}: {exc.strerror}") from None
         self.server.start()
         host = self._advertised_host or (
-            "127.0.0.1" if self._control_host in ("0.0.0.0", "") else self._control_host
+            "127.0.0.1" if self._control_host in ("0.0.0.0", "") else self._control_host  # noqa: S104
         )
         self.control_url = f"http://{host}:{self.server.port}"
         self.worker_id = f"{socket.gethostname()}:{self.server.port}"
@@ -741,7 +741,7 @@ class Driver:
         try:
             connector.stop(connector_deleted=connector_deleted)
             return list(connector.cleanup_report()) if connector_deleted else []
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - reported in the stop result
             log.exception("connector %s: stop(connector_deleted=%s) failed", self.name, connector_deleted)
             self.connector_trace = trace_of(exc)
             return []
