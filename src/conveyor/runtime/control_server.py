@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 _SYNC = re.compile(r"^/internal/tasks/(\d+)/sync$")
 _RESTART = re.compile(r"^/tasks/(\d+)/restart$")
 MAX_WAIT_MS = 30_000
+#: The largest request body read (a ``spec`` or a task report is a few KiB); a larger or
+#: malformed ``Content-Length`` answers 413 / 400 and closes the connection unread.
+MAX_BODY_BYTES = 1 << 20
 
 
 def _flag(query: dict[str, list[str]], name: str) -> bool:
@@ -144,7 +147,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error_code": 500, "message": str(exc)})
 
     def _body(self) -> dict[str, Any]:
-        length = int(self.headers.get("Content-Length") or 0)
+        declared = self.headers.get("Content-Length") or "0"
+        length = int(declared) if declared.isdigit() else -1
+        if not 0 <= length <= MAX_BODY_BYTES:
+            self.close_connection = True
+            if length < 0:
+                raise OperationError(HTTPStatus.BAD_REQUEST, "Content-Length must be a non-negative integer")
+            raise OperationError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                                 f"request body of {length} bytes is over the {MAX_BODY_BYTES}-byte limit")
         data = json.loads(self.rfile.read(length) or b"{}")
         if not isinstance(data, dict):
             raise ValueError("expected a JSON object")
@@ -157,6 +167,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
 
