@@ -87,6 +87,5 @@ def pod_event(event: dict[str, Any], meta: kopf.Meta, status: kopf.Status, name:
     shared_kube().event(connector, "Normal" if complete else "Warning", "EvictionTranslated", message)
     entry = {"pod": name, "time": now(), "trigger": trigger, "tasks": tasks, "committed": committed,
              "complete": complete}
-    evictions = list((connector.get("status") or {}).get("evictions") or []) + [entry]
-    kube.patch_connector_status(namespace, connector_name, {"evictions": evictions[-MAX_EVICTIONS_KEPT:]})
+    kube.append_to_connector_status(namespace, connector_name, "evictions", entry, keep=MAX_EVICTIONS_KEPT)
     log.info("connector %s/%s: %s", namespace, connector_name, message)

@@ -11,6 +11,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from conveyor_operator import GROUP, PLURAL, VERSION
 
@@ -94,6 +95,30 @@ class Kube:
         path = resource_path(f"{GROUP}/{VERSION}", "Connector", namespace, name) + "/status"
         try:
             self._call(path, "PATCH", {"status": status}, content_type="application/merge-patch+json")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    @retry(retry=retry_if_exception(lambda exc: isinstance(exc, ApiException) and exc.status == 409),
+           stop=stop_after_attempt(8), wait=wait_random_exponential(multiplier=0.05, max=1), reraise=True)
+    def append_to_connector_status(self, namespace: str, name: str, field: str, entry: dict[str, Any],
+                                   keep: int) -> None:
+        """Append ``entry`` to the list ``status.<field>``, keeping its newest ``keep`` entries.
+
+        Optimistic concurrency: the patch carries the ``resourceVersion`` read, so a write by
+        anyone else in between answers 409 Conflict, and the read-append-write is retried (8
+        attempts, jittered back-off up to 1 s) instead of overwriting the other write. A
+        Connector already gone is fine; a conflict on the last attempt raises the ApiException.
+        """
+        path = resource_path(f"{GROUP}/{VERSION}", "Connector", namespace, name)
+        connector = self.get(f"{GROUP}/{VERSION}", "Connector", namespace, name)
+        if connector is None:
+            return
+        entries = list((connector.get("status") or {}).get(field) or []) + [entry]
+        body = {"metadata": {"resourceVersion": connector["metadata"]["resourceVersion"]},
+                "status": {field: entries[-keep:]}}
+        try:
+            self._call(path + "/status", "PATCH", body, content_type="application/merge-patch+json")
         except ApiException as exc:
             if exc.status != 404:
                 raise
