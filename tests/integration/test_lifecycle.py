@@ -158,10 +158,13 @@ def test_connector_created_paused_puts_nothing_until_resumed(kafka_bootstrap, to
         wait_until(lambda: len(d.status()["tasks"][0].get("assignment") or ()) == 2, message="partitions assigned")
         wait_until(lambda: len(_events(journal, "pre_commit")) >= 3, message="periodic commits while paused")
         assert d.status()["tasks"][0]["state"] == "PAUSED"
+        # Kafka Connect's PAUSED: the operator compares it with spec.state to push a resume
+        assert d.status()["connector"]["state"] == "PAUSED"
         assert _put_ids(journal) == [], "a paused connector put records"
         assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 2) == {}
         d.resume()
         wait_until(lambda: len(_put_ids(journal)) >= 20, message="records after resuming")
+        assert d.status()["connector"]["state"] == "RUNNING"
     assert sorted(_put_ids(journal)) == list(range(20))
 
 

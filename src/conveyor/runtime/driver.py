@@ -262,7 +262,7 @@ class Driver:
         except BaseException:
             self._stop_connector(False)
             raise
-        self.connector_state = TaskState.RUNNING
+        self.connector_state = TaskState.PAUSED if self.target_state is ConnectorState.PAUSED else TaskState.RUNNING
         self._launch_tasks(configs)
 
     def _task_configs(self) -> list[dict[str, Any]]:
