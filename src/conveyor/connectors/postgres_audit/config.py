@@ -37,6 +37,11 @@ does, so ``"500"`` is ``500``):
     or dropping a trigger waits for writers of that table to finish; past this the transaction
     is rolled back (nothing changed) and :class:`~conveyor.api.ConnectError` says which lock.
 
+``audit.retention`` (``committed`` or ``keep``, default ``committed``)
+    Conveyor-specific. ``committed``: once a table's offset is committed (the task's
+    ``commit()``), its audit rows up to that offset are deleted, so the audit table holds only
+    what Kafka does not have yet. ``keep``: rows stay until the connector is deleted.
+
 Invalid values raise :class:`~conveyor.api.ConfigError` naming the key and the expected
 type or value (through :func:`conveyor.api.parse_config`), e.g.
 ``poll.max.rows: Input should be a valid integer, unable to parse string as an integer (got 'ten')``.
@@ -48,7 +53,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from psycopg.conninfo import conninfo_to_dict
 from pydantic import BeforeValidator, Field, SecretStr, field_validator
@@ -121,6 +126,7 @@ class PostgresAuditSourceConfig(ConnectorConfig):
     poll_max_rows: int = Field(1000, alias="poll.max.rows", ge=1)
     poll_interval_ms: int = Field(1000, alias="poll.interval.ms", ge=0)
     ddl_lock_timeout_ms: int = Field(30_000, alias="ddl.lock.timeout.ms", ge=1)
+    audit_retention: Literal["committed", "keep"] = Field("committed", alias="audit.retention")
 
     @field_validator("connection_url")
     @classmethod

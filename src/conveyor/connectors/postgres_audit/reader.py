@@ -241,6 +241,16 @@ class AuditReader:
             )
         return cur.fetchall()
 
+    def prune(self, table: TableName, after: int, upto: int) -> int:
+        """Delete ``table``'s audit rows with ``after < id <= upto`` (their offsets are
+        committed); returns how many went. Uses the ``(table_schema, table_name, id)`` index."""
+        assert self.conn is not None
+        log_table = sql.Identifier(self.names.schema, self.names.table)
+        cur = self.conn.execute(
+            sql.SQL("DELETE FROM {t} WHERE table_schema = %s AND table_name = %s AND id > %s AND id <= %s")
+            .format(t=log_table), (table.schema, table.table, after, upto))
+        return cur.rowcount
+
     def drain(self) -> None:
         """Forget notifications received so far (the next query sees their changes)."""
         assert self.conn is not None

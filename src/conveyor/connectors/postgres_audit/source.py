@@ -56,10 +56,13 @@ an immutable log; the same offset always yields the same records) and
 ``can_define_transaction_boundaries`` is SUPPORTED: with ``transaction.boundary=connector`` the
 task calls ``transaction_context().commit_transaction()`` for every non-empty batch, so each
 ``poll`` batch is one Kafka transaction (a database transaction larger than
-``poll.max.rows`` spans several). ``commit()`` and ``commit_record()`` (KIP-416) do nothing:
-audit rows are kept after they are emitted (they are dropped with the audit table when the
-connector is deleted; prune them yourself if they must not grow, e.g. rows below every
-task's committed offset).
+``poll.max.rows`` spans several). ``commit_record()`` (KIP-416) does nothing.
+
+Retention (``audit.retention``, default ``committed``): ``commit()`` runs once the runtime has
+the offsets in Kafka (and has updated ``context.offset_storage_reader()``); it deletes each
+of the task's tables' audit rows up to that table's committed offset, so the audit table does
+not grow with everything ever captured. A restart resumes after the committed offset and never
+needs them. ``keep`` leaves every row until the connector is deleted.
 """
 
 from __future__ import annotations
@@ -229,6 +232,7 @@ class PostgresAuditSourceTask(SourceTask):
         self._topics: dict[tuple[str, str], str] = {}
         self._tables: dict[tuple[str, str], TableName] = {}
         self._transactions: TransactionContext | None = None
+        self._pruned: dict[TableName, int] = {}  # audit ids deleted up to, per table
 
     def version(self) -> str:
         return VERSION
@@ -356,7 +360,29 @@ class PostgresAuditSourceTask(SourceTask):
         return records
 
     def commit(self) -> None:
-        """Offsets were flushed; nothing to do (audit rows are kept). Task runner thread."""
+        """Offsets were committed: with ``audit.retention=committed``, delete each table's audit
+        rows up to its committed offset (read back from ``context.offset_storage_reader()``).
+        Task runner thread. A database error is logged and the rows wait for the next commit:
+        they are only kept longer, never lost."""
+        cfg, reader = self._require()
+        if cfg.audit_retention != "committed":
+            return
+        storage = self.context.offset_storage_reader()
+        try:
+            reader.open()
+            for table in cfg.tables:
+                stored = storage.offset(source_partition(table))
+                upto = stored.get("id") if isinstance(stored, Mapping) else None
+                after = self._pruned.get(table, 0)
+                if isinstance(upto, int) and not isinstance(upto, bool) and upto > after:
+                    deleted = reader.prune(table, after, upto)
+                    self._pruned[table] = upto
+                    log.debug("audit rows of %s up to id %d deleted (%d)", table, upto, deleted)
+        except (db.DatabaseUnreachable, psycopg.Error) as exc:
+            if isinstance(exc, _TRANSIENT):
+                reader.close()
+            log.warning("audit rows of committed offsets not deleted yet (%s): %s", db.describe(cfg),
+                        db.scrub(cfg, str(exc)))
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         """KIP-416 acknowledgement of one record; nothing to do. Task runner thread."""
