@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from conveyor.cli import app, parse_conf
 from conveyor.runtime import driver as driver_module
+from conveyor.runtime import group_lag as group_lag_module
 from conveyor.runtime.driver import Driver, DriverError, kafka_properties
 from conveyor.runtime.kafka_clients import base_properties, client_config, describe, redacted
 from conveyor.runtime.protocol import TaskSpec
@@ -68,6 +69,9 @@ def test_sink_task_consumer_and_dead_letter_producer_get_tls_and_sasl_with_overr
     assert consumer["group.id"] == "connect-orders"
     assert consumer["sasl.username"] == "other", "consumer.override.* is applied last"
     assert consumer["session.timeout.ms"] == "6000"
+    default = consumer_config(_spec({"topics": "t"}))
+    assert default["session.timeout.ms"] == 10_000, "a crashed task's partitions move after 10 s, not 45"
+    assert "group.instance.id" not in default, "no static membership: a static member never leaves"
     assert "max.poll.records" not in consumer, "Java-only keys are not passed to librdkafka"
     producer = producer_config(spec)
     assert {k: producer[k] for k in SASL} == SASL
@@ -131,6 +135,18 @@ class _Recorder:
 
         monkeypatch.setattr(driver_module, "TaskLauncher", Launcher)
 
+        class GroupLag:
+            def __init__(self, kafka, group, subscription):
+                recorder.calls.append(("group_lag", kafka))
+
+            def start(self):
+                return self
+
+            def unassigned(self, held):
+                return {}
+
+        monkeypatch.setattr(group_lag_module, "GroupLag", GroupLag)
+
 
 def test_the_driver_hands_every_kafka_helper_and_every_task_the_full_properties(tmp_path, monkeypatch):
     secret = tmp_path / "secrets" / "kafka-credentials" / "password"
@@ -146,7 +162,8 @@ def test_the_driver_hands_every_kafka_helper_and_every_task_the_full_properties(
     try:
         expected = kafka_properties(manifest.spec)
         assert expected["sasl.password"] == "conveyor-secret"
-        assert recorder.calls == [("check_kafka", expected), ("prepare_sink_topics", expected)]
+        assert recorder.calls == [("check_kafka", expected), ("prepare_sink_topics", expected),
+                                  ("group_lag", expected)]
         assert [s.kafka for s in recorder.specs] == [expected, expected]
         assert [s.task_id for s in recorder.specs] == [0, 1]
         assert driver.status()["spark"] == {"master": "local[2]", "app_name": "a", "app_id": "app-1"}

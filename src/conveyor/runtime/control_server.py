@@ -3,7 +3,8 @@
 Public endpoints (the operator, ``conveyor`` commands and people use them):
 
 * ``GET /status`` — shaped like Kafka Connect's ``GET /connectors/<name>/status``, with
-  Conveyor's extras per task (assignment, committed offsets, lag, counters).
+  Conveyor's extras per task (assignment, committed offsets, lag, counters) and, for a sink,
+  ``unassigned_lag``: the lag of the partitions no task holds (``{"topic:partition": n}``).
 * ``GET /metrics`` — Prometheus text format.
 * ``GET /healthz`` — 200 while the driver serves.
 * ``POST /stop?connector_deleted=true|false&delete_offsets=true|false`` — stop every task

@@ -162,6 +162,7 @@ class Driver:
         self.stop_result: dict[str, Any] | None = None
         self._launcher: TaskLauncher | None = None
         self._task_count_writer: Any = None
+        self._group_lag: Any = None
         self.generation = 0
         self._herder = threading.Thread(target=self._herd, name="herder", daemon=True)
 
@@ -264,6 +265,19 @@ class Driver:
             raise
         self.connector_state = TaskState.PAUSED if self.target_state is ConnectorState.PAUSED else TaskState.RUNNING
         self._launch_tasks(configs)
+        if self.connector_type == "sink":
+            self._watch_group_lag()
+
+    def _watch_group_lag(self) -> None:
+        """(Re)start the watch of the lag of every partition of the sink's topics (they may have changed)."""
+        from conveyor.runtime.group_lag import GroupLag
+        from conveyor.runtime.offsets_deletion import sink_group
+        from conveyor.runtime.settings import parse_sink_settings
+
+        if self._group_lag is not None:
+            self._group_lag.close()
+        subscription = parse_sink_settings(dict(self.manifest.spec.config)).subscription
+        self._group_lag = GroupLag(self.kafka, sink_group(self.name), subscription).start()
 
     def _task_configs(self) -> list[dict[str, Any]]:
         assert self.connector is not None
@@ -749,6 +763,8 @@ class Driver:
     def close(self) -> None:
         """Release the control API and, when the driver created it, the SparkSession."""
         self._stop_control_api()
+        if self._group_lag is not None:
+            self._group_lag.close()
         if self._own_spark and self._spark is not None:
             self._spark.stop()
             self._spark = None
@@ -758,43 +774,25 @@ class Driver:
         self.connector_state = TaskState.FAILED
         self.connector_trace = trace_of(error)
         log.error("connector %s failed: %s", self.name, error)
-        threading.Thread(target=self._stop_tasks, args=(False,), name="connector-failed", daemon=True).start()
+        threading.Thread(target=self._stop_tasks_of_failed_connector, name="connector-failed", daemon=True).start()
+
+    def _stop_tasks_of_failed_connector(self) -> None:
+        with self._ops:  # ordered with restarts, reconfigurations and stops
+            if self.connector_state is TaskState.FAILED:  # not restarted in between
+                self._stop_tasks(connector_deleted=False)
 
     # ------------------------------------------------------------------ status
 
     def status(self) -> dict[str, Any]:
         """Kafka Connect's connector status document, with Conveyor's extras per task."""
         with self._lock:
-            tasks = []
-            for h in self.tasks.values():
-                r = h.report
-                entry: dict[str, Any] = {
-                    "id": h.task_id,
-                    "state": h.state.value,
-                    "worker_id": r.worker_id if r else "",
-                    "attempt": h.attempt,
-                }
-                if h.trace:
-                    entry["trace"] = h.trace
-                if r is not None:
-                    entry.update(
-                        pod=r.pod,
-                        assignment=r.assignment,
-                        committed=r.committed,
-                        lag=r.lag,
-                        records_read=r.records_read,
-                        records_put=r.records_put,
-                        records_skipped=r.records_skipped,
-                        dlq_records=r.dlq_records,
-                        commits=r.commits,
-                        closing_commits=r.closing_commits,
-                    )
-                    if self.connector_type == "source":
-                        entry.update(records_written=r.records_written, transactions=r.transactions,
-                                     source_offsets=r.source_offsets)
-                tasks.append(entry)
+            tasks = [h.status_entry(source=self.connector_type == "source") for h in self.tasks.values()]
         connector: dict[str, Any] = {"state": self.connector_state.value, "worker_id": self.worker_id}
         if self.connector_trace:
             connector["trace"] = self.connector_trace
-        return {"name": self.name, "connector": connector, "tasks": tasks, "type": self.connector_type,
-                "spark": dict(self.spark_info)}
+        status = {"name": self.name, "connector": connector, "tasks": tasks, "type": self.connector_type,
+                  "spark": dict(self.spark_info)}
+        if self._group_lag is not None:  # partitions no task holds (rebalancing, a dead member's session)
+            held = {tp for t in tasks if t["state"] in ("RUNNING", "PAUSED") for tp in t.get("assignment") or ()}
+            status["unassigned_lag"] = self._group_lag.unassigned(held)
+        return status

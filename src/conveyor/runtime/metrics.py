@@ -58,7 +58,11 @@ class TaskMetricsCollector(Collector):
                                             labels=["connector", "state"])
         for s in TaskState:
             connector_state.add_metric([driver.name, s.value], 1.0 if driver.connector_state is s else 0.0)
+        unassigned = GaugeMetricFamily("conveyor_connector_unassigned_lag_records",
+                                       "Records behind the log end on partitions no task holds.", labels=["connector"])
+        unassigned.add_metric([driver.name], float(sum(driver.status().get("unassigned_lag", {}).values())))
         yield from counters.values()
+        yield unassigned
         yield lag
         yield partitions
         yield state

@@ -51,7 +51,7 @@ class ProgressReporter:
         if elapsed >= 1.0:
             self._rate = (total - self._last_total) / elapsed
             self._last_total, self._last_at = total, now
-        lag = sum(sum(t.get("lag", {}).values()) for t in tasks)
+        lag = sum(sum(t.get("lag", {}).values()) for t in tasks) + sum(status.get("unassigned_lag", {}).values())
         self._states = f"{status['connector']['state']} | {task_states(tasks)}"
         return f"{status['name']} {self._states} | {self._rate:,.0f} records/s | {total:,} records | lag {lag:,}"
 

@@ -56,6 +56,25 @@ class TaskHandle:
                 "last_closing_commit": report.last_closing_commit if report else None,
                 "closing_commit_error": report.closing_commit_error if report else None, "trace": self.trace}
 
+    def status_entry(self, source: bool) -> dict[str, Any]:
+        """This task in the driver's status document: Kafka Connect's ``{"id", "state",
+        "worker_id", "trace"}`` with Conveyor's ``attempt`` and, once the task has reported,
+        its ``pod``, ``assignment``, ``committed`` / ``lag`` (``{"topic:partition": int}``)
+        and counters; ``source`` adds the source task's counters and ``source_offsets``."""
+        r = self.report
+        entry: dict[str, Any] = {"id": self.task_id, "state": self.state.value,
+                                 "worker_id": r.worker_id if r else "", "attempt": self.attempt}
+        if self.trace:
+            entry["trace"] = self.trace
+        if r is not None:
+            entry.update(pod=r.pod, assignment=r.assignment, committed=r.committed, lag=r.lag,
+                         records_read=r.records_read, records_put=r.records_put, records_skipped=r.records_skipped,
+                         dlq_records=r.dlq_records, commits=r.commits, closing_commits=r.closing_commits)
+            if source:
+                entry.update(records_written=r.records_written, transactions=r.transactions,
+                             source_offsets=r.source_offsets)
+        return entry
+
     def take_report(self, report: TaskReport) -> bool:
         """Record a runner's report unless it belongs to an older attempt."""
         if report.attempt != self.attempt:
