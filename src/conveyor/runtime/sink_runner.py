@@ -21,13 +21,20 @@ its ``rdkafka_cgrp.c`` and the broker's request handling show):
   ``OffsetCommit`` on the same coordinator connection as its ``JoinGroup``. While a
   rebalance waits for a member that neither rejoins nor leaves, this member's
   ``JoinGroup`` is parked at the coordinator and a synchronous commit queued behind it
-  waits for that member's ``session.timeout.ms`` (45 s): longer than a grace period.
+  waits for that member's ``session.timeout.ms`` (10 s here, see below; librdkafka's
+  default is 45 s).
 * A cooperative consumer whose assignment is empty does not send ``LeaveGroup`` from
   ``close()`` (``rd_kafka_cgrp_revoke_all_rejoin`` returns early when terminating), so
   the broker keeps it as a member until its session expires: a task without partitions
   that stops first left every other closing task waiting (measured: 44 s). So every
   consumer here is ``unsubscribe()``-d before ``close()``: that path sends ``LeaveGroup``
   whatever the assignment (measured: the broker sees the member gone in 0.2 s).
+* Static membership (KIP-345, ``group.instance.id``) is not used: a static member sends no
+  ``LeaveGroup`` from ``close()`` nor from ``unsubscribe()`` (measured on librdkafka 2.16:
+  still a member 20 s later), and confluent-kafka has no ``RemoveMembersFromConsumerGroup``,
+  so a stopped, drained or scaled-down task would hold its partitions, and keep the group
+  from being deleted, for a whole session. A crash instead costs at most
+  ``session.timeout.ms`` (10 s) before the survivors, or the restarted task, take over.
 * The closing commit of a stop, drain or failure is asynchronous, and the task thread
   keeps serving the consumer (rebalance callbacks, the commit's result) until the
   broker answers, with every partition paused and fetched records dropped (they were
@@ -101,6 +108,12 @@ def consumer_config(spec: TaskSpec) -> dict[str, Any]:
         # queued.min.messages; its 1000 ms default stalls a consumer that keeps up (measured:
         # 350k records/s instead of 1.8M in one Python process).
         "fetch.queue.backoff.ms": 10,
+        # A crashed task's consumer stays a member until its session expires, and every other
+        # member's rebalance waits for that: 10 s (Kafka's default before 3.0) instead of 45 s
+        # bounds the wait after a kill -9 (benchmarks/recovery.py). Heartbeats come from
+        # librdkafka's own thread, so a busy put() never misses one.
+        "session.timeout.ms": 10_000,
+        "heartbeat.interval.ms": 3_000,
     }
     overrides = prefixed(spec.connector_config, "consumer.override.")
     return client_config(spec.kafka, settings,
