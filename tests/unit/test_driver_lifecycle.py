@@ -81,3 +81,44 @@ def test_a_stop_wakes_the_threads_waiting_on_the_drivers_condition():
     life.begin_stop()
     thread.join(5)
     assert woke.is_set()
+
+
+def _driver():
+    from conveyor.manifest import ConnectorManifest
+    from conveyor.runtime.driver import Driver
+
+    manifest = ConnectorManifest.from_dict({
+        "apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector", "metadata": {"name": "failing"},
+        "spec": {"class": "noop-sink", "kafka": {"bootstrapServers": "127.0.0.1:9"}, "config": {"topics": "t"}}})
+    return Driver(manifest, spark=object())
+
+
+def test_a_connector_failure_stops_its_tasks_only_once_no_operation_runs_and_not_after_a_restart():
+    """``ConnectorContext.raise_error`` stops the tasks in the order of the driver's operations
+    (issue 11 §6): not beside a restart holding the operations lock, and not at all when that
+    restart has started the connector again."""
+    from conveyor.runtime.protocol import TaskState
+
+    driver = _driver()
+    stopped: list[bool] = []
+    driver._stop_tasks = lambda connector_deleted, timeout_s=None: stopped.append(connector_deleted)  # type: ignore
+    with driver._ops:  # an operation in progress, e.g. a restart
+        driver.fail_connector(RuntimeError("boom"))
+        threading.Event().wait(0.3)
+        assert stopped == [], "tasks stopped while another operation held the lock"
+        driver.connector_state = TaskState.RUNNING  # the restart started it again
+    threading.Event().wait(0.3)
+    assert stopped == [], "a restarted connector's tasks were stopped by the earlier failure"
+
+    driver.fail_connector(RuntimeError("boom again"))
+    assert _eventually(lambda: stopped == [False]), stopped
+    assert driver.status()["connector"]["state"] == "FAILED"
+
+
+def _eventually(probe, timeout_s: float = 5.0) -> bool:
+    deadline = threading.Event()
+    for _ in range(int(timeout_s / 0.05)):
+        if probe():
+            return True
+        deadline.wait(0.05)
+    return probe()
