@@ -4,14 +4,19 @@ Starts the node, Kafka and PostgreSQL on the node IP, builds and imports both im
 install``s the chart, then runs ``--rounds`` interleaved rounds of:
 
 * **start-up**: a ``postgres-sink`` Connector (tasksMax 2, driver and executors requesting 250m) applied
-  over a topic holding 1,000 records: apply -> driver pod Ready -> every executor pod Running ->
-  the first row in PostgreSQL, in seconds (target: first row < 30 s with images cached);
-* **throughput**: ``--records`` records (about 200 bytes, 4 partitions) through ``noop-sink``
-  (bytes converters, so the figure is the runtime's own overhead), 1 and 2 tasks on executor
-  pods, and the same connector with ``conveyor run`` in local mode on this machine, against the
-  same broker. Records/s from the first committed offset to the last (the consumer group's
-  committed offsets, polled every 0.25 s; offsets committed every second), so Spark's start-up is
-  left out of both alike (targets: node >= 0.8x local at equal tasks; 2 tasks >= 1.6x 1 task);
+  over a topic holding 5,000 records: apply -> driver pod Ready -> every executor pod Running ->
+  the first row in PostgreSQL, in seconds (target: first row < 30 s with images cached). The
+  sink writes a transaction once ``batch.size`` (3,000) records are buffered, or at a commit
+  (``offset.flush.interval.ms``, 60 s): with fewer records than that the figure would be the
+  flush interval, not the start-up;
+* **throughput**: ``--records`` records (about 200 bytes, 6 partitions) through ``noop-sink``
+  (bytes converters, so the figure is the runtime's own overhead) wrapped in
+  ``conveyor.testing.timing:TimedSinkConnector``, 1 and 2 tasks on executor pods (timings written
+  to a hostPath), and the same connector in a local-mode driver in this process, as
+  ``benchmarks/sink_throughput.py`` runs it, against the same broker. Both start paused and run
+  once every task holds its settled share of the partitions; records/s from the first ``put`` to
+  the end of the last, so Spark's start-up and the group joins are left out of both alike
+  (targets: node >= 0.8x local at equal tasks; 2 tasks >= 1.6x 1 task);
 * **drain latency**: ``POST /drain?task=<id>`` on a running 2-task sink, ``--drains`` times
   alternating tasks: request -> answer, which comes once the task's closing commit is done
   (target p99 < 2 s).
@@ -19,7 +24,8 @@ install``s the chart, then runs ``--rounds`` interleaved rounds of:
 Medians over rounds are printed with every round's figures. The machine is 2 shared cores:
 Kafka, PostgreSQL, the control plane, the driver and executors all share them.
 
-Run as root: ``python benchmarks/real_node.py [--rounds 3] [--records 300000] [--drains 20]``.
+Run as root: ``python benchmarks/real_node.py [--rounds 3] [--records 2000000] [--drains 20]
+[--converters bytes|json]``.
 """
 
 from __future__ import annotations
@@ -27,8 +33,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,16 +46,27 @@ from typing import Any
 
 import psycopg
 from confluent_kafka.admin import AdminClient, NewTopic
+from sink_throughput import PARTITIONS, run_connector, wait_for_settled_assignment
+from sink_throughput import make_topic as make_throughput_topic
 
 from conveyor.testing.images import build_images
 from conveyor.testing.kafka import KafkaBroker
 from conveyor.testing.node import KubeNode
 from conveyor.testing.postgres import PostgresServer
-from conveyor.testing.runs import committed_offsets, produce, wait_until
+from conveyor.testing.runs import produce, wait_until
+from conveyor.testing.spark import local_spark_session
+from conveyor.testing.timing import read_timings
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"
-PARTITIONS = 4
+STARTUP_RECORDS = 5000
+TIMINGS_MOUNT = "/timings"
+TIMED_SINK = "conveyor.testing.timing:TimedSinkConnector"
+BYTES = {"key.converter": "bytes", "value.converter": "bytes"}
+#: ``--converters``: bytes (the runtime's own overhead; a fetch-bound figure on 2 cores shared
+#: with the broker) or json (JSON values decoded per record: CPU-bound work per task).
+CONVERTERS = {"bytes": BYTES,
+              "json": {"key.converter": "string", "value.converter": "json", "value.converter.schemas.enable": "false"}}
 SMALL_SPARK = {"driver": {"cores": 1, "memory": "512m"},
                "executor": {"instances": 1, "cores": 1, "memory": "512m"},
                "sparkConf": {"spark.kubernetes.executor.request.cores": "250m",
@@ -86,7 +103,7 @@ def delete(node: KubeNode, name: str) -> None:
 
 
 def startup(node: KubeNode, bootstrap: str, pg_url: str) -> dict[str, float]:
-    topic = make_topic(bootstrap, 1000, b'{"id": ID}')
+    topic = make_topic(bootstrap, STARTUP_RECORDS, b'{"id": ID}')
     name = f"start-{uuid.uuid4().hex[:6]}"
     body = connector(name, "postgres-sink", bootstrap, {
         "topics": topic, "connection.url": pg_url, "auto.create": "true",
@@ -130,64 +147,78 @@ def startup(node: KubeNode, bootstrap: str, pg_url: str) -> dict[str, float]:
     return marks
 
 
-def rate_from_commits(bootstrap: str, group: str, topic: str, records: int, timeout_s: float = 600) -> float:
-    first: tuple[float, int] | None = None
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        done = sum(committed_offsets(bootstrap, group, topic, PARTITIONS).values())
-        now = time.monotonic()
-        if done > 0 and first is None:
-            first = (now, done)
-            if done >= records:  # everything read before the first commit: nothing to time
-                raise ValueError(f"group {group} committed all {records} records in its first commit: "
-                                 "too few records to measure a rate (raise --records)")
-        if done >= records and first is not None:
-            return (records - first[1]) / max(now - first[0], 1e-3)
-        time.sleep(0.25)
-    raise TimeoutError(f"group {group} did not commit {records} records within {timeout_s:.0f}s")
+def timings_volume(host_dir: str) -> dict[str, str]:
+    """Spark's volume properties mounting ``host_dir`` at ``/timings`` in the executors."""
+    prefix = "spark.kubernetes.executor.volumes.hostPath.timings"
+    return {f"{prefix}.mount.path": TIMINGS_MOUNT, f"{prefix}.options.path": host_dir,
+            f"{prefix}.options.type": "Directory"}
 
 
-def noop_config(topic: str) -> dict[str, str]:
-    return {"topics": topic, "offset.flush.interval.ms": "1000",
-            "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
-            "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter"}
+def put_rate(timings: list[dict[str, Any]], records: int) -> float:
+    """Records/s from the first ``put`` of any task to the end of the last one."""
+    timings = [t for t in timings if t["records"]]
+    assert sum(t["records"] for t in timings) == records, timings
+    return records / (max(t["last_put_end"] for t in timings) - min(t["first_put"] for t in timings))
 
 
-def throughput_on_node(node: KubeNode, bootstrap: str, topic: str, records: int, tasks: int) -> float:
+def driver_status(ip: str) -> dict[str, Any]:
+    """The driver's ``GET /status`` over the pod network; ``{}`` while it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://{ip}:8083/status", timeout=5) as resp:
+            return json.loads(resp.read())
+    except OSError:
+        return {}
+
+
+def driver_ip(node: KubeNode, name: str) -> str | None:
+    pods = kubectl_json(node, "get", "pods", "-n", NAMESPACE, "-l",
+                        f"conveyor.dev/connector={name},conveyor.dev/component=driver")["items"]
+    return pods[0]["status"].get("podIP") if pods else None
+
+
+def set_state(node: KubeNode, name: str, state: str) -> None:
+    node.kubectl("patch", "connector", name, "-n", NAMESPACE, "--type=merge",
+                 "-p", json.dumps({"spec": {"state": state}}))
+
+
+def throughput_on_node(node: KubeNode, bootstrap: str, topic: str, records: int, tasks: int,
+                       timings_dir: str, converters: dict[str, str]) -> float:
+    """noop-sink wrapped in TimedSinkConnector on ``tasks`` executor pods: it starts paused,
+    runs once every task holds its settled share of the partitions, and is stopped (each task
+    then writes its timings to the hostPath) once every record was put."""
     name = f"tp-{uuid.uuid4().hex[:6]}"
-    body = connector(name, "noop-sink", bootstrap, noop_config(topic), tasks)
-    body["spec"]["spark"] = {**SMALL_SPARK, "executor": {"instances": tasks, "cores": 1, "memory": "512m"}}
+    config = {"topics": topic, "offset.flush.interval.ms": "1000", "timed.connector.class": "noop-sink",
+              "timed.path": f"{TIMINGS_MOUNT}/{name}.jsonl", **converters}
+    body = connector(name, TIMED_SINK, bootstrap, config, tasks)
+    body["spec"]["state"] = "paused"
+    body["spec"]["spark"] = {**SMALL_SPARK, "executor": {"instances": tasks, "cores": 1, "memory": "512m"},
+                             "sparkConf": {**SMALL_SPARK["sparkConf"], **timings_volume(timings_dir)}}
     node.kubectl("apply", "-f", "-", input=json.dumps(body))
     try:
-        return rate_from_commits(bootstrap, f"connect-{name}", topic, records)
+        ip = wait_until(lambda: driver_ip(node, name), 300, "the driver pod's IP")
+        wait_for_settled_assignment(lambda: driver_status(ip).get("tasks") or [], tasks, timeout_s=300)
+        set_state(node, name, "running")
+        wait_until(lambda: sum(t.get("records_put", 0) for t in driver_status(ip).get("tasks") or []) >= records,
+                   600, f"{records} records put", interval_s=0.5)
+        set_state(node, name, "stopped")
+        path = Path(timings_dir) / f"{name}.jsonl"
+        wait_until(lambda: path.exists() and len(read_timings(str(path))) >= tasks, 120, "every task's timings")
+        return put_rate(read_timings(str(path)), records)
     finally:
         delete(node, name)
 
 
-def throughput_local(bootstrap: str, topic: str, records: int, tasks: int) -> float:
-    name = f"tp-local-{uuid.uuid4().hex[:6]}"
-    manifest = {"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector", "metadata": {"name": name},
-                "spec": {"class": "noop-sink", "tasksMax": tasks, "kafka": {"bootstrapServers": bootstrap},
-                         "config": noop_config(topic)}}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "connector.json"
-        path.write_text(json.dumps(manifest))
-        proc = subprocess.Popen([sys.executable, "-m", "conveyor.cli", "run", str(path), "--no-progress"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-        try:
-            return rate_from_commits(bootstrap, f"connect-{name}", topic, records)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+def throughput_local(spark: Any, bootstrap: str, topic: str, records: int, tasks: int,
+                     converters: dict[str, str]) -> float:
+    """The same connector in this process's driver with Spark in local mode (as ``conveyor run``)."""
+    return run_connector(bootstrap, topic, records, "noop-sink", tasks, converters, spark, durable=False)
 
 
 def drain_latencies(node: KubeNode, bootstrap: str, count: int) -> list[float]:
     topic = make_topic(bootstrap, 10_000, b"ID")
     name = f"drain-{uuid.uuid4().hex[:6]}"
-    body = connector(name, "noop-sink", bootstrap, noop_config(topic), tasks=2)
+    body = connector(name, "noop-sink", bootstrap, {"topics": topic, "offset.flush.interval.ms": "1000", **BYTES},
+                     tasks=2)
     node.kubectl("apply", "-f", "-", input=json.dumps(body))
     try:
         def running_driver_ip() -> str | None:
@@ -218,8 +249,9 @@ def drain_latencies(node: KubeNode, bootstrap: str, count: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--drains", type=int, default=20)
+    parser.add_argument("--converters", choices=sorted(CONVERTERS), default="bytes")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the node needs bridges, iptables and mounts")
@@ -243,8 +275,12 @@ def main() -> None:
         node.create_namespace(NAMESPACE)
         print(f"set-up (node, Kafka, PostgreSQL, images, helm install) in {time.monotonic() - t0:.0f}s; "
               f"images: {', '.join(f'{i.ref} {i.size_bytes / 1e6:.0f} MB' for i in images.values())}")
-        value = json.dumps({"id": "ID", "pad": "p" * 180}).encode()
-        topic = make_topic(kafka.bootstrap_servers, args.records, value)
+        topic = make_throughput_topic(kafka.bootstrap_servers, args.records)
+        spark = local_spark_session(cores=4)
+        stack.callback(spark.stop)
+        timings_dir = tempfile.mkdtemp(prefix="conveyor-bench-timings-")
+        os.chmod(timings_dir, 0o777)  # the executors run as uid 10001
+        stack.callback(shutil.rmtree, timings_dir, True)
 
         rounds: list[dict[str, float]] = []
         for r in range(args.rounds):
@@ -253,14 +289,15 @@ def main() -> None:
                 figures[f"start-up: {label} (s)"] = seconds
             for tasks in (1, 2):
                 figures[f"node, {tasks} task(s) (rec/s)"] = throughput_on_node(
-                    node, kafka.bootstrap_servers, topic, args.records, tasks)
+                    node, kafka.bootstrap_servers, topic, args.records, tasks, timings_dir, CONVERTERS[args.converters])
                 figures[f"local, {tasks} task(s) (rec/s)"] = throughput_local(
-                    kafka.bootstrap_servers, topic, args.records, tasks)
+                    spark, kafka.bootstrap_servers, topic, args.records, tasks, CONVERTERS[args.converters])
             for tasks in (1, 2):
                 figures[f"ratio node/local, {tasks} task(s)"] = \
                     figures[f"node, {tasks} task(s) (rec/s)"] / figures[f"local, {tasks} task(s) (rec/s)"]
-            figures["ratio node 2 tasks / 1 task"] = \
-                figures["node, 2 task(s) (rec/s)"] / figures["node, 1 task(s) (rec/s)"]
+            for where in ("node", "local"):  # local's shows what the machine itself allows
+                figures[f"ratio {where} 2 tasks / 1 task"] = \
+                    figures[f"{where}, 2 task(s) (rec/s)"] / figures[f"{where}, 1 task(s) (rec/s)"]
             rounds.append(figures)
             print(f"round {r + 1}: " + "; ".join(f"{k} {v:,.2f}" for k, v in figures.items()), flush=True)
 

@@ -34,6 +34,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
@@ -102,7 +103,7 @@ def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int
         driver = Driver(manifest, spark=spark, control_port=0)
         driver.start()
         try:
-            _wait_for_settled_assignment(driver, tasks)
+            wait_for_settled_assignment(lambda: driver.status()["tasks"], tasks)
             driver.resume()
             while sum(t.get("records_put", 0) for t in driver.status()["tasks"]) < records:
                 if any(t["state"] == "FAILED" for t in driver.status()["tasks"]):
@@ -122,15 +123,17 @@ def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int
     return records / (end - start)
 
 
-def _wait_for_settled_assignment(driver: Driver, tasks: int, timeout_s: float = 120.0) -> None:
+def wait_for_settled_assignment(task_statuses: Callable[[], list[dict[str, Any]]], tasks: int,
+                                timeout_s: float = 120.0) -> None:
     """Until every task has its share of the partitions, unchanged for a second: the
     connector starts paused, so the consumer-group joins (and the rebalance each later
-    member causes) happen before any record is read."""
+    member causes) happen before any record is read. ``task_statuses`` returns the
+    ``tasks`` of the driver's status document."""
     deadline = time.monotonic() + timeout_s
     last: list[tuple[str, ...]] | None = None
     since = time.monotonic()
     while time.monotonic() < deadline:
-        status = driver.status()["tasks"]
+        status = task_statuses()
         if any(t["state"] == "FAILED" for t in status):
             raise RuntimeError(json.dumps(status, indent=2))
         assignment = sorted(tuple(sorted(t.get("assignment") or ())) for t in status)
