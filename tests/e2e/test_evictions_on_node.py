@@ -1,7 +1,9 @@
 """Evictions on a real node become closing-aware commits: an executor pod or the driver pod
 evicted through the Eviction API mid-stream (the kubelet runs the pod's preStop drain, then
 SIGTERM), and ``kubectl drain`` of the node under the rendered PodDisruptionBudget, lose no
-record and write none twice.
+record and write none twice. The driver's eviction happens while the operator is down (killed
+just before): the pod's own preStop drain does the closing commits, and the restarted operator
+reports the successor.
 
 The executor eviction and the drain use the archive sink with a ``flush.size`` no partition
 reaches (KIP-275's case): only closing commits (eviction, drain, rebalance, stop) write files,
@@ -20,7 +22,17 @@ import time
 import uuid
 
 import pytest
-from _connectors import apply, connector, create_topic, diagnostics, eventually, get, pods
+from _connectors import (
+    apply,
+    connector,
+    create_topic,
+    diagnostics,
+    eventually,
+    get,
+    kill_operator,
+    operator_restarted,
+    pods,
+)
 
 from conveyor.testing.runs import produce
 
@@ -111,13 +123,15 @@ def finish(node, postgres, namespace: str, table: str, producer: SteadyProducer)
     assert (count, distinct) == (TOTAL, TOTAL), f"{count - distinct} written twice, {TOTAL - distinct} lost"
 
 
-def test_an_evicted_driver_commits_every_task_and_its_successor_resumes(
+def test_an_evicted_driver_commits_every_task_and_its_successor_resumes_with_the_operator_killed_meanwhile(
         kube_node, node_kafka, node_postgres, conveyor_release, node_namespace):
     ns = node_namespace
     table, producer = start_sink(kube_node, node_kafka, node_postgres, ns, executors=2)
     (driver,) = pods(kube_node, ns, "conveyor.dev/component=driver")
     old = driver["metadata"]["name"]
+    restarts = kill_operator(kube_node, conveyor_release)  # mid-eviction: the pod's preStop drain needs no operator
     evict(kube_node, ns, old)
+    operator_restarted(kube_node, conveyor_release, restarts)
 
     def successor_running():
         status = (get(kube_node, "connector", "events", ns) or {}).get("status") or {}
