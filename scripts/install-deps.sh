@@ -14,6 +14,7 @@
 # Environment: PYTHON (interpreter to use), CONVEYOR_CACHE_DIR are honoured.
 set -euo pipefail
 
+ORIGINAL_PATH="${ORIGINAL_PATH:-$PATH}"  # the caller's, before this script puts its python first
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export DEBIAN_FRONTEND=noninteractive
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PYTHONUNBUFFERED=1
@@ -110,6 +111,24 @@ same_interpreter='import os, sys; print(os.path.realpath(sys.executable), sys.pr
 echo "python: $(python -c 'import sys; print(sys.executable, sys.version.split()[0])')"
 python -m pip install -q -e '.[dev]'
 python -m pip check || echo "warning: pip check reports conflicts (see above)"
+
+# `conveyor` must work in the user's own shell afterwards, where $PY_BIN_DIR is not on PATH (a
+# .venv) or not yet hashed (pyenv shims need a rehash): link it into a directory that is.
+link_cli() {
+    local target="$PY_BIN_DIR/conveyor" dir
+    [ -x "$target" ] || return 0
+    for dir in /usr/local/bin "$HOME/.local/bin"; do
+        case ":$ORIGINAL_PATH:" in *":$dir:"*) ;; *) continue ;; esac
+        if [ -w "$dir" ] || { [ ! -e "$dir" ] && mkdir -p "$dir" 2>/dev/null; }; then
+            [ "$(readlink -f "$dir/conveyor" 2>/dev/null)" = "$(readlink -f "$target")" ] \
+                || ln -sfn "$target" "$dir/conveyor"
+            echo "conveyor: $dir/conveyor -> $target"
+            return 0
+        fi
+    done
+    echo "note: to run \`conveyor\` from your shell: export PATH=\"$PY_BIN_DIR:\$PATH\""
+}
+link_cli
 
 # ---------------------------------------------------------------------------------------------
 section "3/3 Apache Kafka broker jars (Maven Central, cached)"

@@ -42,11 +42,12 @@ from conveyor.api import (
 from conveyor.converters import load_converter
 from conveyor.runtime.fencing import read_task_count, transactional_id
 from conveyor.runtime.kafka_clients import client_config
-from conveyor.runtime.offsets_topic import TopicOffsetReader, offset_key, offset_value, partition_id, read_offsets
+from conveyor.runtime.offsets_topic import TopicOffsetReader, offset_key, offset_value, read_offsets
 from conveyor.runtime.plugins import load_connector_class
 from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState
 from conveyor.runtime.settings import SourceSettings, TransactionBoundary, parse_source_settings, prefixed
 from conveyor.runtime.source_context import RunnerSourceContext
+from conveyor.runtime.source_partitions import PartitionOffset, SourcePartitions
 from conveyor.runtime.task_runner import TaskFailed, TaskFenced, TaskRunner
 from conveyor.runtime.tolerance import FailedRecord, LogReporter, Reporter, Stage, ToleranceOperator, class_name
 from conveyor.transforms.chain import TransformationChain
@@ -65,14 +66,21 @@ def _is_fenced(err: KafkaError) -> bool:
 class _Pending:
     """One record in flight: what ``commit_record`` gets once it is done."""
 
-    __slots__ = ("record", "partition_id", "offset", "done", "metadata")
+    __slots__ = ("done", "metadata", "partition_id", "record")
 
-    def __init__(self, record: SourceRecord, pid: str, offset: Mapping[str, Any], done: bool) -> None:
+    def __init__(self, record: SourceRecord, pid: str, done: bool) -> None:
         self.record = record
         self.partition_id = pid
-        self.offset = offset
         self.done = done
         self.metadata: RecordMetadata | None = None
+
+    @property
+    def partition(self) -> Mapping[str, Any]:
+        return self.record.source_partition
+
+    @property
+    def offset(self) -> Mapping[str, Any]:
+        return self.record.source_offset
 
 
 class SourceTaskRunner(TaskRunner):
@@ -84,13 +92,9 @@ class SourceTaskRunner(TaskRunner):
         self.task: SourceTask | None = None
         self.producer: Producer | None = None
         self.reader: TopicOffsetReader | None = None
-        self._partitions: dict[str, Mapping[str, Any]] = {}
-        self._pid_cache: dict[Any, str] = {}
+        self._offsets = SourcePartitions()
         self._offset_flush: dict[str, Any] | None = None
-        self._in_flight: dict[str, collections.deque[_Pending]] = {}
         self._txn_records: list[_Pending] = []
-        self._committable: dict[str, Mapping[str, Any]] = {}
-        self._committed: dict[str, Mapping[str, Any]] = {}
         self._acked: collections.deque[_Pending] = collections.deque()
         self._send_error: BaseException | None = None
         self._in_txn = False
@@ -231,11 +235,11 @@ class SourceTaskRunner(TaskRunner):
                 self.producer.begin_transaction()
                 self._in_txn = True
                 self._next_txn_commit = time.monotonic() + self.settings.transaction_interval_ms / 1000  # type: ignore
-            pid = self._partition_id(record.source_partition)
+            pid = self._offsets.id_of(record.source_partition)
             outgoing = self._transform(record)
             converted = self._convert(record, outgoing) if outgoing is not None else None
-            pending = _Pending(record, pid, record.source_offset, done=converted is None)
-            self._in_flight.setdefault(pid, collections.deque()).append(pending)
+            pending = _Pending(record, pid, done=converted is None)
+            self._offsets.sent(pending)
             if converted is None:
                 self._call_commit_record(record, None)
             else:
@@ -245,20 +249,6 @@ class SourceTaskRunner(TaskRunner):
                 self._txn_records.append(pending)
                 if transaction is not None and transaction.after_record(record):
                     self._end_transaction_as_asked(transaction)
-
-    def _partition_id(self, partition: Mapping[str, Any]) -> str:
-        """The canonical id of a source partition, cached (a JSON dump per record is slow)."""
-        try:
-            cache_key: Any = frozenset(partition.items())
-        except TypeError:  # unhashable values: no cache
-            cache_key = None
-        pid = self._pid_cache.get(cache_key) if cache_key is not None else None
-        if pid is None:
-            pid = partition_id(partition)
-            if cache_key is not None:
-                self._pid_cache[cache_key] = pid
-            self._partitions.setdefault(pid, partition)
-        return pid
 
     def _transform(self, record: SourceRecord) -> SourceRecord | None:
         if self.chain.is_empty:
@@ -342,9 +332,7 @@ class SourceTaskRunner(TaskRunner):
         while self._acked:
             pending = self._acked.popleft()
             self._call_commit_record(pending.record, pending.metadata)
-        for pid, queue in self._in_flight.items():
-            while queue and queue[0].done:
-                self._committable[pid] = queue.popleft().offset
+        self._offsets.advance()
 
     def _flush_offsets(self, wait_s: float | None = None) -> None:
         """Write the committable offsets to the offsets topic; once the broker has them,
@@ -353,7 +341,7 @@ class SourceTaskRunner(TaskRunner):
         """
         assert self.producer and self.settings
         if self._offset_flush is None:
-            changed = {pid: off for pid, off in self._committable.items() if self._committed.get(pid) != off}
+            changed = self._offsets.committable()
             if changed:
                 flush: dict[str, Any] = {"offsets": changed, "remaining": len(changed), "error": None}
                 self._offset_flush = flush
@@ -363,9 +351,9 @@ class SourceTaskRunner(TaskRunner):
                         flush["error"] = err
                     flush["remaining"] -= 1
 
-                for pid, offset in changed.items():
+                for partition, offset in changed.values():
                     self.producer.produce(self.settings.offsets_storage_topic,
-                                          key=offset_key(self.spec.connector, self._partitions[pid]),
+                                          key=offset_key(self.spec.connector, partition),
                                           value=offset_value(offset), on_delivery=on_delivery)
         if wait_s is not None:
             self.producer.flush(wait_s)
@@ -381,12 +369,16 @@ class SourceTaskRunner(TaskRunner):
             log.warning("task %s-%d: writing offsets failed, will retry: %s", self.spec.connector,
                         self.spec.task_id, flush["error"])
             return
-        assert self.reader is not None
-        for pid, offset in flush["offsets"].items():
-            self._committed[pid] = offset
-            self.reader.update(self._partitions[pid], offset)
+        self._committed(flush["offsets"])
         self.commits += 1
         self._call_commit()
+
+    def _committed(self, offsets: Mapping[str, PartitionOffset]) -> None:
+        """``offsets`` (``{partition id: (partition, offset)}``) are in the offsets topic."""
+        assert self.reader is not None
+        self._offsets.committed(offsets)
+        for partition, offset in offsets.values():
+            self.reader.update(partition, offset)
 
     # ------------------------------------------------------------------ transactions
 
@@ -409,12 +401,10 @@ class SourceTaskRunner(TaskRunner):
         """Offsets of this transaction's records go in with them; then ``commit_record``
         for each written record and ``commit()``."""
         assert self.producer and self.settings and self.reader and self.task
-        latest: dict[str, Mapping[str, Any]] = {}
-        for pending in self._txn_records:
-            latest[pending.partition_id] = pending.offset
-        for pid, offset in latest.items():
+        latest = {pending.partition_id: (pending.partition, pending.offset) for pending in self._txn_records}
+        for partition, offset in latest.values():
             self.producer.produce(self.settings.offsets_storage_topic,
-                                  key=offset_key(self.spec.connector, self._partitions[pid]),
+                                  key=offset_key(self.spec.connector, partition),
                                   value=offset_value(offset))
         try:
             self.producer.commit_transaction(self.settings.transaction_timeout_ms / 1000)
@@ -425,10 +415,8 @@ class SourceTaskRunner(TaskRunner):
         self._in_txn = False
         self.transactions += 1
         records, self._txn_records = self._txn_records, []
-        self._in_flight.clear()
-        for pid, offset in latest.items():
-            self._committed[pid] = offset
-            self.reader.update(self._partitions[pid], offset)
+        self._offsets.drop_in_flight()
+        self._committed(latest)
         for pending in records:
             if pending.metadata is not None:
                 self._call_commit_record(pending.record, pending.metadata)
@@ -445,7 +433,7 @@ class SourceTaskRunner(TaskRunner):
             raise TaskFailed(f"transaction abort failed: {exc.args[0].str()}") from exc
         self._in_txn = False
         self._txn_records = []
-        self._in_flight.clear()
+        self._offsets.drop_in_flight()
 
     # ------------------------------------------------------------------ hooks and stopping
 
@@ -496,5 +484,5 @@ class SourceTaskRunner(TaskRunner):
             records_skipped=getattr(getattr(self, "tolerance", None), "failed_count", 0),
             commits=self.commits,
             transactions=self.transactions,
-            source_offsets={pid: dict(off) for pid, off in self._committed.items()},
+            source_offsets=self._offsets.recently_committed(),
         )
