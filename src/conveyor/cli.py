@@ -21,6 +21,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from conveyor.api.redaction import RedactSecrets, redact_data, redact_text
 from conveyor.manifest import ConnectorManifest, ManifestError
 
 app = typer.Typer(
@@ -36,6 +37,8 @@ def _setup_logging(level: str) -> None:
         level=level.upper(), format="%(asctime)s %(levelname)s [%(name)s] %(message)s", stream=sys.stderr
     )
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactSecrets())
 
 
 @app.command()
@@ -73,12 +76,12 @@ def run(
     try:
         spark_conf = parse_conf(conf or [])
     except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        _error(exc)
         raise typer.Exit(2) from None
     try:
         connector = ConnectorManifest.load(manifest)
     except ManifestError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        _error(exc)
         raise typer.Exit(2) from None
     driver = Driver(
         connector, master=master, control_host=control_host, control_port=control_port,
@@ -96,7 +99,7 @@ def run(
     try:
         driver.start()
     except DriverError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        _error(exc)
         driver.close()
         if stay_after_stop and not stop_requested.is_set():
             _serve_failed_start(connector, str(exc), control_host, control_port, stop_requested)
@@ -117,7 +120,7 @@ def run(
     finally:
         driver.close()
     failed = [t for t in result["tasks"] if t["state"] == "FAILED"]
-    typer.echo(json.dumps(result, indent=2))
+    _print(result)
     raise typer.Exit(1 if failed else 0)
 
 
@@ -175,7 +178,11 @@ def _post(url: str, path: str, timeout: float = 120.0) -> Any:
 
 
 def _print(result: Any) -> None:
-    typer.echo(json.dumps(result, indent=2))
+    typer.echo(json.dumps(redact_data(result), indent=2))
+
+
+def _error(message: Any) -> None:
+    typer.echo(f"error: {redact_text(str(message))}", err=True)
 
 
 @app.command()
@@ -333,10 +340,10 @@ def cleanup(
         result = cleanup_connector(ConnectorManifest.load(manifest), timeout_s=timeout,
                                    delete_offsets=delete_offsets or offsets_only, connector_cleanup=not offsets_only)
     except ManifestError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        _error(exc)
         raise typer.Exit(2) from None
     except (CleanupError, PreflightError) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        _error(exc)
         raise typer.Exit(1) from None
     _print(asdict(result))
     if not result.ok:

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from conveyor import spark_volumes
+from conveyor.api.redaction import redact_value, remember_resolved
 
 API_VERSION = "conveyor.dev/v1alpha1"
 KIND = "Connector"
@@ -152,6 +153,7 @@ class KafkaSpec(_Model):
             props["sasl.username"] = sasl.username
             password = _mounted(sasl.password_secret.path(root), "spec.kafka.authentication.passwordSecret")
             props["sasl.password"] = password.read_text().strip()
+            remember_resolved(props["sasl.password"], "spec.kafka.authentication.passwordSecret")
         return props
 
 
@@ -378,7 +380,7 @@ class ConnectorManifest(_Model):
                 path = ".".join(str(p) for p in err["loc"]) or "<root>"
                 detail = err["msg"]
                 if err["type"] not in ("missing", "value_error") and "input" in err:
-                    detail = f"{detail} (got {err['input']!r})"
+                    detail = f"{detail} (got {redact_value(path, err['input'])})"
                 lines.append(f"  {path}: {detail}")
             raise ManifestError(f"{source}: invalid Connector manifest\n" + "\n".join(lines)) from None
 
@@ -439,6 +441,7 @@ def resolve_mounted_config(spec: ConnectorSpec, root: Path, source: str = "<mani
         for item in sorted(directory.iterdir()):
             if item.is_file() and not item.name.startswith("."):
                 merged[src.prefix + item.name] = item.read_text()
+                remember_resolved(merged[src.prefix + item.name], f"${{{src.kind.lower()}:{src.name}:{item.name}}}")
     merged.update(spec.config)
     listed = {("secret", s.name) for s in spec.config_from if s.secret_ref is not None}
     listed |= {("configmap", s.name) for s in spec.config_from if s.config_map_ref is not None}
@@ -454,7 +457,9 @@ def resolve_mounted_config(spec: ConnectorSpec, root: Path, source: str = "<mani
             path = root / ("secrets" if kind == "secret" else "configmaps") / name / item
             if not path.is_file():
                 raise ManifestError(f"{source}: spec.config.{key}: {kind} {name!r} has no key {item!r}")
-            return path.read_text()
+            resolved = path.read_text()
+            remember_resolved(resolved, match.group(0))
+            return resolved
 
         return _MOUNT_REF.sub(read, value)
 
@@ -477,6 +482,7 @@ def substitute_env(data: Any, environ: Mapping[str, str], source: str = "<manife
             name = match.group(1)
             if name not in environ:
                 raise ManifestError(f"{source}: {path}: environment variable {name} is not set")
+            remember_resolved(environ[name], match.group(0))
             return environ[name]
 
         return _ENV_REF.sub(value, data)

@@ -1,6 +1,7 @@
 """A canary password (from ``${env:...}``, inside ``connection.url``) goes through a whole
 lifecycle -- a config error, a run that moves records, status, metrics, a task failing against an
-unreachable database, stop -- and appears in no output (issue 11, "first hour" §3: no secret
+unreachable database, stop -- and appears in no output; nor does a canary database name from
+``${env:...}`` that PostgreSQL's error repeats (redaction by provenance) (issue 11, "first hour" §3: no secret
 value in any log, status or error)."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from conveyor.testing.runs import produce, wait_until
 pytestmark = pytest.mark.integration
 
 CANARY = f"Canary{uuid.uuid4().hex[:10]}"
+DATABASE_CANARY = f"canarydb{uuid.uuid4().hex[:10]}"
 
 
 def with_password(url: str, port: int | None = None) -> str:
@@ -100,6 +102,17 @@ def test_a_canary_password_appears_in_no_output(kafka_bootstrap, topic_factory, 
     assert run.returncode != 0 and "cannot connect to PostgreSQL" in run.stderr, run.stderr[-2000:]
     outputs += [run.stdout, run.stderr]
 
-    leaked = [text[max(0, i - 200):i + 50] for text in outputs if (i := text.find(CANARY)) >= 0]
+    # 4. by provenance: a database name from ${env:PG_DATABASE}, under no secret key and in no
+    # password position, that PostgreSQL's own error repeats ('database "..." does not exist')
+    missing_db = {**good, "connection.url": with_password(pg_database).rsplit("/", 1)[0] + "/${env:PG_DATABASE}"}
+    path = manifest(tmp_path, f"nodb-{uuid.uuid4().hex[:6]}", kafka_bootstrap, missing_db)
+    run = subprocess.run([sys.executable, "-m", "conveyor.cli", "run", path, "--control-port", "0", "--no-progress"],
+                         capture_output=True, text=True, env={**env, "PG_DATABASE": DATABASE_CANARY}, check=False,
+                         timeout=180)
+    assert run.returncode != 0 and "${env:PG_DATABASE}" in run.stderr, run.stderr[-2000:]
+    outputs += [run.stdout, run.stderr]
+
+    leaked = [text[max(0, i - 200):i + 50] for text in outputs for canary in (CANARY, DATABASE_CANARY)
+              if (i := text.find(canary)) >= 0]
     assert not leaked, leaked
 

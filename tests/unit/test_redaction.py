@@ -42,3 +42,59 @@ def test_a_config_error_never_shows_the_whole_config_nor_a_secret():
     text = repr(refused.value.errors)
     assert CANARY not in text, text
     assert "batch.size" in refused.value.errors and "'ten'" in refused.value.errors["batch.size"]
+
+
+def test_a_resolved_value_is_shown_as_its_reference_whatever_its_key(monkeypatch, tmp_path):
+    from conveyor.api.redaction import redact_data
+    from conveyor.manifest import substitute_env
+
+    value = "provenance-canary-91c2"
+    config = substitute_env({"spec": {"config": {"table.name.format": "${env:TABLE_NAME}"}}},
+                            {"TABLE_NAME": value})
+    assert config["spec"]["config"]["table.name.format"] == value
+    assert redact_value("table.name.format", value) == "${env:TABLE_NAME}"
+    assert redact_text(f'relation "{value}" does not exist') == 'relation "${env:TABLE_NAME}" does not exist'
+    assert redact_data({"trace": [f"error in {value}"]}) == {"trace": ["error in ${env:TABLE_NAME}"]}
+
+
+def test_short_resolved_values_are_hidden_whole_but_not_searched_in_text():
+    from conveyor.api.redaction import remember_resolved
+
+    remember_resolved("42", "${env:BATCH}")
+    assert redact_value("batch.size", "42") == "${env:BATCH}"
+    assert redact_text("wrote 42 rows") == "wrote 42 rows"
+
+
+def test_configfrom_and_secret_references_are_remembered(tmp_path, monkeypatch):
+    from conveyor.manifest import ConnectorSpec, resolve_mounted_config
+
+    secret_dir = tmp_path / "secrets" / "db"
+    secret_dir.mkdir(parents=True)
+    (secret_dir / "user").write_text("configfrom-user-canary\n")
+    (secret_dir / "dsn").write_text("secret-ref-canary-dsn")
+    spec = ConnectorSpec.model_validate({
+        "class": "postgres-sink", "kafka": {"bootstrapServers": "k:9092"},
+        "configFrom": [{"secretRef": {"name": "db"}, "prefix": "connection."}],
+        "config": {"topics": "t", "my.dsn": "${secret:db:dsn}"}})
+    resolved = resolve_mounted_config(spec, tmp_path)
+    assert resolved["connection.user"] == "configfrom-user-canary\n"
+    assert redact_text("login configfrom-user-canary failed") == "login ${secret:db:user} failed"
+    assert redact_text("dsn secret-ref-canary-dsn") == "dsn ${secret:db:dsn}"
+
+
+def test_log_records_are_redacted_messages_and_tracebacks(caplog):
+    import logging
+
+    from conveyor.api.redaction import RedactSecrets, remember_resolved
+
+    remember_resolved("log-canary-value-77", "${env:LOG_CANARY}")
+    record = logging.LogRecord("t", logging.ERROR, __file__, 1, "failed with %s", ("log-canary-value-77",), None)
+    try:
+        raise RuntimeError("boom log-canary-value-77")
+    except RuntimeError:
+        import sys
+
+        record.exc_info = sys.exc_info()
+    assert RedactSecrets().filter(record)
+    text = logging.Formatter().format(record)
+    assert "log-canary-value-77" not in text and "RuntimeError: boom ${env:LOG_CANARY}" in text

@@ -1,22 +1,68 @@
 """Keeping secret values out of messages: errors, logs, status, events.
 
-A config value is secret by its key (Kafka Connect's ``PASSWORD`` config type covers the same
-ground: ``connection.password``, ``sasl.jaas.config``, ``*.secret``, ``*.token``...), and a
-URL or a libpq connection string may carry a password whatever its key
-(``postgresql://user:password@host/db``, ``host=h password=p``).
+Two rules, both applied by :func:`redact_text` and :func:`redact_value`:
+
+* **By key.** A config value is secret by its key (Kafka Connect's ``PASSWORD`` config type
+  covers the same ground: ``connection.password``, ``sasl.jaas.config``, ``*.secret``,
+  ``*.token``...), and a URL or a libpq connection string may carry a password whatever its
+  key (``postgresql://user:password@host/db``, ``host=h password=p``).
+* **By provenance.** A value that came from a reference -- ``${env:NAME}``,
+  ``${secret:<name>:<key>}``, ``${configmap:<name>:<key>}``, a key merged from ``configFrom``,
+  a Kafka password file -- is shown as that reference wherever it would appear, whatever its
+  key: ``postgresql://${env:PG_USER}@db/orders``. The resolver calls :func:`remember_resolved`
+  for each; the runtime hands the pairs to the executors (:func:`resolved_values`), so a task's
+  logs and errors follow the same rule. Values shorter than :data:`MIN_SEARCHED_LENGTH`
+  characters are still replaced where a config value is shown whole, but not searched for in
+  free text, where they would match ordinary words and numbers.
+
+:class:`RedactSecrets` applies both rules to log records.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
+from collections.abc import Iterable
 from typing import Any
 
 HIDDEN = "[hidden]"
+MIN_SEARCHED_LENGTH = 6
 
 _SECRET_KEY_PARTS = ("password", "passwd", "secret", "token", "jaas", "credential", "apikey", "api.key",
                      "private.key", "access.key", "auth.key")
 _URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/@:\s'\"]*:)[^@/\s'\"]*(?P<at>@)")
 _DSN_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)('[^']*'|[^\s'\"]+)", re.IGNORECASE)
+
+_lock = threading.Lock()
+_resolved: dict[str, str] = {}  # value -> the reference it came from
+_searched: tuple[tuple[str, str], ...] = ()  # (value, reference), longest value first
+
+
+def remember_resolved(value: str, reference: str) -> None:
+    """``value`` was read from ``reference`` (``"${env:PG_PASSWORD}"``): from now on this
+    process shows the reference instead of the value. Empty values are ignored."""
+    global _searched
+    values = {v for v in (value, value.strip()) if v}  # a mounted file's value may end in a newline
+    if all(_resolved.get(v) == reference for v in values):
+        return
+    with _lock:
+        for v in values:
+            _resolved.setdefault(v, reference)
+        _searched = tuple(sorted(((v, r) for v, r in _resolved.items() if len(v) >= MIN_SEARCHED_LENGTH),
+                                 key=lambda pair: -len(pair[0])))
+
+
+def remember_all(pairs: Iterable[tuple[str, str]]) -> None:
+    """:func:`remember_resolved` for each ``(value, reference)`` (what :func:`resolved_values` gave)."""
+    for value, reference in pairs:
+        remember_resolved(value, reference)
+
+
+def resolved_values() -> list[tuple[str, str]]:
+    """Every ``(value, reference)`` this process resolved, to hand to another process."""
+    with _lock:
+        return list(_resolved.items())
 
 
 def is_secret_key(key: str) -> bool:
@@ -27,13 +73,51 @@ def is_secret_key(key: str) -> bool:
 
 
 def redact_text(text: str) -> str:
-    """``text`` with the passwords of URLs (``scheme://user:[hidden]@host``) and of libpq
-    connection strings (``password=[hidden]``) hidden."""
+    """``text`` with resolved values replaced by their references, and the passwords of URLs
+    (``scheme://user:[hidden]@host``) and of libpq connection strings (``password=[hidden]``)
+    hidden."""
+    for value, reference in _searched:
+        if value in text:
+            text = text.replace(value, reference)
     text = _URL_PASSWORD.sub(lambda m: f"{m.group('head')}{HIDDEN}{m.group('at')}", text)
     return _DSN_PASSWORD.sub(lambda m: f"{m.group('head')}{HIDDEN}", text)
 
 
 def redact_value(key: str, value: Any) -> str:
-    """How a config value may be shown: :data:`HIDDEN` for a secret key, else its ``repr``
-    with any URL or connection-string password hidden."""
-    return HIDDEN if is_secret_key(key) else redact_text(repr(value))
+    """How a config value may be shown: :data:`HIDDEN` for a secret key, the reference for a
+    value resolved from one, else its ``repr`` with the rules of :func:`redact_text`."""
+    if is_secret_key(key):
+        return HIDDEN
+    if isinstance(value, str) and value in _resolved:
+        return _resolved[value]
+    return redact_text(repr(value))
+
+
+def redact_data(data: Any) -> Any:
+    """``data`` (JSON-like: dicts, lists, strings...) with :func:`redact_text` applied to
+    every string, keys included, and every value of a secret key hidden."""
+    if isinstance(data, str):
+        return redact_text(data)
+    if isinstance(data, dict):
+        return {redact_text(k) if isinstance(k, str) else k:
+                (HIDDEN if isinstance(k, str) and is_secret_key(k) and isinstance(v, str) else redact_data(v))
+                for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [redact_data(v) for v in data]
+    return data
+
+
+class RedactSecrets(logging.Filter):
+    """A handler filter that applies :func:`redact_text` to each record's message and
+    traceback (attach it to handlers: a logger's filters miss records of its children)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact_text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact_text(record.exc_text)
+        return True

@@ -43,6 +43,7 @@ from urllib.parse import parse_qs, urlparse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
+from conveyor.api.redaction import redact_data
 from conveyor.manifest import ConnectorSpec, ConnectorState, with_mounted_config
 from conveyor.runtime.driver import OperationError
 from conveyor.runtime.protocol import TaskReport
@@ -162,7 +163,7 @@ class _Handler(BaseHTTPRequestHandler):
         return data
 
     def _json(self, status: HTTPStatus, payload: Any) -> None:
-        self._send(status, json.dumps(payload, indent=None).encode(), "application/json")
+        self._send(status, json.dumps(redact_data(payload), indent=None).encode(), "application/json")
 
     def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
         self.send_response(status)

@@ -44,6 +44,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from conveyor.api import Connector, ConnectorContext
+from conveyor.api.redaction import resolved_values
 from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState, ManifestError
 from conveyor.runtime.lifecycle import Lifecycle
 from conveyor.runtime.metrics import TaskMetricsCollector
@@ -355,6 +356,7 @@ class Driver:
             control_url=self.control_url,
             closing_timeout_s=float(spec.shutdown.grace_period_seconds),
             generation=self.generation,
+            resolved_values=resolved_values(),
         )
 
     # ------------------------------------------------------------------ runner sync

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from conveyor.api import SinkConnector, SourceConnector
+from conveyor.api.redaction import RedactSecrets, remember_all
 from conveyor.runtime.plugins import load_connector_class
 from conveyor.runtime.protocol import TaskReport, TaskSpec
 
@@ -26,6 +27,7 @@ def configure_worker_logging() -> None:
         handler = logging.StreamHandler()
         handler._conveyor = True  # type: ignore[attr-defined]
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(name)s] %(message)s"))
+        handler.addFilter(RedactSecrets())
         root.addHandler(handler)
         root.setLevel(os.environ.get("CONVEYOR_LOG_LEVEL", "INFO"))
         logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -51,6 +53,7 @@ def tune_gc() -> None:
 
 def run_task(spec: TaskSpec) -> TaskReport:
     """Run one task to its end and return its final report."""
+    remember_all(spec.resolved_values)
     tune_gc()
     connector_cls = load_connector_class(spec.connector_class)
     if issubclass(connector_cls, SinkConnector):

@@ -76,6 +76,9 @@ class TaskSpec:
         closing_timeout_s: seconds a closing commit may take (``shutdown.gracePeriodSeconds``).
         generation: the task generation (exactly-once sources: the task-count record's
             generation this task belongs to; 0 otherwise).
+        resolved_values: ``(value, reference)`` of every value the driver resolved from
+            ``${env:}``, ``${secret:}``, ``configFrom``...; the task's logs and errors show the
+            reference instead (:mod:`conveyor.api.redaction`). Left out of ``repr``.
     """
 
     connector: str
@@ -89,6 +92,7 @@ class TaskSpec:
     control_url: str
     closing_timeout_s: float = 60.0
     generation: int = 0
+    resolved_values: list[tuple[str, str]] = field(default_factory=list, repr=False)
 
     @property
     def bootstrap_servers(self) -> str:
