@@ -155,7 +155,15 @@ def one_round(bootstrap: str, tmp: Path, overrides: dict[str, str]) -> dict[str,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                        help="also measure the defaults with these connector config keys (repeatable)")
+    parser.add_argument("--no-baseline", action="store_true", help="leave out the 45 s session of Kafka Connect")
     args = parser.parse_args()
+    variants = dict(VARIANTS)
+    if args.no_baseline:
+        variants = {label: o for label, o in variants.items() if not o}
+    for spec in args.variant:
+        variants[spec] = dict(item.split("=", 1) for item in spec.split(","))
     rounds: list[dict[str, float]] = []
     tmp = tempfile.mkdtemp(prefix="conveyor-recovery-")  # the drivers' logs are kept there
     print(f"drivers' logs in {tmp}", flush=True)
@@ -163,7 +171,7 @@ def main() -> None:
         kafka = stack.enter_context(start_or_reuse_kafka())
         for r in range(args.rounds):
             figures = {}
-            for label, overrides in VARIANTS.items():
+            for label, overrides in variants.items():
                 for key, value in one_round(kafka.bootstrap_servers, Path(tmp), overrides).items():
                     figures[f"{label}: {key}"] = value
             rounds.append(figures)

@@ -4,10 +4,19 @@
 Failures keep the finalizer and back off (5 s doubling to 5 min) with a
 ``CleanupFailed`` condition and Event; ``conveyor.dev/skip-cleanup: "true"`` gives up
 explicitly. An operator that is down only delays all this: the finalizer waits for it.
+
+A driver that no longer answers through its Service (no ready endpoint, the Service gone) is
+asked through its pod's IP. When the Connector's namespace is deleted, Kubernetes deletes its
+pods first (KEP-5080) and the Connector only after they are gone: the driver, at SIGTERM, sees
+the namespace terminating and runs the connector-deleted stop path itself
+(:mod:`conveyor.runtime.namespace_deletion`). The operator then finds no driver and cannot
+create a cleanup Job in a terminating namespace: it removes the finalizer with a
+``NamespaceTerminating`` warning rather than hold the namespace in ``Terminating`` forever.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import kopf
@@ -15,7 +24,7 @@ import kopf
 from conveyor.manifest import ManifestError, OffsetsPolicy
 from conveyor_operator import names, render
 from conveyor_operator.conditions import Conditions
-from conveyor_operator.control import DriverRefused, DriverTimedOut, DriverUnreachable
+from conveyor_operator.control import DriverClient, DriverRefused, DriverTimedOut, DriverUnreachable
 from conveyor_operator.handlers import (
     RESOURCE,
     RUNTIME,
@@ -26,9 +35,11 @@ from conveyor_operator.handlers import (
     shared_kube,
     write_status,
 )
+from conveyor_operator.kube import namespace_terminating
 from conveyor_operator.status import ConditionType as C
 
 JOB_POLL_SECONDS = 5.0
+log = logging.getLogger(__name__)
 
 
 @kopf.on.delete(*RESOURCE)
@@ -54,8 +65,8 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
         write_status(namespace, name, conditions)
     grace = manifest.spec.shutdown.grace_period_seconds
     try:
-        report = driver_client(name, namespace).stop(connector_deleted=policy.cleanup, delete_offsets=delete_offsets,
-                                               timeout_s=grace)
+        report = _stop_driver(name, namespace, connector_deleted=policy.cleanup, delete_offsets=delete_offsets,
+                              timeout_s=grace)
     except DriverTimedOut as exc:
         # Still stopping (closing commits, the connector's cleanup): never a Job beside it.
         # The next call waits for the same stop and returns its report.
@@ -77,6 +88,36 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
     # The driver has stopped for good; it must not be restarted to run again.
     shared_kube().scale_deployment(namespace, names.driver(name), 0)
     shared_kube().event(body, "Normal", "CleanedUp", message=f"connector-deleted stop done by the driver: {summary(report)}")
+
+
+def _stop_driver(name: str, namespace: str, **stop: Any) -> dict[str, Any]:
+    """``POST /stop`` to the driver through its Service, else to each driver pod's own IP
+    (the Service may be gone or list no endpoint: a namespace being deleted, a pod not Ready).
+
+    Raises:
+        DriverTimedOut, DriverRefused: from the driver that took the request.
+        DriverUnreachable: no driver answered, through the Service or directly.
+    """
+    try:
+        return driver_client(name, namespace).stop(**stop)
+    except DriverTimedOut:
+        raise
+    except DriverUnreachable as through_service:
+        for url in driver_pod_urls(name, namespace):
+            try:
+                return DriverClient(url, RUNTIME.settings.request_timeout_seconds).stop(**stop)
+            except DriverTimedOut:
+                raise
+            except DriverUnreachable:
+                continue
+        raise through_service from None
+
+
+def driver_pod_urls(name: str, namespace: str) -> list[str]:
+    """Control API URLs of the connector's driver pods that have an IP, terminating ones included."""
+    pods = shared_kube().list_pods(namespace, f"{names.LABEL_CONNECTOR}={name},{names.LABEL_COMPONENT}={names.DRIVER}")
+    port = RUNTIME.settings.control_port
+    return [f"http://{pod['status']['podIP']}:{port}" for pod in pods if (pod.get("status") or {}).get("podIP")]
 
 
 def stop_problem(report: dict[str, Any]) -> str:
@@ -134,8 +175,18 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
                                   delay=JOB_POLL_SECONDS)
     job = kube.get("batch/v1", "Job", ns, names.cleanup_job(name))
     if job is None:
-        ensure_namespace_objects(manifest)  # the Job runs as the namespace's Spark ServiceAccount
-        kube.apply(render.cleanup_job(manifest, uid, RUNTIME.settings, attempt=retry + 1))
+        try:
+            ensure_namespace_objects(manifest)  # the Job runs as the namespace's Spark ServiceAccount
+            kube.apply(render.cleanup_job(manifest, uid, RUNTIME.settings, attempt=retry + 1))
+        except Exception as exc:
+            if not namespace_terminating(exc):
+                raise
+            message = (f"namespace {ns} is being deleted and no driver answers: no cleanup Job can be created "
+                       "there, so the operator cannot run the connector-deleted stop path; the driver ran it at "
+                       "SIGTERM if it could see its namespace terminating (see its log)")
+            log.warning("connector %s/%s: %s", ns, name, message)
+            kube.event(body, "Warning", "NamespaceTerminating", message=message)
+            return
         shared_kube().event(body, "Normal", "CleanupJobStarted",
                   message=f"no driver answers: Job {names.cleanup_job(name)} runs the connector-deleted stop path")
         raise kopf.TemporaryError("waiting for the cleanup Job", delay=JOB_POLL_SECONDS)

@@ -24,6 +24,12 @@ _PLURALS = {
 }
 
 
+def namespace_terminating(exc: BaseException) -> bool:
+    """Whether ``exc`` is the API server refusing to create anything in a namespace being
+    deleted (403 with cause ``NamespaceTerminating``)."""
+    return isinstance(exc, ApiException) and exc.status == 403 and "NamespaceTerminating" in str(exc.body or "")
+
+
 def resource_path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
     prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
     path = f"{prefix}/namespaces/{namespace}/{_PLURALS[kind]}"

@@ -41,6 +41,20 @@ def _setup_logging(level: str) -> None:
         handler.addFilter(RedactSecrets())
 
 
+def _stop_for(connector: ConnectorManifest, signals: list[int]) -> dict[str, bool]:
+    """``Driver.stop``'s arguments: a plain stop, unless SIGTERM came because the pod's namespace
+    is being deleted (:mod:`conveyor.runtime.namespace_deletion`): then ``spec.deletionPolicy``'s."""
+    from conveyor.manifest import OffsetsPolicy
+    from conveyor.runtime.namespace_deletion import namespace_terminating
+
+    if signal.SIGTERM not in signals or not namespace_terminating():
+        return {}
+    policy = connector.spec.deletion_policy
+    log.info("namespace of %s is being deleted: running the connector-deleted stop path (cleanup=%s, offsets=%s)",
+             connector.name, policy.cleanup, policy.offsets.value)
+    return {"connector_deleted": policy.cleanup, "delete_offsets": policy.offsets is OffsetsPolicy.DELETE}
+
+
 @app.command()
 def run(
     manifest: Annotated[Path, typer.Argument(help="Connector manifest (YAML, kind: Connector).")],
@@ -88,9 +102,11 @@ def run(
         advertised_host=advertised_host, spark_conf=spark_conf,
     )
     stop_requested = threading.Event()
+    signals: list[int] = []
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("received %s: stopping %s gracefully", signal.Signals(signum).name, connector.name)
+        signals.append(signum)
         driver.cancel_start()
         stop_requested.set()
 
@@ -116,7 +132,7 @@ def run(
         if driver.stopped.is_set() and stay_after_stop and not stop_requested.is_set():
             log.info("connector %s stopped through the control API; serving its status until SIGTERM", connector.name)
             stop_requested.wait()
-        result = driver.stop()
+        result = driver.stop(**_stop_for(connector, signals))
     finally:
         driver.close()
     failed = [t for t in result["tasks"] if t["state"] == "FAILED"]

@@ -6,6 +6,7 @@ it or, with none running, a one-shot cleanup Job; and with the operator killed h
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import psycopg
@@ -18,6 +19,7 @@ from _connectors import (
     eventually,
     get,
     kill_operator,
+    operator_pod,
     operator_restarted,
     pods,
 )
@@ -138,3 +140,33 @@ def test_deleting_an_audit_source_whose_driver_is_gone_runs_a_cleanup_job_after_
     assert audit_catalog(audit_database) == NOTHING_LEFT
     events = kube_node.kubectl("get", "events", "-n", ns, "-o", "jsonpath={.items[*].reason}").stdout.split()
     assert "CleanupJobStarted" in events and "CleanedUp" in events, events
+
+
+def test_deleting_the_namespace_of_a_running_audit_source_cleans_up_through_its_driver_and_does_not_hang(
+        kube_node, node_kafka, audit_database, conveyor_release, node_namespace):
+    """``kubectl delete namespace``: Kubernetes deletes the pods first (KEP-5080) and the
+    Connector only once they are gone. The driver, told by SIGTERM, sees its namespace
+    terminating and runs the connector-deleted stop path itself; the operator, finding no
+    driver and unable to create a cleanup Job there, lets the finalizer go. (Before, the
+    triggers stayed and the namespace stayed Terminating: every e2e teardown waited 150 s.)"""
+    ns = node_namespace
+    start_audit_source(kube_node, node_kafka, audit_database, ns)
+    started = time.monotonic()
+    kube_node.kubectl("delete", "namespace", ns, "--wait=false")
+
+    def namespace_gone() -> bool:
+        return not kube_node.kubectl("get", "namespace", ns, "--ignore-not-found", "-o", "name").stdout.strip()
+
+    try:
+        eventually(namespace_gone, 120, f"namespace {ns} deleted")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{diagnostics(kube_node, ns)}\n{operator_log(kube_node, conveyor_release)}") from None
+    took = time.monotonic() - started
+    assert audit_catalog(audit_database) == NOTHING_LEFT, operator_log(kube_node, conveyor_release)
+    assert took < 120, took
+
+
+def operator_log(node, operator_namespace: str) -> str:
+    pod = operator_pod(node, operator_namespace)
+    lines = node.kubectl("logs", "-n", operator_namespace, pod["metadata"]["name"], "--tail", "400").stdout.splitlines()
+    return "\n".join([line for line in lines if "refresh_status" not in line and "/healthz" not in line][-40:])

@@ -122,3 +122,44 @@ def _eventually(probe, timeout_s: float = 5.0) -> bool:
             return True
         deadline.wait(0.05)
     return probe()
+
+
+def test_a_later_stop_is_counted_until_it_ends():
+    life = _new()
+    assert life.begin_stop()
+    assert not life.begin_stop()  # a later stop: counted from here
+    assert not life.wait_later_stops(0.1)
+    with life.later_stop():
+        pass
+    assert life.wait_later_stops(0.1)
+
+
+def test_close_waits_for_a_connector_deleted_stop_that_came_during_a_sigterm_stop():
+    """The SIGTERM stop returns and the CLI closes the driver while the operator's
+    connector-deleted stop (a namespace being deleted) still runs its cleanup: the close
+    waits for it, so the process does not exit half-way through the cleanup."""
+    driver = _driver()
+    cleanup_started, cleanup_may_end, order = threading.Event(), threading.Event(), []
+    driver._stop_tasks = lambda connector_deleted, timeout_s=None: None  # type: ignore[method-assign]
+
+    def slow_cleanup() -> list[str]:
+        cleanup_started.set()
+        cleanup_may_end.wait(5)
+        order.append("cleanup done")
+        return ["audit table"]
+
+    driver._cleanup_stopped_connector = slow_cleanup  # type: ignore[method-assign]
+    driver._stop_control_api = lambda: order.append("control API closed")  # type: ignore[method-assign]
+    first = driver.stop()  # the SIGTERM stop
+    assert first["connector_deleted"] is False
+    later = threading.Thread(target=lambda: order.append(driver.stop(connector_deleted=True)["removed"]))
+    later.start()
+    assert cleanup_started.wait(5)
+    closing = threading.Thread(target=driver.close)
+    closing.start()
+    closing.join(0.3)
+    assert closing.is_alive(), "the driver closed while the connector-deleted stop was still cleaning up"
+    cleanup_may_end.set()
+    later.join(5)
+    closing.join(5)
+    assert order == ["cleanup done", ["audit table"], "control API closed"], order

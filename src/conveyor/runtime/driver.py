@@ -44,10 +44,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from conveyor.api import Connector, ConnectorContext
-from conveyor.api.redaction import resolved_values
 from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState, ManifestError
 from conveyor.runtime.lifecycle import Lifecycle
 from conveyor.runtime.metrics import TaskMetricsCollector
+from conveyor.runtime.offsets_deletion import delete_offsets_reported
 from conveyor.runtime.preflight import (
     PreflightError,
     check_kafka,
@@ -356,7 +356,6 @@ class Driver:
             control_url=self.control_url,
             closing_timeout_s=float(spec.shutdown.grace_period_seconds),
             generation=self.generation,
-            resolved_values=resolved_values(),
         )
 
     # ------------------------------------------------------------------ runner sync
@@ -694,10 +693,11 @@ class Driver:
             ``offsets_deleted`` is ``None``). Failures are reported, never raised.
         """
         if not self.lifecycle.begin_stop():
-            self.stopped.wait(timeout_s or self.manifest.spec.shutdown.grace_period_seconds + 30)
-            if self.stop_result is None:
-                return {"name": self.name, "stopped": True}
-            return self._finish_deletion(connector_deleted, delete_offsets)
+            with self.lifecycle.later_stop():
+                self.stopped.wait(timeout_s or self.manifest.spec.shutdown.grace_period_seconds + 30)
+                if self.stop_result is None:
+                    return {"name": self.name, "stopped": True}
+                return self._finish_deletion(connector_deleted, delete_offsets)
         with self._ops:
             log.info("stopping connector %s (connector_deleted=%s, delete_offsets=%s)", self.name,
                      connector_deleted, delete_offsets)
@@ -737,8 +737,6 @@ class Driver:
             return result
 
     def _delete_offsets(self) -> tuple[dict[str, Any] | None, str | None]:
-        from conveyor.runtime.offsets_deletion import delete_offsets_reported
-
         return delete_offsets_reported(self.kafka, self.name, self.connector_type, self.manifest.metadata.namespace,
                                        self.manifest.spec.config)
 
@@ -763,7 +761,9 @@ class Driver:
             return []
 
     def close(self) -> None:
-        """Release the control API and, when the driver created it, the SparkSession."""
+        """Release the control API and, when the driver created it, the SparkSession, once no
+        later stop runs (a connector-deleted stop that came during a SIGTERM stop finishes)."""
+        self.lifecycle.wait_later_stops(self.manifest.spec.shutdown.grace_period_seconds + 60)
         self._stop_control_api()
         if self._group_lag is not None:
             self._group_lag.close()

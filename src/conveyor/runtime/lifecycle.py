@@ -20,13 +20,17 @@ trigger                from                        effect
 ``begin_stop``         CREATED/STARTING/RUNNING    STOPPING, True: the caller runs the stop path
                        STOPPING/STOPPED            False: the caller waits for ``STOPPED``
 ``finish_stop``        STOPPING                    STOPPED; ``stopped`` is set
+``later_stop``         (after ``begin_stop`` False)  ends that later stop: ``wait_later_stops``
+                                                   returns once none is left
 =====================  ==========================  ==========================================
 
 Who waits for what: a stop that arrives during start-up runs at once on whatever exists (the
 driver's ``_ops`` lock orders it against the connector's start), and the start, seeing the
 stop began, does not start the connector. A second stop waits for ``STOPPED`` and then does
-what it asks that the first did not (see ``Driver.stop``). Operations other than stop answer
-409 once ``stopping`` is true.
+what it asks that the first did not (see ``Driver.stop``); the driver is not closed before it
+is done (``wait_later_stops``), so a connector-deleted stop that arrives during a SIGTERM stop
+runs its cleanup before the process exits. Operations other than stop answer 409 once
+``stopping`` is true.
 
 Thread-safety: transitions hold the driver's condition (the same one task runners' ``sync``
 waits on, so a stop wakes them); ``cancel_start`` only sets a flag, so it is safe in a signal
@@ -35,8 +39,10 @@ handler.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import threading
+from collections.abc import Iterator
 
 
 class Phase(str, enum.Enum):
@@ -62,6 +68,7 @@ class Lifecycle:
         self._lock = lock
         self._phase = Phase.CREATED
         self._start_cancelled = False
+        self._later_stops = 0
         self.stopped = threading.Event()
         """Set once the phase is STOPPED (stop done, or the start failed)."""
 
@@ -100,13 +107,30 @@ class Lifecycle:
 
     def begin_stop(self) -> bool:
         """True when this call moved the phase to STOPPING (its caller runs the stop path);
-        False when a stop had begun before."""
+        False when a stop had begun before: the caller is a later stop, and must end it
+        within ``with lifecycle.later_stop():``."""
         with self._lock:
             if self.stopping:
+                self._later_stops += 1
                 return False
             self._phase = Phase.STOPPING
             self._lock.notify_all()
             return True
+
+    @contextlib.contextmanager
+    def later_stop(self) -> Iterator[None]:
+        """The body of a later stop (``begin_stop`` answered False); counted until it exits."""
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._later_stops -= 1
+                self._lock.notify_all()
+
+    def wait_later_stops(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` seconds until no later stop runs; False on timeout."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._later_stops == 0, timeout_s)
 
     def finish_stop(self) -> None:
         if self._move(Phase.STOPPING, Phase.STOPPED):

@@ -11,6 +11,8 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from conveyor.api.redaction import resolved_values
+
 
 class TaskState(str, enum.Enum):
     """Kafka Connect's task states, plus Conveyor's ``DRAINED`` (closed for re-placement)
@@ -77,8 +79,9 @@ class TaskSpec:
         generation: the task generation (exactly-once sources: the task-count record's
             generation this task belongs to; 0 otherwise).
         resolved_values: ``(value, reference)`` of every value the driver resolved from
-            ``${env:}``, ``${secret:}``, ``configFrom``...; the task's logs and errors show the
-            reference instead (:mod:`conveyor.api.redaction`). Left out of ``repr``.
+            ``${env:}``, ``${secret:}``, ``configFrom``... (default: this process's); the task's
+            logs and errors show the reference instead (:mod:`conveyor.api.redaction`). Left
+            out of ``repr``.
     """
 
     connector: str
@@ -92,7 +95,7 @@ class TaskSpec:
     control_url: str
     closing_timeout_s: float = 60.0
     generation: int = 0
-    resolved_values: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    resolved_values: list[tuple[str, str]] = field(default_factory=resolved_values, repr=False)
 
     @property
     def bootstrap_servers(self) -> str:

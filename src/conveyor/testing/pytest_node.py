@@ -80,6 +80,7 @@ def node_namespace(kube_node, request) -> Iterator[str]:
     kube_node.create_namespace(name)
     yield name
     try:
-        kube_node.kubectl("delete", "namespace", name, "--wait=true", "--timeout=150s", timeout=180)
+        kube_node.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=true", "--timeout=150s",
+                          timeout=180)
     except Exception as e:  # noqa: BLE001 - cleanup only
         log.warning("namespace %s was not deleted within 150 s: %s", name, e)
