@@ -21,6 +21,8 @@ try:
 except ModuleNotFoundError:  # Python 3.10: pytest depends on tomli there
     import tomli as tomllib
 
+pytestmark = pytest.mark.integration  # helm is a built binary: not the unit tier (tests/README.md)
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "conveyor"
 NAMESPACE = "conveyor-system"
