@@ -9,14 +9,17 @@ at once. Per round, in seconds:
 * **restart -> assigned**: second start -> every partition assigned again. Before static
   membership the killed consumers stayed in the group until their ``session.timeout.ms``
   (45 s) and the new ones waited for them;
+* **cold start -> spread**, **restart -> spread**: until each task holds its share of the
+  partitions (2 of 4: issue 11 §5, one task used to hold them all);
 * **restart -> consuming**: second start -> the group's committed offset of every partition
   past where it was at the kill (records flow again on every partition);
 * **recovery over cold start**: restart -> assigned, less cold start: what the crash costs
   beyond an ordinary start (target: partitions reassigned < 10 s after the restart).
 
-Each round runs the connector with the runtime's own consumer settings and with
-``consumer.override.session.timeout.ms=45000`` (Kafka Connect's default since Kafka 3.0),
-interleaved. Medians over ``--rounds`` (3). Uses ``CONVEYOR_KAFKA_BOOTSTRAP`` when set, otherwise starts a
+Each round runs the connector with the runtime's own consumer settings (``session.timeout.ms``
+6 s), with 10 s (Kafka's default before 3.0, the runtime's before) and with 45 s (Kafka
+Connect's default since Kafka 3.0), interleaved; ``--variant`` adds others, ``--no-baseline``
+keeps only the defaults. Medians over ``--rounds`` (3). Uses ``CONVEYOR_KAFKA_BOOTSTRAP`` when set, otherwise starts a
 local broker. Run: ``python benchmarks/recovery.py [--rounds 3]``.
 """
 
@@ -48,6 +51,8 @@ from conveyor.testing.runs import committed_offsets, produce, wait_until
 PARTITIONS = 4
 TASKS = 2
 VARIANTS = {"conveyor defaults": {},
+            "session.timeout.ms 10000 (Kafka's before 3.0)": {"consumer.override.session.timeout.ms": "10000",
+                                                               "consumer.override.heartbeat.interval.ms": "3000"},
             "session.timeout.ms 45000 (Kafka Connect's)": {"consumer.override.session.timeout.ms": "45000"}}
 
 
@@ -79,10 +84,19 @@ def status(port: int) -> dict[str, Any]:
         return {}
 
 
+def assignments(port: int) -> list[list[str]]:
+    """Each RUNNING task's partitions."""
+    return [list(t.get("assignment") or ()) for t in status(port).get("tasks") or [] if t.get("state") == "RUNNING"]
+
+
 def all_assigned(port: int) -> bool:
-    tasks = status(port).get("tasks") or []
-    assigned = {p for t in tasks if t.get("state") == "RUNNING" for p in t.get("assignment") or ()}
-    return len(assigned) == PARTITIONS
+    return len({p for held in assignments(port) for p in held}) == PARTITIONS
+
+
+def spread(port: int) -> bool:
+    """Every partition assigned and every task holding its share (2 of 4 each)."""
+    held = assignments(port)
+    return all_assigned(port) and len(held) == TASKS and all(len(h) == PARTITIONS // TASKS for h in held)
 
 
 def start(manifest: Path, port: int, log: Path) -> subprocess.Popen:
@@ -125,6 +139,8 @@ def one_round(bootstrap: str, tmp: Path, overrides: dict[str, str]) -> dict[str,
         proc = start(manifest, port, log)
         wait_until(lambda: all_assigned(port), 180, "every partition assigned", interval_s=0.1)
         figures["cold start -> assigned (s)"] = time.monotonic() - t0
+        wait_until(lambda: spread(port), 180, "the partitions spread over the tasks", interval_s=0.1)
+        figures["cold start -> spread (s)"] = time.monotonic() - t0
         wait_until(lambda: len(committed_offsets(bootstrap, f"connect-{name}", topic, PARTITIONS)) == PARTITIONS,
                    60, "a commit on every partition")
         time.sleep(2)
@@ -136,6 +152,8 @@ def one_round(bootstrap: str, tmp: Path, overrides: dict[str, str]) -> dict[str,
         try:
             wait_until(lambda: all_assigned(port), 180, "every partition assigned after the restart", interval_s=0.1)
             figures["restart -> assigned (s)"] = time.monotonic() - t1
+            wait_until(lambda: spread(port), 180, "the partitions spread after the restart", interval_s=0.1)
+            figures["restart -> spread (s)"] = time.monotonic() - t1
 
             def consuming() -> bool:
                 now = committed_offsets(bootstrap, f"connect-{name}", topic, PARTITIONS)
@@ -157,7 +175,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
                         help="also measure the defaults with these connector config keys (repeatable)")
-    parser.add_argument("--no-baseline", action="store_true", help="leave out the 45 s session of Kafka Connect")
+    parser.add_argument("--no-baseline", action="store_true", help="measure only the defaults (and --variant)")
     args = parser.parse_args()
     variants = dict(VARIANTS)
     if args.no_baseline:

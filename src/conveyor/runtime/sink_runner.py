@@ -21,7 +21,7 @@ its ``rdkafka_cgrp.c`` and the broker's request handling show):
   ``OffsetCommit`` on the same coordinator connection as its ``JoinGroup``. While a
   rebalance waits for a member that neither rejoins nor leaves, this member's
   ``JoinGroup`` is parked at the coordinator and a synchronous commit queued behind it
-  waits for that member's ``session.timeout.ms`` (10 s here, see below; librdkafka's
+  waits for that member's ``session.timeout.ms`` (6 s here, see below; librdkafka's
   default is 45 s).
 * A cooperative consumer whose assignment is empty does not send ``LeaveGroup`` from
   ``close()`` (``rd_kafka_cgrp_revoke_all_rejoin`` returns early when terminating), so
@@ -34,7 +34,7 @@ its ``rdkafka_cgrp.c`` and the broker's request handling show):
   still a member 20 s later), and confluent-kafka has no ``RemoveMembersFromConsumerGroup``,
   so a stopped, drained or scaled-down task would hold its partitions, and keep the group
   from being deleted, for a whole session. A crash instead costs at most
-  ``session.timeout.ms`` (10 s) before the survivors, or the restarted task, take over.
+  ``session.timeout.ms`` (6 s) before the survivors, or the restarted task, take over.
 * The closing commit of a stop, drain or failure is asynchronous, and the task thread
   keeps serving the consumer (rebalance callbacks, the commit's result) until the
   broker answers, with every partition paused and fetched records dropped (they were
@@ -109,11 +109,14 @@ def consumer_config(spec: TaskSpec) -> dict[str, Any]:
         # 350k records/s instead of 1.8M in one Python process).
         "fetch.queue.backoff.ms": 10,
         # A crashed task's consumer stays a member until its session expires, and every other
-        # member's rebalance waits for that: 10 s (Kafka's default before 3.0) instead of 45 s
-        # bounds the wait after a kill -9 (benchmarks/recovery.py). Heartbeats come from
-        # librdkafka's own thread, so a busy put() never misses one.
-        "session.timeout.ms": 10_000,
-        "heartbeat.interval.ms": 3_000,
+        # member's rebalance waits for that. 6 s (the broker's group.min.session.timeout.ms)
+        # expires it before a restarted driver's consumers have even joined: partitions are
+        # back 7.8 s after a restart from kill -9, against 11.2 s with 10 s and 90 s with 45 s
+        # (benchmarks/recovery.py). Heartbeats come from librdkafka's own thread, never held by
+        # put() or the GIL; what a session guards against here is a dead process or a network
+        # cut, and a false expiry costs a rebalance and records read again, never lost.
+        "session.timeout.ms": 6_000,
+        "heartbeat.interval.ms": 1_500,
     }
     overrides = prefixed(spec.connector_config, "consumer.override.")
     return client_config(spec.kafka, settings,
