@@ -6,7 +6,7 @@ tables' rows, stay; a restart from the committed offset still reads exactly the 
 from __future__ import annotations
 
 import pytest
-from test_postgres_audit_source import config, make_tables, names_of, poll_until, sql, start_connector, start_task
+from _audit_source import config, make_tables, names_of, poll_until, sql, start_connector, start_task
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,7 @@ Delivery (at least once):
   broker during ``put`` is a :class:`RetriableError` too; at ``start`` it is a
   :class:`ConnectError` (host:port, vhost and user; never the password).
 
-Provisioning: ``start`` (connector and task) declares the durable queues of the configured
+Provisioning (:mod:`.topology`): ``start`` (connector and task) declares the durable queues of the configured
 ``topics``; the task declares the queue of any other topic it sees on first use (and binds
 queues to ``rabbitmq.exchange`` when set). ``Task.stop(connector_deleted=True)`` deletes exactly
 the queues that task declared; ``Connector.stop(connector_deleted=True)`` deletes the queues of
@@ -49,10 +49,9 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pika
 
@@ -69,125 +68,27 @@ from conveyor.api.sink import Offsets
 from conveyor.connectors.rabbitmq.config import (
     NullValues,
     RabbitMQSinkConfig,
-    describe_url,
     load_config,
     queue_name_problem,
-    scrub,
 )
 from conveyor.connectors.rabbitmq.encoding import body_of, properties_of
-from conveyor.connectors.rabbitmq.link import BrokerRefused, Link, LinkDown
+from conveyor.connectors.rabbitmq.link import Link, LinkDown
+from conveyor.connectors.rabbitmq.topology import (
+    admin_link,
+    check_exchange,
+    connection_parameters,
+    declare_queue,
+    delete_queues,
+    open_budget,
+    scrub_secrets,
+    where,
+)
 
 VERSION = "0.1.0"
 
 log = logging.getLogger(__name__)
 
 _PENDING, _CONFIRMED, _FAILED = 0, 1, 2
-
-
-# -- shared by the connector and the task -------------------------------------------------------
-
-
-def _parameters(cfg: RabbitMQSinkConfig, role: str) -> pika.URLParameters:
-    url = cfg.url.get_secret_value()
-    params = pika.URLParameters(url)
-    query = parse_qs(urlsplit(url).query)
-    timeout = cfg.connection_timeout_ms / 1000
-    if "stack_timeout" not in query:
-        params.stack_timeout = timeout
-    if "socket_timeout" not in query:
-        params.socket_timeout = timeout
-    client = dict(params.client_properties or {})
-    client.setdefault("connection_name", f"conveyor {cfg.name or 'rabbitmq-sink'} {role}")
-    params.client_properties = client
-    return params
-
-
-def _open_budget(params: pika.ConnectionParameters) -> float:
-    """Seconds pika may take to connect, all attempts included, plus a margin."""
-    attempts = max(1, int(params.connection_attempts or 1))
-    per_attempt = float(params.stack_timeout or 15.0)
-    return attempts * per_attempt + (attempts - 1) * float(params.retry_delay or 0) + 1.0
-
-
-def _where(cfg: RabbitMQSinkConfig) -> str:
-    return describe_url(cfg.url.get_secret_value())
-
-
-def _scrub(cfg: RabbitMQSinkConfig, text: str) -> str:
-    return scrub(cfg.url.get_secret_value(), text)
-
-
-def _ignore(*_args: Any) -> None:
-    return None
-
-
-def _admin_link(cfg: RabbitMQSinkConfig, role: str) -> Link:
-    """An open link for declarations and deletions (no publishing).
-
-    Raises:
-        ConnectError: the broker cannot be reached or refuses the login.
-    """
-    params = _parameters(cfg, role)
-    link = Link(params, on_confirm=_ignore, on_return=_ignore, on_lost=_ignore)
-    try:
-        link.open(_open_budget(params))
-    except LinkDown as exc:
-        raise ConnectError(f"cannot connect to RabbitMQ at {_where(cfg)}: {_scrub(cfg, str(exc))}") from None
-    return link
-
-
-def _check_exchange(link: Link, cfg: RabbitMQSinkConfig) -> None:
-    try:
-        link.check_exchange(cfg.exchange, cfg.connection_timeout_ms / 1000)
-    except BrokerRefused as exc:
-        raise ConnectError(
-            f"rabbitmq.exchange {cfg.exchange!r} cannot be used on RabbitMQ at {_where(cfg)}:"
-            f" {exc.reply_code} {exc.reply_text} (the connector does not create exchanges)"
-        ) from None
-
-
-def _declare(link: Link, cfg: RabbitMQSinkConfig, queue: str) -> None:
-    """Declare durable ``queue`` (and bind it to ``rabbitmq.exchange`` when set).
-
-    Raises:
-        ConnectError: the broker refused (e.g. the queue exists with other settings).
-        LinkDown: the connection failed.
-    """
-    timeout = cfg.connection_timeout_ms / 1000
-    try:
-        link.declare_queue(queue, cfg.queue_arguments, timeout)
-        if cfg.exchange:
-            link.bind_queue(queue, cfg.exchange, queue, timeout)
-    except BrokerRefused as exc:
-        hint = ""
-        if exc.reply_code == 406:
-            hint = (
-                " (a queue of that name exists with other settings: durable=false or other"
-                " x-arguments; delete it or adjust rabbitmq.queue.arguments)"
-            )
-        what = f"durable queue {queue!r}" + (f" bound to exchange {cfg.exchange!r}" if cfg.exchange else "")
-        raise ConnectError(f"RabbitMQ at {_where(cfg)} refused to declare {what}: {exc}{hint}") from None
-
-
-def _delete_queues(link: Link, cfg: RabbitMQSinkConfig, queues: Iterable[str]) -> list[str]:
-    """Delete ``queues`` (with their messages); one report line per queue.
-
-    Raises:
-        ConnectError: the broker refused a deletion.
-        LinkDown: the connection failed.
-    """
-    timeout = cfg.connection_timeout_ms / 1000
-    lines: list[str] = []
-    for queue in queues:
-        try:
-            if link.queue_message_count(queue, timeout) is None:
-                lines.append(f"queue {queue!r} was already gone")
-                continue
-            dropped = link.delete_queue(queue, timeout)
-        except BrokerRefused as exc:
-            raise ConnectError(f"RabbitMQ at {_where(cfg)} refused to delete queue {queue!r}: {exc}") from None
-        lines.append(f"deleted queue {queue!r} ({dropped} message(s) with it)")
-    return lines
 
 
 # -- connector ----------------------------------------------------------------------------------
@@ -231,16 +132,17 @@ class RabbitMQSinkConnector(SinkConnector):
         cfg = load_config(config)
         self._config = cfg
         self._raw = dict(config)
-        link = _admin_link(cfg, "connector")
+        link = admin_link(cfg, "connector")
         try:
             if cfg.exchange:
-                _check_exchange(link, cfg)
+                check_exchange(link, cfg)
             for queue in cfg.configured_queues():
-                _declare(link, cfg, queue)
+                declare_queue(link, cfg, queue)
                 self._declared[queue] = None
         except LinkDown as exc:
             raise ConnectError(
-                f"lost the connection to RabbitMQ at {_where(cfg)} while declaring queues: {_scrub(cfg, str(exc))}"
+                f"lost the connection to RabbitMQ at {where(cfg)} while declaring queues: "
+                f"{scrub_secrets(cfg, str(exc))}"
             ) from None
         finally:
             link.close()
@@ -267,12 +169,12 @@ class RabbitMQSinkConnector(SinkConnector):
         queues = list(dict.fromkeys([*cfg.configured_queues(), *self._declared]))
         if not queues:
             return
-        link = _admin_link(cfg, "connector cleanup")
+        link = admin_link(cfg, "connector cleanup")
         try:
-            lines = _delete_queues(link, cfg, queues)
+            lines = delete_queues(link, cfg, queues)
         except LinkDown as exc:
             raise ConnectError(
-                f"lost the connection to RabbitMQ at {_where(cfg)} while deleting queues: {_scrub(cfg, str(exc))}"
+                f"lost the connection to RabbitMQ at {where(cfg)} while deleting queues: {scrub_secrets(cfg, str(exc))}"
             ) from None
         finally:
             link.close()
@@ -384,12 +286,12 @@ class RabbitMQSinkTask(SinkTask):
         try:
             self._link = self._new_link()
             if cfg.exchange:
-                _check_exchange(self._link, cfg)
+                check_exchange(self._link, cfg)
             for queue in cfg.configured_queues():
                 self._ensure_queue(queue)
         except LinkDown as exc:
             self._drop_link()
-            raise ConnectError(f"cannot connect to RabbitMQ at {_where(cfg)}: {_scrub(cfg, str(exc))}") from None
+            raise ConnectError(f"cannot connect to RabbitMQ at {where(cfg)}: {scrub_secrets(cfg, str(exc))}") from None
         except ConnectError:
             self._drop_link()
             raise
@@ -467,7 +369,7 @@ class RabbitMQSinkTask(SinkTask):
             log.warning(
                 "rabbitmq-sink: %s commit: %s; committing only what RabbitMQ confirmed",
                 "closing" if closing else "periodic",
-                _scrub(self.config, str(exc)),
+                scrub_secrets(self.config, str(exc)),
             )
             if self._link is not None and self._link.down is not None:
                 self._drop_link()
@@ -509,12 +411,12 @@ class RabbitMQSinkTask(SinkTask):
         if not (connector_deleted and cfg is not None and self._declared):
             return
         # A connection of its own: the publishing one may be blocked by a broker alarm.
-        link = _admin_link(cfg, "task cleanup")
+        link = admin_link(cfg, "task cleanup")
         try:
-            self.deleted = _delete_queues(link, cfg, list(self._declared))
+            self.deleted = delete_queues(link, cfg, list(self._declared))
         except LinkDown as exc:
             raise ConnectError(
-                f"lost the connection to RabbitMQ at {_where(cfg)} while deleting queues: {_scrub(cfg, str(exc))}"
+                f"lost the connection to RabbitMQ at {where(cfg)} while deleting queues: {scrub_secrets(cfg, str(exc))}"
             ) from None
         finally:
             link.close()
@@ -525,9 +427,9 @@ class RabbitMQSinkTask(SinkTask):
 
     def _new_link(self) -> Link:
         """Raises LinkDown when the broker cannot be reached."""
-        params = _parameters(self.config, "task")
+        params = connection_parameters(self.config, "task")
         link = Link(params, on_confirm=self._on_confirm, on_return=self._on_return, on_lost=self._on_lost)
-        link.open(_open_budget(params))
+        link.open(open_budget(params))
         return link
 
     def _connected(self) -> Link:
@@ -546,7 +448,7 @@ class RabbitMQSinkTask(SinkTask):
             self._link = self._new_link()
         except LinkDown as exc:
             raise self._retriable("cannot connect", exc, " will retry") from None
-        log.info("rabbitmq-sink: connected to RabbitMQ at %s", _where(self.config))
+        log.info("rabbitmq-sink: connected to RabbitMQ at %s", where(self.config))
         return self._link
 
     def _reconnect(self) -> bool:
@@ -556,8 +458,8 @@ class RabbitMQSinkTask(SinkTask):
         except LinkDown as exc:
             log.warning(
                 "rabbitmq-sink: reconnecting to RabbitMQ at %s failed: %s",
-                _where(self.config),
-                _scrub(self.config, str(exc)),
+                where(self.config),
+                scrub_secrets(self.config, str(exc)),
             )
             return False
         return True
@@ -567,7 +469,7 @@ class RabbitMQSinkTask(SinkTask):
         if link is None:
             return
         if link.down is not None and link.down.permanent and self._permanent is None:
-            self._permanent = f"RabbitMQ at {_where(self.config)}: {_scrub(self.config, str(link.down))}"
+            self._permanent = f"RabbitMQ at {where(self.config)}: {scrub_secrets(self.config, str(link.down))}"
         link.close()
         if self._inflight:  # the link closed without reporting a loss (e.g. closed by us)
             self._on_lost("connection closed")
@@ -575,7 +477,7 @@ class RabbitMQSinkTask(SinkTask):
     def _retriable(self, doing: str, exc: BaseException, then: str) -> RetriableError:
         cfg = self.config
         return RetriableError(
-            f"RabbitMQ at {_where(cfg)}: {doing}: {_scrub(cfg, str(exc))};{then}",
+            f"RabbitMQ at {where(cfg)}: {doing}: {scrub_secrets(cfg, str(exc))};{then}",
             delay=timedelta(milliseconds=cfg.retry_backoff_ms),
         )
 
@@ -646,7 +548,7 @@ class RabbitMQSinkTask(SinkTask):
         if queue in self._ready:
             return
         assert self._link is not None
-        _declare(self._link, self.config, queue)
+        declare_queue(self._link, self.config, queue)
         self._ready.add(queue)
         self._declared.setdefault(queue, None)
 
@@ -728,7 +630,7 @@ class RabbitMQSinkTask(SinkTask):
         if not room() and self.unconfirmed() >= limit:
             blocked = " (RabbitMQ blocked publishing: memory or disk alarm)" if link.blocked else ""
             raise RetriableError(
-                f"RabbitMQ at {_where(cfg)}: {self.unconfirmed()} message(s) still unconfirmed or awaiting"
+                f"RabbitMQ at {where(cfg)}: {self.unconfirmed()} message(s) still unconfirmed or awaiting"
                 f" a resend after {cfg.confirm_timeout_ms} ms (rabbitmq.max.in.flight={limit}){blocked};"
                 " the batch will be retried",
                 delay=timedelta(milliseconds=cfg.retry_backoff_ms),
@@ -838,7 +740,7 @@ class RabbitMQSinkTask(SinkTask):
             log.warning(
                 "rabbitmq-sink: connection to RabbitMQ at %s lost (%s); %d unconfirmed message(s) will be"
                 " published again",
-                _where(self.config),
-                _scrub(self.config, reason),
+                where(self.config),
+                scrub_secrets(self.config, reason),
                 lost,
             )
