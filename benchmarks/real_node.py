@@ -31,6 +31,7 @@ Run as root: ``python benchmarks/real_node.py [--rounds 3] [--records 2000000] [
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import shutil
@@ -38,7 +39,6 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from contextlib import ExitStack
 from pathlib import Path
@@ -53,7 +53,7 @@ from conveyor.testing.images import build_images
 from conveyor.testing.kafka import KafkaBroker
 from conveyor.testing.node import KubeNode
 from conveyor.testing.postgres import PostgresServer
-from conveyor.testing.runs import produce, wait_until
+from conveyor.testing.runs import control_request, produce, wait_until
 from conveyor.testing.spark import local_spark_session
 from conveyor.testing.timing import read_timings
 
@@ -161,13 +161,21 @@ def put_rate(timings: list[dict[str, Any]], records: int) -> float:
     return records / (max(t["last_put_end"] for t in timings) - min(t["first_put"] for t in timings))
 
 
-def driver_status(ip: str) -> dict[str, Any]:
+def admin_token(node: KubeNode, name: str) -> str:
+    """The connector's control API admin token, from the ``<name>-control`` Secret the operator made."""
+    secret = wait_until(lambda: node.kubectl("get", "secret", f"{name}-control", "-n", NAMESPACE, "-o",
+                                             "jsonpath={.data.admin-token}", check=False).stdout, 120,
+                        "the connector's control Secret")
+    return base64.b64decode(secret).decode()
+
+
+def driver_status(ip: str, token: str) -> dict[str, Any]:
     """The driver's ``GET /status`` over the pod network; ``{}`` while it does not answer."""
     try:
-        with urllib.request.urlopen(f"http://{ip}:8083/status", timeout=5) as resp:
-            return json.loads(resp.read())
+        code, body = control_request(f"http://{ip}:8083", "/status", token=token, timeout_s=5)
     except OSError:
         return {}
+    return body if code == 200 else {}
 
 
 def driver_ip(node: KubeNode, name: str) -> str | None:
@@ -196,9 +204,10 @@ def throughput_on_node(node: KubeNode, bootstrap: str, topic: str, records: int,
     node.kubectl("apply", "-f", "-", input=json.dumps(body))
     try:
         ip = wait_until(lambda: driver_ip(node, name), 300, "the driver pod's IP")
-        wait_for_settled_assignment(lambda: driver_status(ip).get("tasks") or [], tasks, timeout_s=300)
+        token = admin_token(node, name)
+        wait_for_settled_assignment(lambda: driver_status(ip, token).get("tasks") or [], tasks, timeout_s=300)
         set_state(node, name, "running")
-        wait_until(lambda: sum(t.get("records_put", 0) for t in driver_status(ip).get("tasks") or []) >= records,
+        wait_until(lambda: sum(t.get("records_put", 0) for t in driver_status(ip, token).get("tasks") or []) >= records,
                    600, f"{records} records put", interval_s=0.5)
         set_state(node, name, "stopped")
         path = Path(timings_dir) / f"{name}.jsonl"
@@ -231,13 +240,12 @@ def drain_latencies(node: KubeNode, bootstrap: str, count: int) -> list[float]:
             return pods[0]["status"].get("podIP") if pods else None
 
         ip = wait_until(running_driver_ip, 300, "a running 2-task connector")
+        token = admin_token(node, name)
         out = []
         for i in range(count):
-            request = urllib.request.Request(f"http://{ip}:8083/drain?task={i % 2}&timeout_s=30", method="POST",
-                                             data=b"")
             t0 = time.monotonic()
-            with urllib.request.urlopen(request, timeout=60) as resp:
-                result = json.loads(resp.read())
+            code, result = control_request(f"http://{ip}:8083", f"/drain?task={i % 2}&timeout_s=30", "POST",
+                                           token=token, timeout_s=60)
             out.append(time.monotonic() - t0)
             assert result.get("complete"), result
             wait_until(running_driver_ip, 120, "both tasks RUNNING again")

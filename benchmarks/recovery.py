@@ -37,7 +37,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 from contextlib import ExitStack
 from pathlib import Path
@@ -46,7 +45,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conveyor.testing.kafka import start_or_reuse as start_or_reuse_kafka
-from conveyor.testing.runs import committed_offsets, produce, wait_until
+from conveyor.testing.runs import committed_offsets, control_request, produce, wait_until
 
 PARTITIONS = 4
 TASKS = 2
@@ -77,11 +76,11 @@ def free_port() -> int:
 
 
 def status(port: int) -> dict[str, Any]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as resp:
-            return json.loads(resp.read())
-    except (OSError, http.client.HTTPException):  # not up yet, or killed mid-answer
+    try:  # the token: the file `conveyor run` wrote for the port
+        code, body = control_request(f"http://127.0.0.1:{port}", "/status", timeout_s=2)
+    except (OSError, http.client.HTTPException, ValueError):  # not up yet, or killed mid-answer
         return {}
+    return body if code == 200 else {}
 
 
 def assignments(port: int) -> list[list[str]]:

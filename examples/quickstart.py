@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from rich.table import Table
 
 from conveyor.testing.kafka import start_or_reuse as start_or_reuse_kafka
 from conveyor.testing.postgres import start_or_reuse as start_or_reuse_postgres
-from conveyor.testing.runs import consume_all, produce
+from conveyor.testing.runs import consume_all, control_request, produce
 
 HERE = Path(__file__).resolve().parent
 console = Console()
@@ -88,8 +87,7 @@ def main() -> int:
                     console.print(f"[red]only {count_rows(pg_url)} of {args.orders} orders arrived[/]")
                     return 1
                 time.sleep(0.5)
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10) as resp:
-                status = json.loads(resp.read())
+            _, status = control_request(f"http://127.0.0.1:{port}", "/status", timeout_s=10)
         finally:
             driver.send_signal(signal.SIGTERM)
             stop_output, _ = driver.communicate(timeout=120)

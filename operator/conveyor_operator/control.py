@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from http import HTTPStatus
 from http.client import HTTPException
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -46,16 +48,22 @@ class DriverClient:
     Args:
         base_url: e.g. ``http://orders-driver.data.svc:8083``.
         timeout_s: timeout of calls that do not block in the driver, in seconds.
+        token: the driver's admin token (``Authorization: Bearer``; see
+            ``conveyor.runtime.control_auth``), ``None`` to send none.
+        on_unauthorized: called when the driver answers 401 (the token is stale), before
+            :class:`DriverRefused` is raised.
     """
 
-    def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
+    def __init__(self, base_url: str, timeout_s: float = 5.0, token: str | None = None,
+                 on_unauthorized: Callable[[], None] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self._headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        self._on_unauthorized = on_unauthorized
 
     def _call(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=self._headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as response:
                 payload = response.read()
@@ -64,6 +72,8 @@ class DriverClient:
                 message = json.loads(exc.read() or b"{}").get("message", exc.reason)
             except ValueError:
                 message = str(exc.reason)
+            if exc.code == HTTPStatus.UNAUTHORIZED and self._on_unauthorized is not None:
+                self._on_unauthorized()
             raise DriverRefused(exc.code, str(message)) from None
         except TimeoutError as exc:  # the answer did not come (a connect timeout is a URLError)
             raise DriverTimedOut(f"{self.base_url}: no answer to {method} {path.split('?')[0]} within "

@@ -24,7 +24,7 @@ import kopf
 from conveyor.manifest import ManifestError, OffsetsPolicy
 from conveyor_operator import names, render
 from conveyor_operator.conditions import Conditions
-from conveyor_operator.control import DriverClient, DriverRefused, DriverTimedOut, DriverUnreachable
+from conveyor_operator.control import DriverRefused, DriverTimedOut, DriverUnreachable
 from conveyor_operator.handlers import (
     RESOURCE,
     RUNTIME,
@@ -105,7 +105,7 @@ def _stop_driver(name: str, namespace: str, **stop: Any) -> dict[str, Any]:
     except DriverUnreachable as through_service:
         for url in driver_pod_urls(name, namespace):
             try:
-                return DriverClient(url, RUNTIME.settings.request_timeout_seconds).stop(**stop)
+                return driver_client(name, namespace, url).stop(**stop)
             except DriverTimedOut:
                 raise
             except DriverUnreachable:

@@ -35,8 +35,9 @@ from kubernetes import config as kube_config
 
 from conveyor.manifest import ConnectorManifest, ManifestError
 from conveyor_operator import GROUP, PLURAL, VERSION, names, render
-from conveyor_operator.conditions import Conditions, now
+from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
+from conveyor_operator.control_secret import ControlSecrets
 from conveyor_operator.kube import Kube
 from conveyor_operator.pod_health import POD_PROBLEM_REASONS, pod_problem
 from conveyor_operator.settings import OperatorSettings
@@ -59,6 +60,7 @@ class _Runtime:
     kube: Kube | None = None
     shared_objects: SharedObjects = SharedObjects()
     drained_pods: set[str] = set()
+    control_secrets: ControlSecrets = ControlSecrets()
     lock = threading.Lock()
 
 
@@ -89,6 +91,7 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     RUNTIME.kube = Kube(_api_client(ours.max_workers), ours.field_manager)
     RUNTIME.drained_pods = set()
     RUNTIME.shared_objects = SharedObjects()
+    RUNTIME.control_secrets = ControlSecrets()
     settings.persistence.finalizer = names.FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.conveyor.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -127,9 +130,14 @@ def shared_kube() -> Kube:
     return RUNTIME.kube
 
 
-def driver_client(manifest_name: str, namespace: str) -> DriverClient:
+def driver_client(manifest_name: str, namespace: str, base_url: str | None = None) -> DriverClient:
+    """A client of the connector's driver (at its Service, or ``base_url``) that sends the admin
+    token of the connector's ``<name>-control`` Secret."""
     s = RUNTIME.settings
-    return DriverClient(s.control_url(manifest_name, namespace), s.request_timeout_seconds)
+    secrets = RUNTIME.control_secrets
+    return DriverClient(base_url or s.control_url(manifest_name, namespace), s.request_timeout_seconds,
+                        token=secrets.admin_token(shared_kube(), namespace, manifest_name),
+                        on_unauthorized=lambda: secrets.forget(namespace, manifest_name))
 
 
 def parse(body: kopf.Body | dict[str, Any]) -> ConnectorManifest:
@@ -196,7 +204,8 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
     elif known_config is not None:
         _push_state(manifest)
     ensure_namespace_objects(manifest)
-    for obj in render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled):
+    control_secret_uid = RUNTIME.control_secrets.ensure(kube, manifest, render.owner_reference(name, uid))
+    for obj in render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled, control_secret_uid):
         kube.apply(obj)
     conditions.set(C.PROGRESSING, True, "Reconciled", f"generation {generation} applied")
     conditions.set(C.DEGRADED, False, "AsExpected")
@@ -233,6 +242,8 @@ def _push_config(body: kopf.Body, manifest: ConnectorManifest) -> bool:
     except DriverRefused as exc:
         if exc.status == 400:
             shared_kube().event(body, "Warning", "InvalidConfig", message=exc.message)
+        elif exc.status == 409:  # only a new driver may take it (conveyor.runtime.live_config)
+            shared_kube().event(body, "Normal", "RollingDriver", message=exc.message)
         log.info("driver of %s refused the new config live (%s): rolling", manifest.name, exc)
         return False
     shared_kube().event(body, "Normal", "Reconfigured", message="configuration applied to the running driver")
@@ -321,7 +332,8 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
         report = driver_client(name, namespace).status()
     except (DriverUnreachable, DriverRefused) as exc:
         if not _report_pod_problem(body, conditions, namespace, name):
-            conditions.set(C.READY, False, "DriverUnreachable", str(exc))
+            refused = isinstance(exc, DriverRefused) and exc.status in (401, 403)  # not our <name>-control tokens
+            conditions.set(C.READY, False, "DriverUnauthorized" if refused else "DriverUnreachable", str(exc))
         write_status(namespace, name, conditions)
         return
     connector = report.get("connector") or {}

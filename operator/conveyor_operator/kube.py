@@ -1,5 +1,5 @@
 """The few API server calls the operator makes, over the official ``kubernetes`` client:
-server-side apply, get, delete, and merge patches of a Connector's status and annotations."""
+server-side apply, create, get, delete, and merge patches of a Connector's status and annotations."""
 
 from __future__ import annotations
 
@@ -63,6 +63,12 @@ class Kube:
         path = resource_path(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
         return self._call(path, "PATCH", obj, [("fieldManager", self.field_manager), ("force", "true")],
                           "application/apply-patch+yaml")
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` (POST); an existing one is a 409 :class:`ApiException`."""
+        meta = obj["metadata"]
+        return self._call(resource_path(obj["apiVersion"], obj["kind"], meta["namespace"]), "POST", obj,
+                          [("fieldManager", self.field_manager)])
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""

@@ -15,6 +15,8 @@ FINALIZER = "conveyor.dev/finalizer"
 DRIVER = "driver"
 EXECUTOR = "executor"
 CLEANUP = "cleanup"
+CONTROL = "control"
+ANNOTATION_CONTROL_SECRET_UID = "conveyor.dev/control-secret-uid"
 
 
 def driver(name: str) -> str:
@@ -34,6 +36,12 @@ def manifest_config_map(name: str) -> str:
 SPARK_SERVICE_ACCOUNT = "conveyor-spark"
 """ServiceAccount and RoleBinding, one per namespace and shared by its connectors' drivers,
 that let a driver manage its executor pods."""
+
+
+def control_secret(name: str) -> str:
+    """Secret with the connector's control API tokens and Spark auth secret
+    (:mod:`conveyor_operator.control_secret`)."""
+    return f"{name}-control"
 
 
 def cleanup_job(name: str) -> str:

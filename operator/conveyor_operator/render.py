@@ -36,12 +36,21 @@ import yaml
 
 from conveyor import spark_volumes
 from conveyor.manifest import API_VERSION, KIND, ConnectorManifest
+from conveyor.runtime.control_auth import (
+    ADMIN_TOKEN_FILE,
+    SPARK_AUTH_SECRET_FILE,
+    TASK_TOKEN_FILE,
+    TOKEN_DIR_ENV,
+    TOKEN_FILE_ENV,
+)
 from conveyor_operator import names
 from conveyor_operator.settings import OperatorSettings
 
 MOUNT_ROOT = "/etc/conveyor"
 MANIFEST_PATH = f"{MOUNT_ROOT}/connector/connector.yaml"
 EXECUTOR_TEMPLATE_PATH = f"{MOUNT_ROOT}/templates/executor-pod.yaml"
+CONTROL_DIR = f"{MOUNT_ROOT}/control"
+"""Where the connector's ``<name>-control`` Secret is mounted (:mod:`conveyor_operator.control_secret`)."""
 SPARK_DRIVER_PORT = 7078
 SPARK_BLOCK_MANAGER_PORT = 7079
 RUN_AS_USER = 10001
@@ -232,6 +241,14 @@ def _downward_env() -> list[dict[str, Any]]:
     ]
 
 
+def _control_secret(manifest: ConnectorManifest, keys: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The volume and mount of ``keys`` of the connector's control Secret at :data:`CONTROL_DIR`;
+    files mode 0444: readable by the container's user whatever its UID (no ``fsGroup`` needed)."""
+    volume = {"name": "control", "secret": {"secretName": names.control_secret(manifest.name), "defaultMode": 0o444,
+                                            "items": [{"key": key, "path": key} for key in keys]}}
+    return volume, {"name": "control", "mountPath": CONTROL_DIR, "readOnly": True}
+
+
 def _drain_hook(url: str, grace: int) -> dict[str, Any]:
     return {"preStop": {"exec": {"command": ["conveyor", "drain", "--url", url, "--timeout", str(grace)]}}}
 
@@ -328,6 +345,9 @@ def spark_conf(manifest: ConnectorManifest, settings: OperatorSettings) -> dict[
 def executor_pod_template(manifest: ConnectorManifest, settings: OperatorSettings) -> dict[str, Any]:
     grace = manifest.spec.shutdown.grace_period_seconds
     volumes, mounts = _storage(manifest, with_manifest=False)
+    control_volume, control_mount = _control_secret(manifest, (TASK_TOKEN_FILE, SPARK_AUTH_SECRET_FILE))
+    volumes.append(control_volume)
+    mounts.append(control_mount)
     url = f"http://{driver_host(manifest)}:{settings.control_port}"
     return {
         "apiVersion": "v1", "kind": "Pod",
@@ -342,7 +362,8 @@ def executor_pod_template(manifest: ConnectorManifest, settings: OperatorSetting
                 # runtime image) starts Spark's executor backend the way Spark's own image does.
                 "command": ["conveyor-spark-executor"],
                 "env": [{"name": "CONVEYOR_MOUNT_DIR", "value": MOUNT_ROOT},
-                        {"name": "CONVEYOR_CONTROL_URL", "value": url}],
+                        {"name": "CONVEYOR_CONTROL_URL", "value": url},
+                        {"name": TOKEN_FILE_ENV, "value": f"{CONTROL_DIR}/{TASK_TOKEN_FILE}"}],
                 "volumeMounts": mounts,
                 "lifecycle": _drain_hook(url, grace),
                 "securityContext": _CONTAINER_SECURITY,
@@ -352,10 +373,11 @@ def executor_pod_template(manifest: ConnectorManifest, settings: OperatorSetting
 
 
 def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorSettings,
-                      rolled_config_hash: str | None = None) -> dict[str, Any]:
+                      rolled_config_hash: str | None = None, control_secret_uid: str = "") -> dict[str, Any]:
     """The driver: ``conveyor run`` in client mode. ``rolled_config_hash`` goes into the
     pod template only when a config change could not be applied live, so that the
-    Deployment rolls and the new driver reads the new manifest."""
+    Deployment rolls and the new driver reads the new manifest; ``control_secret_uid`` (the
+    ``<name>-control`` Secret's uid) so that a new Secret, new tokens, rolls it too."""
     spark = manifest.spec.spark
     grace = manifest.spec.shutdown.grace_period_seconds
     volumes, mounts = _storage(manifest, with_manifest=True)
@@ -363,6 +385,9 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
         "name": names.manifest_config_map(manifest.name),
         "items": [{"key": EXECUTOR_TEMPLATE_KEY, "path": EXECUTOR_TEMPLATE_PATH.rsplit("/", 1)[1]}]}})
     mounts.append({"name": "executor-template", "mountPath": f"{MOUNT_ROOT}/templates", "readOnly": True})
+    control_volume, control_mount = _control_secret(manifest, (ADMIN_TOKEN_FILE, TASK_TOKEN_FILE, SPARK_AUTH_SECRET_FILE))
+    volumes.append(control_volume)
+    mounts.append(control_mount)
     args = ["run", MANIFEST_PATH, "--control-host", "0.0.0.0", "--control-port", str(settings.control_port),
             "--advertised-host", driver_host(manifest), "--no-progress", "--stay-after-stop"]
     for key, value in spark_conf(manifest, settings).items():
@@ -370,6 +395,8 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
     annotations = {names.ANNOTATION_SPEC_HASH: spec_hash(manifest)}
     if rolled_config_hash:
         annotations[names.ANNOTATION_CONFIG_HASH] = rolled_config_hash
+    if control_secret_uid:
+        annotations[names.ANNOTATION_CONTROL_SECRET_UID] = control_secret_uid
     memory = driver_memory(manifest)
     local = f"http://127.0.0.1:{settings.control_port}"
     probe = {"httpGet": {"path": "/healthz", "port": "control"}, "periodSeconds": 10}
@@ -393,7 +420,10 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
                         "imagePullPolicy": spark.image_pull_policy,
                         "command": ["conveyor"],
                         "args": args,
-                        "env": _downward_env() + [{"name": "CONVEYOR_CONTROL_URL", "value": local}],
+                        "env": _downward_env() + [
+                            {"name": "CONVEYOR_CONTROL_URL", "value": local},
+                            {"name": TOKEN_DIR_ENV, "value": CONTROL_DIR},
+                            {"name": TOKEN_FILE_ENV, "value": f"{CONTROL_DIR}/{ADMIN_TOKEN_FILE}"}],
                         "ports": [
                             {"name": "control", "containerPort": settings.control_port},
                             {"name": "spark-driver", "containerPort": SPARK_DRIVER_PORT},
@@ -494,12 +524,13 @@ def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSetting
 
 
 def objects(manifest: ConnectorManifest, uid: str, generation: int, settings: OperatorSettings,
-            rolled_config_hash: str | None = None) -> list[dict[str, Any]]:
+            rolled_config_hash: str | None = None, control_secret_uid: str = "") -> list[dict[str, Any]]:
     """The connector's own objects, in apply order (the Deployment last); the namespace's
-    shared ones are :func:`namespace_objects`."""
+    shared ones are :func:`namespace_objects`, the control Secret is created apart
+    (:mod:`conveyor_operator.control_secret`: it is never applied)."""
     return [
         connector_config_map(manifest, uid, generation, settings),
         driver_service(manifest, uid, settings),
         disruption_budget(manifest, uid),
-        driver_deployment(manifest, uid, settings, rolled_config_hash),
+        driver_deployment(manifest, uid, settings, rolled_config_hash, control_secret_uid),
     ]

@@ -3,13 +3,16 @@
 ``conveyor run CONNECTOR.yaml`` runs a connector's driver (local Spark by default);
 ``conveyor cleanup CONNECTOR.yaml`` runs the connector-deleted stop path of a connector
 that is not running; the other commands talk to a running driver's control API
-(``--url`` or ``CONVEYOR_CONTROL_URL``).
+(``--url`` or ``CONVEYOR_CONTROL_URL``) with its admin token (``--token-file``,
+``CONVEYOR_CONTROL_TOKEN_FILE``, or the file a local ``conveyor run`` wrote for that port; see
+:mod:`conveyor.runtime.control_auth`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -23,6 +26,15 @@ import typer
 
 from conveyor.api.redaction import RedactSecrets, redact_data, redact_text
 from conveyor.manifest import ConnectorManifest, ManifestError
+from conveyor.runtime.control_auth import (
+    TOKEN_DIR_ENV,
+    ControlAuthError,
+    ControlTokens,
+    authorization_header,
+    find_token,
+    remove_local_token,
+    write_local_token,
+)
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Run Kafka-Connect-style connectors on Spark."
@@ -97,9 +109,14 @@ def run(
     except ManifestError as exc:
         _error(exc)
         raise typer.Exit(2) from None
+    try:
+        tokens, token_file = _serving_tokens(control_port)
+    except ControlAuthError as exc:
+        _error(exc)
+        raise typer.Exit(2) from None
     driver = Driver(
         connector, master=master, control_host=control_host, control_port=control_port,
-        advertised_host=advertised_host, spark_conf=spark_conf,
+        advertised_host=advertised_host, spark_conf=spark_conf, control_tokens=tokens,
     )
     stop_requested = threading.Event()
     signals: list[int] = []
@@ -113,13 +130,41 @@ def run(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        driver.start()
-    except DriverError as exc:
-        _error(exc)
-        driver.close()
-        if stay_after_stop and not stop_requested.is_set():
-            _serve_failed_start(connector, str(exc), control_host, control_port, stop_requested)
-        raise typer.Exit(1) from None
+        try:
+            driver.start()
+        except DriverError as exc:
+            _error(exc)
+            driver.close()
+            if stay_after_stop and not stop_requested.is_set():
+                _serve_failed_start(connector, str(exc), control_host, control_port, tokens, stop_requested)
+            raise typer.Exit(1) from None
+        if token_file is None and not os.environ.get(TOKEN_DIR_ENV):
+            token_file = _write_token_file(driver.server.port, tokens)
+        _run_until_stopped(driver, connector, progress, stay_after_stop, stop_requested, signals)
+    finally:
+        if token_file is not None:
+            remove_local_token(token_file)
+
+
+def _serving_tokens(control_port: int) -> tuple[ControlTokens, Any]:
+    """The control API's tokens: the mounted ones (``$CONVEYOR_CONTROL_TOKEN_DIR``, a pod), else
+    fresh ones whose admin token goes to a private file for the port (written here when the port
+    is known, else once the server listens), for the ``conveyor`` commands on this machine."""
+    if os.environ.get(TOKEN_DIR_ENV):
+        return ControlTokens.load_dir(os.environ[TOKEN_DIR_ENV]), None
+    tokens = ControlTokens.generate()
+    return tokens, _write_token_file(control_port, tokens) if control_port else None
+
+
+def _write_token_file(port: int, tokens: ControlTokens) -> Any:
+    path = write_local_token(port, tokens.admin)
+    log.info("control API token for the conveyor commands: %s (readable by this user only)", path)
+    return path
+
+
+def _run_until_stopped(driver: Any, connector: ConnectorManifest, progress: bool | None, stay_after_stop: bool,
+                       stop_requested: threading.Event, signals: list[int]) -> None:
+    """Serve until SIGTERM/Ctrl-C (or a stop through the control API), stop, print, exit."""
     show_progress = sys.stderr.isatty() if progress is None else progress
     from conveyor.runtime.progress import ProgressReporter
 
@@ -140,14 +185,14 @@ def run(
     raise typer.Exit(1 if failed else 0)
 
 
-def _serve_failed_start(manifest: ConnectorManifest, error: str, host: str, port: int,
+def _serve_failed_start(manifest: ConnectorManifest, error: str, host: str, port: int, tokens: ControlTokens,
                         stop_requested: threading.Event) -> None:
     """Serve the failure (``GET /status``) and the connector-deleted stop path until SIGTERM,
     instead of exiting into a crash loop (see :mod:`conveyor.runtime.failed_start`)."""
     from conveyor.runtime.control_server import ControlServer
     from conveyor.runtime.failed_start import FailedStart
 
-    server = ControlServer(FailedStart(manifest, error), host, port)  # type: ignore[arg-type]
+    server = ControlServer(FailedStart(manifest, error), host, port, tokens)  # type: ignore[arg-type]
     server.start()
     log.error("connector %s failed to start; serving its status on port %d until SIGTERM", manifest.name,
               server.port)
@@ -173,24 +218,48 @@ def parse_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
-def _call(url: str, method: str = "GET", timeout: float = 120.0) -> Any:
-    req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+def _request(url: str, path: str, method: str, token_file: Path | None) -> urllib.request.Request:
+    try:
+        token = find_token(url, token_file)
+    except ControlAuthError as exc:
+        _error(exc)
+        raise typer.Exit(2) from None
+    return urllib.request.Request(f"{url.rstrip('/')}{path}", method=method,
+                                  data=b"" if method == "POST" else None, headers=authorization_header(token))
+
+
+def _refused(exc: urllib.error.HTTPError, method: str, url: str) -> typer.Exit:
+    if exc.code == HTTPStatus.UNAUTHORIZED:
+        _error(f"{method} {url}: no valid control token; give --token-file or CONVEYOR_CONTROL_TOKEN_FILE (the "
+               "admin-token of the connector's <name>-control Secret, or the file `conveyor run` logged)")
+    else:
+        _error(f"{method} {url}: HTTP {exc.code}: {exc.read().decode(errors='replace')}")
+    return typer.Exit(1)
+
+
+def _call(url: str, path: str = "/status", method: str = "GET", timeout: float = 120.0,
+          token_file: Path | None = None) -> Any:
+    req = _request(url, path, method, token_file)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        typer.echo(f"error: {method} {url}: HTTP {exc.code}: {exc.read().decode(errors='replace')}", err=True)
-        raise typer.Exit(1) from None
+        raise _refused(exc, method, req.full_url) from None
     except OSError as exc:
         typer.echo(f"error: cannot reach the driver at {url}: {exc}", err=True)
         raise typer.Exit(1) from None
 
 
 UrlOption = Annotated[str, typer.Option(envvar="CONVEYOR_CONTROL_URL", help="Driver control API.")]
+TokenFileOption = Annotated[
+    Optional[Path],
+    typer.Option(help="File with the control API token (default: $CONVEYOR_CONTROL_TOKEN_FILE, else the one a "
+                 "local `conveyor run` wrote for the URL's port)."),
+]
 
 
-def _post(url: str, path: str, timeout: float = 120.0) -> Any:
-    return _call(f"{url.rstrip('/')}{path}", "POST", timeout=timeout)
+def _post(url: str, path: str, timeout: float = 120.0, token_file: Path | None = None) -> Any:
+    return _call(url, path, "POST", timeout=timeout, token_file=token_file)
 
 
 def _print(result: Any) -> None:
@@ -202,9 +271,9 @@ def _error(message: Any) -> None:
 
 
 @app.command()
-def status(url: UrlOption = DEFAULT_CONTROL_URL) -> None:
+def status(url: UrlOption = DEFAULT_CONTROL_URL, token_file: TokenFileOption = None) -> None:
     """Print a running connector's status (Kafka Connect's status document)."""
-    _print(_call(f"{url.rstrip('/')}/status"))
+    _print(_call(url, "/status", token_file=token_file))
 
 
 @app.command()
@@ -218,13 +287,15 @@ def stop(
                            help="Then delete the offsets: the sink consumer group connect-<name>, or tombstones for "
                            "the source offsets and task-count record.")
     ] = False,
+    token_file: TokenFileOption = None,
 ) -> None:
     """Stop a running connector: closing commits, then stop(connector_deleted); the driver exits.
 
     Prints the result; exits 1 when deleting the offsets failed."""
     deleted = "true" if connector_deleted else "false"
     offsets = "true" if delete_offsets else "false"
-    result = _post(url, f"/stop?connector_deleted={deleted}&delete_offsets={offsets}", timeout=600)
+    result = _post(url, f"/stop?connector_deleted={deleted}&delete_offsets={offsets}", timeout=600,
+                   token_file=token_file)
     _print(result)
     if result.get("offsets_error"):
         typer.echo(f"error: {result['offsets_error']}", err=True)
@@ -237,6 +308,7 @@ def drain(
     pod: Annotated[Optional[str], typer.Option(help="Drain the tasks on this pod (default: this pod).")] = None,
     task: Annotated[Optional[int], typer.Option(help="Drain this task instead.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the closing commits.")] = 60.0,
+    token_file: TokenFileOption = None,
 ) -> None:
     """Closing commit of the tasks hosted in this pod (for a preStop hook).
 
@@ -248,15 +320,13 @@ def drain(
     from conveyor.runtime.protocol import current_pod
 
     target = f"task={task}" if task is not None else f"pod={quote(pod or current_pod())}"
-    request = urllib.request.Request(f"{url.rstrip('/')}/drain?{target}&timeout_s={timeout}", method="POST",
-                                     data=b"")
+    request = _request(url, f"/drain?{target}&timeout_s={timeout}", "POST", token_file)
     try:
         with urllib.request.urlopen(request, timeout=timeout + 30) as resp:
             result = json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         if exc.code != HTTPStatus.CONFLICT:
-            typer.echo(f"error: drain: HTTP {exc.code}: {exc.read().decode(errors='replace')}", err=True)
-            raise typer.Exit(1) from None
+            raise _refused(exc, "POST", request.full_url) from None
         # The driver is stopping (its pod is going, or the connector was stopped or deleted):
         # its stop path makes every task's closing commit, this pod's included.
         typer.echo("the driver is stopping: every task gets its closing commit from the stop path")
@@ -269,21 +339,21 @@ def drain(
 
 
 @app.command()
-def pause(url: UrlOption = DEFAULT_CONTROL_URL) -> None:
+def pause(url: UrlOption = DEFAULT_CONTROL_URL, token_file: TokenFileOption = None) -> None:
     """Pause every task: no more put/poll; offsets are still committed."""
-    _print(_post(url, "/pause"))
+    _print(_post(url, "/pause", token_file=token_file))
 
 
 @app.command()
-def resume(url: UrlOption = DEFAULT_CONTROL_URL) -> None:
+def resume(url: UrlOption = DEFAULT_CONTROL_URL, token_file: TokenFileOption = None) -> None:
     """Resume a paused or stopped connector."""
-    _print(_post(url, "/state?target=running", timeout=600))
+    _print(_post(url, "/state?target=running", timeout=600, token_file=token_file))
 
 
 @app.command(name="stop-tasks")
-def stop_tasks(url: UrlOption = DEFAULT_CONTROL_URL) -> None:
+def stop_tasks(url: UrlOption = DEFAULT_CONTROL_URL, token_file: TokenFileOption = None) -> None:
     """Kafka Connect's STOPPED state: tasks make closing commits and stop; the driver keeps serving."""
-    _print(_post(url, "/state?target=stopped", timeout=600))
+    _print(_post(url, "/state?target=stopped", timeout=600, token_file=token_file))
 
 
 @app.command()
@@ -300,6 +370,7 @@ def restart(
         bool, typer.Option("--only-failed", help="Only what is FAILED (the connector and/or tasks); implies --all "
                            "unless --connector is given.")
     ] = False,
+    token_file: TokenFileOption = None,
 ) -> None:
     """Restart one task (closing commit, then a new run), or the connector.
 
@@ -309,7 +380,7 @@ def restart(
         if all_ or connector or only_failed:
             typer.echo("error: give a task id or --all/--connector/--only-failed, not both", err=True)
             raise typer.Exit(2)
-        _print(_post(url, f"/tasks/{task}/restart"))
+        _print(_post(url, f"/tasks/{task}/restart", token_file=token_file))
         return
     if all_ and connector:
         typer.echo("error: --all and --connector exclude each other", err=True)
@@ -319,7 +390,8 @@ def restart(
         raise typer.Exit(2)
     include_tasks = "false" if connector else "true"
     failed = "true" if only_failed else "false"
-    result = _post(url, f"/restart?include_tasks={include_tasks}&only_failed={failed}", timeout=600)
+    result = _post(url, f"/restart?include_tasks={include_tasks}&only_failed={failed}", timeout=600,
+                   token_file=token_file)
     _print(result)
     if result.get("connector", {}).get("state") == "FAILED":
         raise typer.Exit(1)

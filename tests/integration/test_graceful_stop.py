@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,7 +34,7 @@ import pytest
 import yaml
 
 from conveyor.testing._support import free_port
-from conveyor.testing.runs import committed_offsets, produce, wait_until
+from conveyor.testing.runs import committed_offsets, control_request, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -109,9 +108,11 @@ class Run:
         self.process, self.url, self.log, self.out = process, f"http://127.0.0.1:{port}", log, out
 
     def call(self, path: str, method: str = "GET", timeout_s: float = 120) -> dict[str, Any]:
-        request = urllib.request.Request(f"{self.url}{path}", method=method, data=b"" if method == "POST" else None)
-        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            return json.loads(resp.read())
+        """The answer of a 2xx; raises ``OSError`` otherwise (the token: the file ``conveyor run`` wrote)."""
+        code, body = control_request(self.url, path, method, timeout_s=timeout_s)
+        if code >= 300:
+            raise OSError(f"{method} {path}: HTTP {code}: {body}")
+        return body
 
     def status(self) -> dict[str, Any]:
         try:

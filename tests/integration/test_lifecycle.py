@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
@@ -16,7 +14,14 @@ import yaml
 from conveyor.manifest import ConnectorState
 from conveyor.runtime.protocol import current_pod
 from conveyor.testing.recording import read_journal
-from conveyor.testing.runs import committed_offsets, connector_manifest, produce, running_connector, wait_until
+from conveyor.testing.runs import (
+    committed_offsets,
+    connector_manifest,
+    control_request,
+    produce,
+    running_connector,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -66,13 +71,8 @@ def _assert_is_closing_only_in_closing_commits(journal, expected_closing: int):
             assert following and following[0]["event"] in ("close", "closing_pre_commit_started"), following[:2]
 
 
-def _http(url: str, method: str = "POST") -> tuple[int, dict]:
-    req = urllib.request.Request(url, method=method, data=b"")
-    try:
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+def _http(driver, path: str, method: str = "POST") -> tuple[int, dict]:
+    return control_request(driver.control_url, path, method, driver.control_tokens.admin)
 
 
 def test_drain_of_one_task_commits_closes_and_resumes_from_there(kafka_bootstrap, topic_factory, spark, tmp_path):
@@ -82,7 +82,7 @@ def test_drain_of_one_task_commits_closes_and_resumes_from_there(kafka_bootstrap
     name = _name()
     with running_connector(connector_manifest(name, RECORDING, kafka_bootstrap, _config(topic, journal)), spark) as d:
         wait_until(lambda: len(_put_ids(journal)) >= 10, message="first records")
-        status, result = _http(f"{d.control_url}/drain?task=0")
+        status, result = _http(d, "/drain?task=0")
         assert status == 200 and result["complete"] is True
         assert result["tasks"][0]["committed"] == {f"{topic}:0": 10}, "what the closing commit committed"
         assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 1) == {0: 10}
@@ -103,7 +103,7 @@ def test_drain_by_pod_drains_every_task_on_it(kafka_bootstrap, topic_factory, sp
     with running_connector(connector_manifest(_name(), RECORDING, kafka_bootstrap, _config(topic, journal),
                                               tasks_max=2), spark) as d:
         wait_until(lambda: all(t.get("pod") for t in d.status()["tasks"]), message="tasks report their pod")
-        status, result = _http(f"{d.control_url}/drain?pod={current_pod()}")
+        status, result = _http(d, f"/drain?pod={current_pod()}")
         assert status == 200 and result["complete"] and sorted(t["id"] for t in result["tasks"]) == [0, 1]
         assert {t["pod"] for t in result["tasks"]} == {current_pod()}
     assert len(_events(journal, "start")) == 4, "both tasks ran again after the drain"
@@ -117,12 +117,12 @@ def test_drain_of_a_pod_without_tasks_succeeds_and_of_an_unknown_task_is_404(
     with running_connector(connector_manifest(_name(), RECORDING, kafka_bootstrap, _config(topic, journal)),
                            spark) as d:
         wait_until(lambda: d.status()["tasks"][0]["state"] == "RUNNING", message="task running")
-        status, body = _http(f"{d.control_url}/drain?pod=idle-executor-pod")
+        status, body = _http(d, "/drain?pod=idle-executor-pod")
         assert (status, body["tasks"], body["complete"]) == (200, [], True), "an idle pod's preStop must not fail"
         assert d.status()["tasks"][0]["attempt"] == 1, "no task was drained"
-        status, body = _http(f"{d.control_url}/drain?task=7")
+        status, body = _http(d, "/drain?task=7")
         assert status == 404 and "no task 7" in body["message"]
-        status, body = _http(f"{d.control_url}/drain")
+        status, body = _http(d, "/drain")
         assert status == 400
 
 
@@ -217,7 +217,7 @@ def test_stop_with_connector_deleted_reaches_tasks_and_connector(kafka_bootstrap
     name = _name()
     with running_connector(connector_manifest(name, RECORDING, kafka_bootstrap, _config(topic, journal)), spark) as d:
         wait_until(lambda: len(_put_ids(journal)) >= 3, message="records")
-        status, result = _http(f"{d.control_url}/stop?connector_deleted=true")
+        status, result = _http(d, "/stop?connector_deleted=true")
     assert status == 200
     assert result["connector_deleted"] is True
     assert result["removed"] == [f"journal marker for {name}"]

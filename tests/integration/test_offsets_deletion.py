@@ -22,6 +22,7 @@ from conveyor.testing.runs import (
     committed_offsets,
     connector_manifest,
     consume_all,
+    control_request,
     produce,
     running_connector,
     wait_until,
@@ -80,12 +81,10 @@ def test_stop_with_delete_offsets_deletes_the_sink_group_and_a_recreated_sink_st
     with running_connector(_sink(name, kafka_bootstrap, topic, first), spark) as driver:
         wait_until(lambda: sum(committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 2).values()) == 10,
                    message="offsets committed")
-        import urllib.request
 
-        req = urllib.request.Request(f"{driver.control_url}/stop?connector_deleted=true&delete_offsets=true",
-                                     method="POST", data=b"")
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            result = json.loads(resp.read())
+        code, result = control_request(driver.control_url, "/stop?connector_deleted=true&delete_offsets=true",
+                                       "POST", driver.control_tokens.admin)
+        assert code == 200, result
     assert result["offsets_deleted"] == {"consumer_group": f"connect-{name}", "existed": True}
     assert result["offsets_error"] is None and result["connector_deleted"] is True
     assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 2) == {}

@@ -4,17 +4,23 @@ KIP-745) and ``conveyor restart``, against a real broker and Spark."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
 
 from conveyor.manifest import ConnectorState
 from conveyor.testing.recording import read_journal
-from conveyor.testing.runs import committed_offsets, connector_manifest, produce, running_connector, wait_until
+from conveyor.testing.runs import (
+    committed_offsets,
+    connector_manifest,
+    control_request,
+    produce,
+    running_connector,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -39,13 +45,8 @@ def _put_ids(journal):
     return [r["value"]["id"] for e in _events(journal, "put") for r in e["records"]]
 
 
-def _post(url: str) -> tuple[int, dict]:
-    req = urllib.request.Request(url, method="POST", data=b"")
-    try:
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+def _post(driver, path: str) -> tuple[int, dict]:
+    return control_request(driver.control_url, path, "POST", driver.control_tokens.admin)
 
 
 def _attempts(driver) -> list[int]:
@@ -66,7 +67,7 @@ def test_restart_with_tasks_restarts_connector_and_every_task_with_closing_commi
     with running_connector(connector_manifest(name, RECORDING, kafka_bootstrap, _config(topic, journal), tasks_max=2),
                            spark) as d:
         wait_until(lambda: len(_put_ids(journal)) >= 10 and _all_running(d, 1), message="records, tasks running")
-        status, body = _post(f"{d.control_url}/restart?include_tasks=true&only_failed=false")
+        status, body = _post(d, "/restart?include_tasks=true&only_failed=false")
         assert status == 202
         assert body["restarted"] == {"connector": True, "tasks": [0, 1]}
         assert body["connector"]["state"] == "RESTARTING" and body["name"] == name
@@ -89,16 +90,16 @@ def test_restart_without_tasks_restarts_only_the_connector_instance(kafka_bootst
     with running_connector(connector_manifest(f"rst-{uuid.uuid4().hex[:8]}", RECORDING, kafka_bootstrap,
                                               _config(topic, journal)), spark) as d:
         wait_until(lambda: _all_running(d, 1), message="running")
-        status, body = _post(f"{d.control_url}/restart")
+        status, body = _post(d, "/restart")
         assert status == 202 and body["restarted"] == {"connector": True, "tasks": []}
         assert len(_events(journal, "connector_start")) == 2
         assert _attempts(d) == [1], "same task configurations: the task keeps running"
-        status, body = _post(f"{d.control_url}/restart?only_failed=true&include_tasks=true")
+        status, body = _post(d, "/restart?only_failed=true&include_tasks=true")
         assert status == 202 and body["restarted"] == {"connector": False, "tasks": []}, "nothing failed"
-        status, body = _post(f"{d.control_url}/restart?include_tasks=maybe")
+        status, body = _post(d, "/restart?include_tasks=maybe")
         assert status == 400 and "include_tasks must be true or false" in body["message"]
         d.set_state(ConnectorState.STOPPED)
-        status, body = _post(f"{d.control_url}/restart?include_tasks=true")
+        status, body = _post(d, "/restart?include_tasks=true")
         assert status == 409 and "is stopped" in body["message"]
 
 
@@ -110,8 +111,11 @@ def test_only_failed_restarts_the_failed_task_and_the_cli_drives_it(kafka_bootst
     with running_connector(connector_manifest(f"rst-{uuid.uuid4().hex[:8]}", RECORDING, kafka_bootstrap, config),
                            spark) as d:
         wait_until(lambda: d.status()["tasks"][0]["state"] == "FAILED", message="task FAILED")
+        token_file = tmp_path / "admin-token"
+        token_file.write_text(d.control_tokens.admin)
         result = subprocess.run([sys.executable, "-m", "conveyor.cli", "restart", "--only-failed", "--url",
-                                 d.control_url], capture_output=True, text=True, timeout=120, check=False)
+                                 d.control_url, "--token-file", str(token_file)],
+                                capture_output=True, text=True, timeout=120, check=False)
         assert result.returncode == 0, result.stderr
         body = json.loads(result.stdout)
         assert body["restarted"] == {"connector": False, "tasks": [0]}
@@ -119,7 +123,8 @@ def test_only_failed_restarts_the_failed_task_and_the_cli_drives_it(kafka_bootst
         wait_until(lambda: _attempts(d) == [2] and d.status()["tasks"][0]["state"] == "FAILED",
                    message="the task ran again (and failed again at the same record)")
         result = subprocess.run([sys.executable, "-m", "conveyor.cli", "restart", "--all", "--url", d.control_url],
-                                capture_output=True, text=True, timeout=120, check=False)
+                                capture_output=True, text=True, timeout=120, check=False,
+                                env={**os.environ, "CONVEYOR_CONTROL_TOKEN_FILE": str(token_file)})
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["restarted"] == {"connector": True, "tasks": [0]}
         wait_until(lambda: _attempts(d) == [3], message="restarted by --all")

@@ -3,18 +3,16 @@ driver creates (``--conf`` winning; ``spark.master`` from them used without ``--
 
 from __future__ import annotations
 
-import json
 import signal
 import socket
 import subprocess
 import sys
-import urllib.request
 import uuid
 
 import pytest
 import yaml
 
-from conveyor.testing.runs import wait_until
+from conveyor.testing.runs import control_request, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -27,10 +25,10 @@ def _free_port() -> int:
 
 def _status(port: int) -> dict | None:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as resp:
-            return json.loads(resp.read())
+        code, body = control_request(f"http://127.0.0.1:{port}", "/status", timeout_s=5)
     except OSError:
         return None
+    return body if code == 200 else None
 
 
 def test_conf_and_spark_conf_reach_the_spark_context(kafka_bootstrap, topic_factory, tmp_path):

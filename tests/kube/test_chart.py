@@ -43,7 +43,7 @@ OPERATOR_NEEDS: dict[tuple[str, str], set[str]] = {
     ("", "configmaps"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("", "services"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("", "serviceaccounts"): {"get", "list", "watch", "create", "patch", "update", "delete"},
-    ("", "secrets"): {"get"},
+    ("", "secrets"): {"get", "create"},  # create: each connector's <name>-control Secret
     # watched only (evictions become drains): the Spark driver, not the operator, manages pods
     ("", "pods"): {"get", "list", "watch"},
     ("apps", "deployments"): {"get", "list", "watch", "create", "patch", "update", "delete"},
@@ -375,7 +375,7 @@ def test_cluster_wide_rbac_is_exactly_what_the_operator_needs(helm):
     _assert_no_wildcards(role)
     granted = _grants(role)
     _assert_exactly(granted, REQUIRED, "the operator ClusterRole")
-    assert {g[2] for g in granted if g[:2] == ("", "secrets")} == {"get"}, "secrets: get only, never list/watch"
+    assert {g[2] for g in granted if g[:2] == ("", "secrets")} == {"get", "create"}, "secrets: never list/watch/update"
     _assert_holds_none_of_the_spark_drivers_own(granted)
 
     binding = _one(docs, "ClusterRoleBinding")

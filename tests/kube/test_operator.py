@@ -7,24 +7,24 @@ the operator rendered into the ConfigMap, and points the operator at its control
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
 import yaml
+from _objects import Api, connector, eventually, free_port
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 
-from conveyor.testing.runs import committed_offsets, produce
-from _objects import Api, connector, eventually, free_port
+from conveyor.testing.runs import committed_offsets, control_request, produce
 
 pytestmark = pytest.mark.integration
 
@@ -177,15 +177,25 @@ class LocalDriver:
         path = tmp / f"{name}.yaml"
         path.write_text(manifest)
         self.url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "POD_NAME": pod or f"{name}-driver-local"}
+        # The <name>-control Secret the operator created, as the pod mounts it: the operator's
+        # calls to this driver are authenticated as on the node.
+        tokens = tmp / f"{name}-control"
+        tokens.mkdir(exist_ok=True)
+        secret = api.core.read_namespaced_secret(f"{name}-control", namespace)
+        for key, value in (secret.data or {}).items():
+            (tokens / key).write_bytes(base64.b64decode(value))
+        self.admin_token = (tokens / "admin-token").read_text()
+        env = {**os.environ, "POD_NAME": pod or f"{name}-driver-local", "CONVEYOR_CONTROL_TOKEN_DIR": str(tokens)}
         self.log = open(tmp / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "conveyor.cli", "run", str(path), "--control-port", str(port),
              "--no-progress", *args], stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def status(self) -> dict:
-        with urllib.request.urlopen(f"{self.url}/status", timeout=5) as r:
-            return json.loads(r.read())
+        code, body = control_request(self.url, "/status", token=self.admin_token, timeout_s=5)
+        if code != 200:
+            raise AssertionError(f"GET /status: HTTP {code}: {body}")
+        return body
 
     def wait_running(self, tasks: int = 1, timeout_s: float = 120.0) -> dict:
         def running():
@@ -472,3 +482,68 @@ def test_a_connector_that_cannot_start_is_degraded_not_crash_looping(kube_api, k
             eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=60, message="gone")
         finally:
             driver.stop()
+
+
+# --- the control API's credentials ---------------------------------------------------------------
+
+def test_the_control_secret_is_created_once_owned_and_authenticates_the_operator(
+        kube_api, kube_namespace, operator, api, kafka_bootstrap, tmp_path):
+    """The operator creates ``<name>-control`` once (reconciliations never rewrite it), owned by
+    the Connector; its admin token is what the operator sends the driver, and a driver serving
+    other tokens is reported ``DriverUnauthorized``, not running."""
+    name = _name("ctl")
+    port = free_port()
+    topic = f"ctl-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    with operator(port):
+        api.create_connector(connector(name, kube_namespace, "noop-sink", kafka_bootstrap, {"topics": topic}))
+        secret = eventually(lambda: api.core.read_namespaced_secret(f"{name}-control", kube_namespace),
+                            message="the control Secret")
+        owner = secret.metadata.owner_references[0]
+        assert (owner.kind, owner.name, owner.controller) == ("Connector", name, True)
+        assert set(secret.data) == {"admin-token", "task-token", "spark-auth-secret"}
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        kube_api.kubectl("scale", f"connector/{name}", "-n", kube_namespace, "--replicas=2")
+        eventually(lambda: (api.get_connector(kube_namespace, name).get("status") or {}).get("tasksMax") == 2,
+                   message="a second reconciliation")
+        again = api.core.read_namespaced_secret(f"{name}-control", kube_namespace)
+        assert again.data == secret.data and again.metadata.resource_version == secret.metadata.resource_version
+        template = api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace).spec.template
+        assert template.metadata.annotations["conveyor.dev/control-secret-uid"] == secret.metadata.uid
+
+        # a driver with tokens of its own: the operator's calls are refused, and it says so
+        foreign = tmp_path / "foreign"
+        foreign.mkdir()
+        (foreign / "admin-token").write_text("not-the-operators-admin-token")
+        (foreign / "task-token").write_text("not-the-operators-task-token")
+        impostor = subprocess.Popen(
+            [sys.executable, "-m", "conveyor.cli", "run", _manifest_of(api, kube_namespace, name, tmp_path),
+             "--control-port", str(port), "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            env={**os.environ, "CONVEYOR_CONTROL_TOKEN_DIR": str(foreign)})
+        try:
+            ready = eventually(lambda: (c := api.condition(kube_namespace, name, "Ready")) and
+                               c.get("reason") == "DriverUnauthorized" and c, timeout_s=120,
+                               message="Ready=False DriverUnauthorized")
+            assert "401" in ready["message"] and "not-the-operators" not in ready["message"]
+        finally:
+            impostor.send_signal(signal.SIGTERM)
+            impostor.wait(90)
+
+        driver = LocalDriver(api, kube_namespace, name, tmp_path, port)   # the Secret's tokens, as mounted
+        try:
+            driver.wait_running(tasks=2)
+            eventually(lambda: (api.condition(kube_namespace, name, "Ready") or {}).get("status") == "True",
+                       timeout_s=120, message="Ready=True once the driver holds the Secret's tokens")
+        finally:
+            driver.stop()
+        api.custom.patch_namespaced_custom_object("conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
+                                                  {"metadata": {"annotations": {"conveyor.dev/skip-cleanup": "true"}}})
+        api.delete_connector(kube_namespace, name)
+        eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=120, message="Connector gone")
+
+
+def _manifest_of(api: Api, namespace: str, name: str, tmp: Path) -> str:
+    path = tmp / f"{name}-impostor.yaml"
+    path.write_text(api.core.read_namespaced_config_map(f"{name}-connector", namespace).data["connector.yaml"])
+    return str(path)

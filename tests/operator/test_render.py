@@ -238,3 +238,50 @@ def test_spark_driver_volume_properties_mount_into_the_driver_pod_and_cleanup_jo
     # Spark mounts the executors' volumes from its own properties (the driver reads sparkConf)
     template = render.executor_pod_template(spec, SETTINGS)["spec"]
     assert "archive" not in {v["name"] for v in template["volumes"]}
+
+
+def _control(pod_spec):
+    volume = next(v for v in pod_spec["volumes"] if v["name"] == "control")
+    mount = next(m for m in pod_spec["containers"][0]["volumeMounts"] if m["name"] == "control")
+    env = {e["name"]: e.get("value") for e in pod_spec["containers"][0].get("env", [])}
+    return volume["secret"], mount, env
+
+
+def test_the_control_secret_is_mounted_by_need():
+    """The driver gets the admin token, the executors only the task token and Spark's secret,
+    the cleanup Job (which calls neither the control API nor Spark) nothing."""
+    objs = by_kind(render.objects(manifest(), "u", 1, SETTINGS, control_secret_uid="secret-uid-1"))
+    template = objs["Deployment"]["spec"]["template"]
+    secret, mount, env = _control(template["spec"])
+    assert secret["secretName"] == "orders-control" and secret["defaultMode"] == 0o444
+    assert [i["key"] for i in secret["items"]] == ["admin-token", "task-token", "spark-auth-secret"]
+    assert mount == {"name": "control", "mountPath": "/etc/conveyor/control", "readOnly": True}
+    assert env["CONVEYOR_CONTROL_TOKEN_DIR"] == "/etc/conveyor/control"
+    assert env["CONVEYOR_CONTROL_TOKEN_FILE"] == "/etc/conveyor/control/admin-token"  # the preStop drain
+    assert template["metadata"]["annotations"][names.ANNOTATION_CONTROL_SECRET_UID] == "secret-uid-1"
+
+    secret, _, env = _control(render.executor_pod_template(manifest(), SETTINGS)["spec"])
+    assert [i["key"] for i in secret["items"]] == ["task-token", "spark-auth-secret"]
+    assert env["CONVEYOR_CONTROL_TOKEN_FILE"] == "/etc/conveyor/control/task-token"
+    assert "CONVEYOR_CONTROL_TOKEN_DIR" not in env
+
+    job = render.cleanup_job(manifest(), "u", SETTINGS, attempt=1)["spec"]["template"]["spec"]
+    assert "orders-control" not in str(job)
+
+
+def test_a_new_control_secret_rolls_the_driver():
+    one = render.driver_deployment(manifest(), "u", SETTINGS, control_secret_uid="a")
+    two = render.driver_deployment(manifest(), "u", SETTINGS, control_secret_uid="b")
+    assert one["spec"]["template"] != two["spec"]["template"]
+
+
+def test_a_new_control_secret_has_fresh_values_and_is_owned():
+    from conveyor_operator.control_secret import KEYS, new_control_secret
+
+    owner = render.owner_reference("orders", "uid-1")
+    one, two = new_control_secret(manifest(), owner), new_control_secret(manifest(), owner)
+    assert one["metadata"]["name"] == "orders-control" and one["metadata"]["ownerReferences"] == [owner]
+    assert set(one["stringData"]) == set(KEYS)
+    assert all(len(v) >= 43 for v in one["stringData"].values())
+    assert len(set(one["stringData"].values())) == 3
+    assert not set(one["stringData"].values()) & set(two["stringData"].values())

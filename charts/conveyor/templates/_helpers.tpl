@@ -154,10 +154,12 @@ ClusterRole holds them, and the operator only binds it (see conveyor.rbac.cluste
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# configFrom references are checked to exist; secrets are never listed or watched.
+# configFrom references are checked to exist; each connector's <name>-control Secret (its
+# control API tokens) is created once and read for the admin token. Secrets are never listed or
+# watched, nor updated.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get"]
+  verbs: ["get", "create"]
 # Pods: the operator watches them (evictions become drains); only the Spark driver manages them.
 - apiGroups: [""]
   resources: ["pods"]

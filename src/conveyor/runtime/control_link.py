@@ -3,7 +3,8 @@
 A daemon thread posts the latest :class:`TaskReport` to
 ``POST /internal/tasks/<id>/sync`` about once a second; the driver answers with the
 current :class:`Directive`, holding the request up to ``wait_ms`` until the directive
-changes (long-poll), so a drain or stop reaches the task within milliseconds.
+changes (long-poll), so a drain or stop reaches the task within milliseconds. Every post
+carries the driver's task token (:mod:`conveyor.runtime.control_auth`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+from conveyor.runtime.control_auth import authorization_header
 from conveyor.runtime.protocol import Action, Directive, TaskReport
 
 log = logging.getLogger(__name__)
@@ -30,7 +32,8 @@ class ControlLink:
     Attributes:
         directive: the latest directive (read by the task thread each loop).
         driver_lost: set when the driver has not answered for ``driver_timeout_s``;
-            the runner then stops its task as on a plain stop.
+            the runner then stops its task as on a plain stop. A driver that refuses the
+            token (401/403) counts as not answering.
     """
 
     def __init__(
@@ -40,7 +43,9 @@ class ControlLink:
         report: Callable[[], TaskReport | None],
         wait_ms: int = 1000,
         driver_timeout_s: float = 30.0,
+        token: str = "",
     ) -> None:
+        self._headers = {"Content-Type": "application/json", **authorization_header(token)}
         self._url = f"{control_url.rstrip('/')}/internal/tasks/{task_id}/sync"
         self._report = report
         self._wait_ms = wait_ms
@@ -73,7 +78,7 @@ class ControlLink:
             return
         body = json.dumps(report.to_json()).encode()
         url = f"{self._url}?directive_version={self.directive.version}&wait_ms={wait_ms}"
-        req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(url, data=body, method="POST", headers=self._headers)
         with urllib.request.urlopen(req, timeout=wait_ms / 1000 + 10) as resp:
             directive = Directive.from_json(json.loads(resp.read()))
         if directive.version != self.directive.version:

@@ -1,4 +1,4 @@
-"""The driver's HTTP control API.
+"""The driver's HTTP control API (Starlette on uvicorn's h11 server, in a thread).
 
 Public endpoints (the operator, ``conveyor`` commands and people use them):
 
@@ -23,176 +23,327 @@ Public endpoints (the operator, ``conveyor`` commands and people use them):
   "tasks": [ids]}`` (:meth:`Driver.restart`); 409 in the ``stopped`` state.
 * ``POST /tasks/<id>/restart`` — 202 ``{"id", "state": "RESTARTING"}``; 404 for an unknown task.
 * ``PUT /config`` — a new ``spec`` (JSON, the manifest's ``spec``): tasks close, the
-  connector restarts with it.
+  connector restarts with it. 409 for what only a new driver may take: Kafka settings,
+  ``configFrom``, Spark, and any config change of a connector that resolves credentials
+  (:mod:`conveyor.runtime.live_config`).
 
 Internal: ``POST /internal/tasks/<id>/sync?directive_version=N&wait_ms=M`` — a task
 runner posts its report and long-polls for its next directive.
+
+Authentication (:mod:`conveyor.runtime.control_auth`): every endpoint but ``/healthz`` and
+``/metrics`` needs ``Authorization: Bearer <token>``; the admin token may call all of them,
+the task token only ``/internal/tasks/<id>/sync`` and ``/drain``. No or an unknown token: 401
+with ``WWW-Authenticate``; the task token elsewhere: 403. ``/healthz`` stays open for the
+kubelet's probes, which cannot carry a secret without putting it in the pod spec, and
+``/metrics`` for the cluster's Prometheus scrapers: it holds names, task ids, partitions and
+counts, never a configuration value.
+
+Errors are Kafka Connect's error document, ``{"error_code": <status>, "message": str}``
+(an unknown path 404, a known path with another method 405). Every driver call runs on a
+worker thread of its own (up to :data:`MAX_CONCURRENT_CALLS`): long-polls, drains and a
+stop of many minutes never hold the event loop or one another.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
+import socket
 import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlparse
 
+import anyio.to_thread
+import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.datastructures import QueryParams
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from conveyor.api.redaction import redact_data
 from conveyor.manifest import ConnectorSpec, ConnectorState, with_mounted_config
-from conveyor.runtime.driver import OperationError
+from conveyor.runtime.control_auth import AUTH_SCHEME, REALM, ControlTokens, Role
+from conveyor.runtime.live_config import live_change_refusal
+from conveyor.runtime.operation_error import OperationError
 from conveyor.runtime.protocol import TaskReport
 
 if TYPE_CHECKING:
     from conveyor.runtime.driver import Driver
 
 log = logging.getLogger(__name__)
-_SYNC = re.compile(r"^/internal/tasks/(\d+)/sync$")
-_RESTART = re.compile(r"^/tasks/(\d+)/restart$")
 MAX_WAIT_MS = 30_000
-#: The largest request body read (a ``spec`` or a task report is a few KiB); a larger or
-#: malformed ``Content-Length`` answers 413 / 400 and closes the connection unread.
+#: The largest request body read (a ``spec`` or a task report is a few KiB); a larger one
+#: answers 413 and closes the connection unread (a malformed ``Content-Length`` is a 400 from
+#: the HTTP parser itself).
 MAX_BODY_BYTES = 1 << 20
+#: Driver calls served at once: every task holds one long-poll (``tasksMax`` of them) while
+#: drains, stops and status requests come in beside them.
+MAX_CONCURRENT_CALLS = 2048
+START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 5.0
 
 
-def _flag(query: dict[str, list[str]], name: str) -> bool:
-    value = query.get(name, ["false"])[-1].lower()
+class _BodyError(Exception):
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _flag(query: QueryParams, name: str) -> bool:
+    value = query.get(name, "false").lower()
     if value not in ("true", "false"):
         raise OperationError(HTTPStatus.BAD_REQUEST, f"{name} must be true or false, got {value!r}")
     return value == "true"
 
 
-def _optional(query: dict[str, list[str]], name: str, kind: type) -> Any:
+def _optional(query: QueryParams, name: str, kind: type) -> Any:
     if name not in query:
         return None
     try:
-        return kind(query[name][-1])
+        return kind(query[name])
     except ValueError:
         raise OperationError(HTTPStatus.BAD_REQUEST, f"{name} must be a {kind.__name__}") from None
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: ControlServer
-    protocol_version = "HTTP/1.1"
+def _json(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
+    body = json.dumps(redact_data(payload), indent=None).encode()
+    return Response(body, status_code=int(status), media_type="application/json", headers=headers)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        log.debug("control api: " + format, *args)
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("GET")
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return _json(status, {"error_code": int(status), "message": message}, headers)
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("POST")
 
-    def do_PUT(self) -> None:  # noqa: N802 - stdlib name
-        self._dispatch("PUT")
+async def _read_body(request: Request) -> dict[str, Any]:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _BodyError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                         f"request body of {declared} bytes is over the {MAX_BODY_BYTES}-byte limit")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _BodyError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                             f"request body is over the {MAX_BODY_BYTES}-byte limit")
+        chunks.append(chunk)
+    data = json.loads(b"".join(chunks) or b"{}")
+    if not isinstance(data, dict):
+        raise ValueError("expected a JSON object")
+    return data
 
-    def _dispatch(self, method: str) -> None:
-        url = urlparse(self.path)
-        query = parse_qs(url.query)
-        driver = self.server.driver
+
+#: An endpoint's work, run on a worker thread: (driver, query, path params, JSON body or None)
+#: -> (status, JSON payload) or a ready :class:`Response`.
+Call = Callable[["Driver", QueryParams, dict[str, Any], "dict[str, Any] | None"], "tuple[HTTPStatus, Any] | Response"]
+
+
+def _status(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    return HTTPStatus.OK, driver.status()
+
+
+def _healthz(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    return HTTPStatus.OK, {"status": "ok"}
+
+
+def _metrics(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> Response:
+    return Response(generate_latest(driver.metrics_registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _sync(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    report = TaskReport.from_json(body)
+    version = int(q.get("directive_version", "-1"))
+    wait_ms = min(int(q.get("wait_ms", "0")), MAX_WAIT_MS)
+    return HTTPStatus.OK, driver.sync(p["task_id"], report, version, wait_ms).to_json()
+
+
+def _stop(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    return HTTPStatus.OK, driver.stop(connector_deleted=_flag(q, "connector_deleted"),
+                                      delete_offsets=_flag(q, "delete_offsets"))
+
+
+def _restart(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    return HTTPStatus.ACCEPTED, driver.restart(include_tasks=_flag(q, "include_tasks"),
+                                               only_failed=_flag(q, "only_failed"))
+
+
+def _drain(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    return HTTPStatus.OK, driver.drain(pod=q.get("pod"), task_id=_optional(q, "task", int),
+                                       timeout_s=_optional(q, "timeout_s", float))
+
+
+def _pause(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    return HTTPStatus.OK, driver.pause()
+
+
+def _resume(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    return HTTPStatus.OK, driver.resume()
+
+
+def _state(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    try:
+        state = ConnectorState(q.get("target", ""))
+    except ValueError:
+        raise OperationError(HTTPStatus.BAD_REQUEST, "target must be one of running, paused, stopped") from None
+    return HTTPStatus.OK, driver.set_state(state)
+
+
+def _config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    written = ConnectorSpec.model_validate(body)
+    spec = with_mounted_config(written, source="PUT /config")
+    if refusal := live_change_refusal(driver.manifest.spec, written, spec):
+        raise OperationError(HTTPStatus.CONFLICT, refusal)
+    return HTTPStatus.OK, driver.reconfigure(spec)
+
+
+def _restart_task(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    return HTTPStatus.ACCEPTED, driver.restart_task(p["task_id"])
+
+
+OPEN: frozenset[Role] = frozenset()
+"""No credential needed."""
+ADMIN = frozenset({Role.ADMIN})
+TASKS = frozenset({Role.ADMIN, Role.TASK})
+
+#: (method, path, call, reads a JSON body, roles allowed; :data:`OPEN` for anyone)
+ENDPOINTS: list[tuple[str, str, Call, bool, frozenset[Role]]] = [
+    ("GET", "/status", _status, False, ADMIN),
+    ("GET", "/healthz", _healthz, False, OPEN),
+    ("GET", "/metrics", _metrics, False, OPEN),
+    ("POST", "/internal/tasks/{task_id:int}/sync", _sync, True, TASKS),
+    ("POST", "/stop", _stop, False, ADMIN),
+    ("POST", "/restart", _restart, False, ADMIN),
+    ("POST", "/drain", _drain, False, TASKS),
+    ("POST", "/pause", _pause, False, ADMIN),
+    ("POST", "/resume", _resume, False, ADMIN),
+    ("POST", "/state", _state, False, ADMIN),
+    ("PUT", "/config", _config, True, ADMIN),
+    ("POST", "/tasks/{task_id:int}/restart", _restart_task, False, ADMIN),
+]
+
+
+def _refusal(tokens: ControlTokens, roles: frozenset[Role], request: Request) -> Response | None:
+    """401 / 403 for a caller that may not call this endpoint, ``None`` for one that may."""
+    if not roles:
+        return None
+    role = tokens.role_of(request.headers.get("authorization"))
+    if role is None:
+        return _error(HTTPStatus.UNAUTHORIZED, "a valid control token is required (Authorization: Bearer)",
+                      {"WWW-Authenticate": f'{AUTH_SCHEME} realm="{REALM}"'})
+    if role not in roles:
+        return _error(HTTPStatus.FORBIDDEN,
+                      f"the {role.value} token may not call {request.method} {request.url.path}")
+    return None
+
+
+def _call(driver: Driver, tokens: ControlTokens, call: Call, method: str, reads_body: bool,
+          roles: frozenset[Role]) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        if (refused := _refusal(tokens, roles, request)) is not None:
+            return refused
         try:
-            if method == "GET" and url.path == "/status":
-                return self._json(HTTPStatus.OK, driver.status())
-            if method == "GET" and url.path == "/healthz":
-                return self._json(HTTPStatus.OK, {"status": "ok"})
-            if method == "GET" and url.path == "/metrics":
-                body = generate_latest(driver.metrics_registry)
-                return self._send(HTTPStatus.OK, body, CONTENT_TYPE_LATEST)
-            if method == "POST" and (m := _SYNC.match(url.path)):
-                report = TaskReport.from_json(self._body())
-                version = int(query.get("directive_version", ["-1"])[-1])
-                wait_ms = min(int(query.get("wait_ms", ["0"])[-1]), MAX_WAIT_MS)
-                directive = driver.sync(int(m.group(1)), report, version, wait_ms)
-                return self._json(HTTPStatus.OK, directive.to_json())
-            if method == "POST" and url.path == "/stop":
-                return self._json(HTTPStatus.OK, driver.stop(connector_deleted=_flag(query, "connector_deleted"),
-                                                             delete_offsets=_flag(query, "delete_offsets")))
-            if method == "POST" and url.path == "/restart":
-                return self._json(HTTPStatus.ACCEPTED, driver.restart(include_tasks=_flag(query, "include_tasks"),
-                                                                      only_failed=_flag(query, "only_failed")))
-            if method == "POST" and url.path == "/drain":
-                result = driver.drain(pod=query.get("pod", [None])[-1], task_id=_optional(query, "task", int),
-                                      timeout_s=_optional(query, "timeout_s", float))
-                return self._json(HTTPStatus.OK, result)
-            if method == "POST" and url.path == "/pause":
-                return self._json(HTTPStatus.OK, driver.pause())
-            if method == "POST" and url.path == "/resume":
-                return self._json(HTTPStatus.OK, driver.resume())
-            if method == "POST" and url.path == "/state":
-                target = query.get("target", [""])[-1]
-                try:
-                    state = ConnectorState(target)
-                except ValueError:
-                    raise OperationError(HTTPStatus.BAD_REQUEST,
-                                         "target must be one of running, paused, stopped") from None
-                return self._json(HTTPStatus.OK, driver.set_state(state))
-            if method == "PUT" and url.path == "/config":
-                spec = with_mounted_config(ConnectorSpec.model_validate(self._body()), source="PUT /config")
-                return self._json(HTTPStatus.OK, driver.reconfigure(spec))
-            if method == "POST" and (m := _RESTART.match(url.path)):
-                return self._json(HTTPStatus.ACCEPTED, driver.restart_task(int(m.group(1))))
-            raise OperationError(HTTPStatus.NOT_FOUND, f"no such endpoint: {method} {url.path}")
+            body = await _read_body(request) if reads_body else None
+            result = await anyio.to_thread.run_sync(
+                call, driver, request.query_params, request.path_params, body, abandon_on_cancel=True)
+        except _BodyError as exc:
+            return _error(exc.status, str(exc), {"Connection": "close"})
         except OperationError as exc:
-            self._json(exc.status, {"error_code": exc.status.value, "message": str(exc)})
+            return _error(exc.status, str(exc))
         except ValidationError as exc:
-            self._json(HTTPStatus.BAD_REQUEST, {"error_code": 400, "message": f"invalid spec: {exc}"})
+            return _error(HTTPStatus.BAD_REQUEST, f"invalid spec: {exc}")
         except (ValueError, KeyError) as exc:
-            self._json(HTTPStatus.BAD_REQUEST, {"error_code": 400, "message": f"bad request: {exc}"})
+            return _error(HTTPStatus.BAD_REQUEST, f"bad request: {exc}")
         except Exception as exc:  # noqa: BLE001 - answer 500 rather than drop the connection
-            log.exception("control api: %s %s failed", method, url.path)
-            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error_code": 500, "message": str(exc)})
-
-    def _body(self) -> dict[str, Any]:
-        declared = self.headers.get("Content-Length") or "0"
-        length = int(declared) if declared.isdigit() else -1
-        if not 0 <= length <= MAX_BODY_BYTES:
-            self.close_connection = True
-            if length < 0:
-                raise OperationError(HTTPStatus.BAD_REQUEST, "Content-Length must be a non-negative integer")
-            raise OperationError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                                 f"request body of {length} bytes is over the {MAX_BODY_BYTES}-byte limit")
-        data = json.loads(self.rfile.read(length) or b"{}")
-        if not isinstance(data, dict):
-            raise ValueError("expected a JSON object")
-        return data
-
-    def _json(self, status: HTTPStatus, payload: Any) -> None:
-        self._send(status, json.dumps(redact_data(payload), indent=None).encode(), "application/json")
-
-    def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
+            log.exception("control api: %s %s failed", method, request.url.path)
+            return _error(HTTPStatus.INTERNAL_SERVER_ERROR, str(exc))
+        return result if isinstance(result, Response) else _json(result[0], result[1])
+    return endpoint
 
 
-class ControlServer(ThreadingHTTPServer):
-    """Serves the control API for one driver on a daemon thread."""
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    message = (f"no such endpoint: {request.method} {request.url.path}" if exc.status_code == HTTPStatus.NOT_FOUND
+               else f"{request.method} is not allowed on {request.url.path}" if exc.status_code == 405
+               else str(exc.detail))
+    return _error(exc.status_code, message, dict(exc.headers or {}))
 
-    daemon_threads = True
-    allow_reuse_address = True
 
-    def __init__(self, driver: Driver, host: str, port: int) -> None:
-        super().__init__((host, port), _Handler)
+@asynccontextmanager
+async def _lifespan(app: Starlette) -> AsyncIterator[None]:
+    anyio.to_thread.current_default_thread_limiter().total_tokens = MAX_CONCURRENT_CALLS
+    yield
+
+
+def build_app(driver: Driver, tokens: ControlTokens) -> Starlette:
+    """The control API of ``driver`` as an ASGI application, admitting ``tokens``."""
+    routes = [Route(path, _call(driver, tokens, call, method, body, roles), methods=[method])
+              for method, path, call, body, roles in ENDPOINTS]
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=_lifespan)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=2048)
+
+
+class ControlServer:
+    """Serves the control API for one driver on a daemon thread.
+
+    Args:
+        driver: the :class:`~conveyor.runtime.driver.Driver` (or a stand-in with the same
+            methods) whose methods the endpoints call, each on a worker thread.
+        host: address to listen on (``0.0.0.0`` in a pod).
+        port: TCP port; 0 picks a free one (see :attr:`port`).
+        tokens: the credentials it admits (see :mod:`conveyor.runtime.control_auth`).
+
+    Raises:
+        OSError: the address cannot be bound (raised here, not on the server thread).
+    """
+
+    def __init__(self, driver: Driver, host: str, port: int, tokens: ControlTokens) -> None:
         self.driver = driver
-        self._thread = threading.Thread(target=self.serve_forever, name="control-api", daemon=True)
+        self._socket = _listen(host, port)
+        config = uvicorn.Config(build_app(driver, tokens), http="h11", loop="asyncio", ws="none", lifespan="on",
+                                log_config=None, log_level="warning", access_log=False, server_header=False,
+                                timeout_graceful_shutdown=2)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._serve, name="control-api", daemon=True)
+        self._failure: BaseException | None = None
 
     @property
     def port(self) -> int:
-        return self.server_address[1]
+        return int(self._socket.getsockname()[1])
+
+    def _serve(self) -> None:
+        try:
+            self._server.run(sockets=[self._socket])
+        except BaseException as exc:  # noqa: BLE001 - surfaced by start()
+            self._failure = exc
+            log.exception("control api: the server stopped")
 
     def start(self) -> None:
+        """Serve from now on; returns once the server accepts connections.
+
+        Raises:
+            RuntimeError: the server did not start within :data:`START_TIMEOUT_S`.
+        """
         self._thread.start()
+        deadline = threading.Event()
+        for _ in range(int(START_TIMEOUT_S / 0.01)):
+            if self._server.started or not self._thread.is_alive():
+                break
+            deadline.wait(0.01)
+        if not self._server.started:
+            raise RuntimeError(f"the control API did not start: {self._failure or 'timed out'}")
 
     def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
+        """Stop accepting and answer what is in flight for up to 2 s; a driver call still
+        running then (a long stop) is left to finish on its daemon thread."""
+        self._server.should_exit = True
+        self._thread.join(STOP_TIMEOUT_S)
+        self._socket.close()

@@ -45,9 +45,11 @@ from prometheus_client import CollectorRegistry
 
 from conveyor.api import Connector, ConnectorContext
 from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState, ManifestError
+from conveyor.runtime.control_auth import ControlTokens
 from conveyor.runtime.lifecycle import Lifecycle
 from conveyor.runtime.metrics import TaskMetricsCollector
 from conveyor.runtime.offsets_deletion import delete_offsets_reported
+from conveyor.runtime.operation_error import OperationError
 from conveyor.runtime.preflight import (
     PreflightError,
     check_kafka,
@@ -85,14 +87,6 @@ def kafka_properties(spec: ConnectorSpec) -> dict[str, str]:
         raise DriverError(str(exc)) from None
 
 
-class OperationError(Exception):
-    """A control operation was refused; ``status`` is the HTTP status to answer with."""
-
-    def __init__(self, status: HTTPStatus, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 class _Context(ConnectorContext):
     def __init__(self, driver: Driver) -> None:
         self._driver = driver
@@ -122,6 +116,8 @@ class Driver:
         spark_conf: Spark properties given on the command line (``conveyor run --conf``);
             they win over ``spec.spark.sparkConf``, which wins over the driver's defaults.
             Ignored when ``spark`` is given.
+        control_tokens: the credentials the control API admits (default: fresh ones, see
+            :attr:`control_tokens`).
     """
 
     def __init__(
@@ -133,8 +129,10 @@ class Driver:
         control_port: int = 8083,
         advertised_host: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
+        control_tokens: ControlTokens | None = None,
     ) -> None:
         self.manifest = manifest
+        self.control_tokens = control_tokens or ControlTokens.generate()
         self._spark_conf = dict(spark_conf or {})
         self.spark_info: dict[str, str] = {}
         self.kafka: dict[str, str] = {}
@@ -315,7 +313,7 @@ class Driver:
         from conveyor.runtime.control_server import ControlServer
 
         try:
-            self.server = ControlServer(self, self._control_host, self._control_port)
+            self.server = ControlServer(self, self._control_host, self._control_port, self.control_tokens)
         except OSError as exc:
             raise DriverError(f"cannot listen on {self._control_host}:{self._control_port}: {exc.strerror}") from None
         self.server.start()
@@ -354,6 +352,7 @@ class Driver:
             task_config=handle.config,
             kafka=dict(self.kafka),
             control_url=self.control_url,
+            control_token=self.control_tokens.task,
             closing_timeout_s=float(spec.shutdown.grace_period_seconds),
             generation=self.generation,
         )

@@ -16,7 +16,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from conveyor.manifest import ConnectorManifest
-from conveyor.runtime.driver import OperationError
+from conveyor.runtime.operation_error import OperationError
 
 
 class FailedStart:

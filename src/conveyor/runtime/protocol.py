@@ -75,6 +75,8 @@ class TaskSpec:
             ``spec.kafka``; see :mod:`conveyor.runtime.kafka_clients`). Holds the SASL
             password, so it is left out of ``repr``.
         control_url: base URL of the driver's control API.
+        control_token: the driver's *task* token, which this task's runner sends to the control
+            API (:mod:`conveyor.runtime.control_auth`); never shown by ``repr``.
         closing_timeout_s: seconds a closing commit may take (``shutdown.gracePeriodSeconds``).
         generation: the task generation (exactly-once sources: the task-count record's
             generation this task belongs to; 0 otherwise).
@@ -93,6 +95,7 @@ class TaskSpec:
     task_config: dict[str, Any]
     kafka: dict[str, str] = field(repr=False)
     control_url: str
+    control_token: str = field(default="", repr=False)
     closing_timeout_s: float = 60.0
     generation: int = 0
     resolved_values: list[tuple[str, str]] = field(default_factory=resolved_values, repr=False)

@@ -49,7 +49,8 @@ class TaskRunner(abc.ABC):
         self.state = TaskState.UNASSIGNED
         self.trace: str | None = None
         self.task: Any = None
-        self.link = ControlLink(spec.control_url, spec.task_id, lambda: self._report_cache)
+        self.link = ControlLink(spec.control_url, spec.task_id, lambda: self._report_cache,
+                                token=spec.control_token)
         self._report_cache: TaskReport | None = None
         self._report_at = 0.0
         self._closing_deadline: float | None = None

@@ -50,6 +50,34 @@ def running_connector(manifest: ConnectorManifest, spark: Any, stop_timeout_s: f
             driver.close()
 
 
+def control_request(url: str, path: str, method: str = "GET", token: str | None = None,
+                    timeout_s: float = 120.0) -> tuple[int, Any]:
+    """Call a driver's control API: ``(HTTP status, JSON answer)``, an error status included.
+
+    ``token`` defaults to what the ``conveyor`` commands would send
+    (:func:`conveyor.runtime.control_auth.find_token`: the file a local ``conveyor run`` wrote
+    for the port); pass ``driver.control_tokens.admin`` for an in-process driver.
+
+    Raises:
+        OSError: the driver cannot be reached.
+    """
+    import json
+    import urllib.error
+    import urllib.request
+
+    from conveyor.runtime.control_auth import authorization_header, find_token
+
+    token = token if token is not None else find_token(url)
+    request = urllib.request.Request(f"{url.rstrip('/')}{path}", method=method,
+                                     data=b"" if method in ("POST", "PUT") else None,
+                                     headers=authorization_header(token))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
 def wait_until(predicate: Callable[[], T], timeout_s: float = 60.0, message: str = "condition", interval_s: float = 0.2) -> T:
     """Poll ``predicate`` until it returns something truthy, and return that.
 
