@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from conveyor import spark_volumes
+from conveyor import spark_security, spark_volumes
 from conveyor.manifest import API_VERSION, KIND, ConnectorManifest
 from conveyor.runtime.control_auth import (
     ADMIN_TOKEN_FILE,
@@ -56,6 +56,10 @@ SPARK_BLOCK_MANAGER_PORT = 7079
 RUN_AS_USER = 10001
 """The Dockerfile's non-root user."""
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc:443"
+SPARK_SECRET_MOUNTED = False
+"""Whether driver and executor pods mount the connector's Spark secret at
+:data:`conveyor.spark_security.SECRET_FILE`; until they do, :func:`spark_conf` renders no
+secret-file keys and Spark on Kubernetes hands executors a generated secret."""
 GRACE_MARGIN_SECONDS = 15
 """Added to ``shutdown.gracePeriodSeconds`` for ``terminationGracePeriodSeconds``: the
 ``preStop`` drain may use the whole grace period, then the process needs time to exit."""
@@ -305,9 +309,13 @@ def image(manifest: ConnectorManifest, settings: OperatorSettings) -> str:
     return manifest.spec.spark.image or settings.runtime_image
 
 
-def spark_conf(manifest: ConnectorManifest, settings: OperatorSettings) -> dict[str, str]:
-    """Spark properties of the driver (client mode on the in-cluster API); keys the user
-    sets in ``spec.spark.sparkConf`` are left to the driver, which applies them."""
+def spark_conf(manifest: ConnectorManifest, settings: OperatorSettings,
+               secret_mounted: bool = SPARK_SECRET_MOUNTED) -> dict[str, str]:
+    """Spark properties of the driver (client mode on the in-cluster API), passed as
+    ``conveyor run --conf``; with them :data:`conveyor.spark_security.ENFORCED` (authenticated,
+    AES-GCM encrypted RPC) and, with executor pods and ``secret_mounted``, the secret-file keys.
+    ``spec.spark.sparkConf`` cannot set any of these (the manifest refuses them); the driver
+    applies its other keys itself."""
     spark = manifest.spec.spark
     sa = service_account_name(manifest)
     conf = {
@@ -339,7 +347,9 @@ def spark_conf(manifest: ConnectorManifest, settings: OperatorSettings) -> dict[
             "spark.executor.cores": str(spark.executor.cores),
             "spark.executor.memory": spark.executor.memory,
         })
-    return {k: v for k, v in conf.items() if k not in spark.spark_conf}
+    conf.update(spark_security.ENFORCED)
+    conf.update(spark_security.secret_file_properties(spark.executor.instances > 0, secret_mounted))
+    return conf
 
 
 def executor_pod_template(manifest: ConnectorManifest, settings: OperatorSettings) -> dict[str, Any]:

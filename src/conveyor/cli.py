@@ -97,10 +97,12 @@ def run(
 ) -> None:
     """Run a connector until SIGTERM or Ctrl-C, then stop it gracefully (closing commits)."""
     from conveyor.runtime.driver import Driver, DriverError
+    from conveyor.runtime.spark_session import refuse_enforced_changes
 
     _setup_logging(log_level)
     try:
         spark_conf = parse_conf(conf or [])
+        refuse_enforced_changes(spark_conf, "--conf")  # Spark RPC stays authenticated and encrypted
     except ValueError as exc:
         _error(exc)
         raise typer.Exit(2) from None

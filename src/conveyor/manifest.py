@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from conveyor import spark_volumes
+from conveyor import spark_security, spark_volumes
 from conveyor.api.redaction import redact_value, remember_resolved
 
 API_VERSION = "conveyor.dev/v1alpha1"
@@ -30,6 +30,15 @@ _MOUNT_REF = re.compile(r"\$\{(secret|configmap):([^:}]+):([^}]+)\}")
 class ManifestError(ValueError):
     """A manifest is unreadable or invalid; the message names each offending field
     by its path (``spec.tasksMax``) and says what was expected."""
+
+
+class _KeysRefused(ValueError):
+    """Raised by a validator of a mapping field to name each refused key in the field's path
+    (``spec.spark.sparkConf.spark.authenticate: ...``), one line each."""
+
+    def __init__(self, reasons: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{key}: {reason}" for key, reason in reasons.items()))
+        self.reasons = reasons
 
 
 class _Model(BaseModel):
@@ -272,13 +281,19 @@ class SparkSpec(_Model):
     )
     spark_conf: dict[str, str] = Field(
         default_factory=dict, alias="sparkConf",
-        description="Extra Spark properties (spark.*); they override what the operator renders. "
+        description="Extra Spark properties (spark.*). The operator's own properties (master, driver address "
+        "and ports, namespace, image, service account, pod names, resources set by the fields above) and "
+        "Spark's RPC security (spark.authenticate*, spark.network.crypto.*, spark.network.sasl.*, spark.ssl.*; "
+        "always authenticated and AES-GCM encrypted) are refused, as is -Dspark. in *JavaOptions. "
         "spark.kubernetes.{driver,executor}.volumes.* mount volumes as Spark's, in the driver pod too.",
     )
 
     @field_validator("spark_conf")
     @classmethod
     def _check_spark_conf(cls, conf: dict[str, str]) -> dict[str, str]:
+        refused = spark_security.refused_spark_conf(conf)
+        if refused:
+            raise _KeysRefused(refused)
         for key, (pattern, expected) in _CHECKED_SPARK_PROPERTIES.items():
             if key in conf and not re.fullmatch(pattern, str(conf[key]).strip()):
                 raise ValueError(f"{key}: {conf[key]!r} is not {expected}")
@@ -378,6 +393,10 @@ class ConnectorManifest(_Model):
             lines = []
             for err in exc.errors():
                 path = ".".join(str(p) for p in err["loc"]) or "<root>"
+                refused = err.get("ctx", {}).get("error")
+                if isinstance(refused, _KeysRefused):
+                    lines += [f"  {path}.{key}: {reason}" for key, reason in refused.reasons.items()]
+                    continue
                 detail = err["msg"]
                 if err["type"] not in ("missing", "value_error") and "input" in err:
                     detail = f"{detail} (got {redact_value(path, err['input'])})"

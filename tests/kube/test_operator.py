@@ -166,6 +166,26 @@ def test_bad_config_and_missing_secret_become_conditions_and_events(kube_api, ku
             assert "s3cret" not in (event.message or "")
 
 
+def test_spark_conf_cannot_turn_spark_rpc_security_off_or_set_the_operators_keys(kube_api, kube_namespace,
+                                                                                   operator, api):
+    name = _name("sparksec")
+    with operator():
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"},
+                                       spark={"sparkConf": {"spark.authenticate": "false",
+                                                            "spark.kubernetes.container.image": "evil:1",
+                                                            "spark.executor.pyspark.memory": "512m"}}))
+        degraded = eventually(lambda: api.condition(kube_namespace, name, "Degraded"), message="Degraded")
+        assert degraded["status"] == "True" and degraded["reason"] == "InvalidSpec", degraded
+        assert "spec.spark.sparkConf.spark.authenticate: set by the operator: Spark RPC is always authenticated" \
+            in degraded["message"]
+        assert "spec.spark.sparkConf.spark.kubernetes.container.image: set by spec.spark.image" in degraded["message"]
+        assert "pyspark.memory" not in degraded["message"], "allowed keys are not named"
+        event = eventually(lambda: api.events(kube_namespace, name, "InvalidSpec"), message="InvalidSpec Event")
+        assert "spec.spark.sparkConf.spark.authenticate" in event[0].message
+        with pytest.raises(client.ApiException):
+            api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace)
+
+
 # --- drivers run locally --------------------------------------------------------------------------
 
 class LocalDriver:

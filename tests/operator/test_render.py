@@ -1,6 +1,7 @@
 """Pure rendering of a Connector into Kubernetes objects (plain dicts; the behaviour
 against a real API server is in tests/kube)."""
 
+from conveyor import spark_security
 from conveyor.manifest import ConnectorManifest
 from conveyor_operator import names, render
 from conveyor_operator.settings import OperatorSettings
@@ -99,10 +100,38 @@ def test_deployment_runs_conveyor_in_client_mode_with_drain_hook():
 
 
 def test_user_spark_conf_is_left_to_the_driver_and_zero_executors_runs_locally():
-    m = manifest(spark={"sparkConf": {"spark.driver.host": "custom"}, "executor": {"instances": 0}})
+    m = manifest(spark={"sparkConf": {"spark.executor.pyspark.memory": "512m"}, "executor": {"instances": 0}})
     conf = render.spark_conf(m, SETTINGS)
-    assert "spark.driver.host" not in conf
+    assert "spark.executor.pyspark.memory" not in conf, "the driver applies the manifest's own keys"
     assert "spark.master" not in conf
+
+
+def test_spark_rpc_is_authenticated_and_encrypted_on_every_master():
+    for instances in (0, 2):
+        conf = render.spark_conf(manifest(spark={"executor": {"instances": instances}}), SETTINGS)
+        assert {k: conf[k] for k in spark_security.ENFORCED} == {
+            "spark.authenticate": "true", "spark.network.crypto.enabled": "true",
+            "spark.network.crypto.authEngineVersion": "2", "spark.network.crypto.cipher": "AES/GCM/NoPadding",
+            "spark.network.crypto.saslFallback": "false"}
+        assert not any(k.startswith("spark.authenticate.secret") for k in conf), "no secret file mounted yet"
+        args = by_kind(render.objects(manifest(spark={"executor": {"instances": instances}}), "u", 1,
+                                      SETTINGS))["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert "spark.authenticate=true" in args and "spark.network.crypto.cipher=AES/GCM/NoPadding" in args
+
+
+def test_secret_file_keys_come_as_a_pair_and_only_with_executor_pods():
+    files = {"spark.authenticate.secret.driver.file": "/etc/conveyor/control/spark-auth-secret",
+             "spark.authenticate.secret.executor.file": "/etc/conveyor/control/spark-auth-secret"}
+    with_executors = render.spark_conf(manifest(), SETTINGS, secret_mounted=True)
+    assert {k: with_executors[k] for k in files} == files
+    local = render.spark_conf(manifest(spark={"executor": {"instances": 0}}), SETTINGS, secret_mounted=True)
+    assert not set(files) & set(local), "Spark refuses secret files on a local master"
+
+
+def test_every_property_the_operator_renders_is_refused_in_spark_conf():
+    conf = render.spark_conf(manifest(), SETTINGS, secret_mounted=True)
+    refused = spark_security.refused_spark_conf(conf)
+    assert set(refused) == set(conf), set(conf) - set(refused)
 
 
 def test_manifest_keeps_secret_references_not_values():

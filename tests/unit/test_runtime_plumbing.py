@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from conveyor import spark_security
 from conveyor.cli import app, parse_conf
 from conveyor.runtime import driver as driver_module
 from conveyor.runtime import group_lag as group_lag_module
@@ -20,7 +21,12 @@ from conveyor.runtime.protocol import TaskSpec
 from conveyor.runtime.settings import parse_source_settings
 from conveyor.runtime.sink_runner import consumer_config, producer_config
 from conveyor.runtime.source_runner import SourceTaskRunner
-from conveyor.runtime.spark_session import decommission_executor, executor_id_of_pod, spark_properties
+from conveyor.runtime.spark_session import (
+    SparkConfRefused,
+    decommission_executor,
+    executor_id_of_pod,
+    spark_properties,
+)
 from conveyor.testing.runs import connector_manifest
 
 SASL = {
@@ -178,7 +184,30 @@ def test_spark_properties_defaults():
     props = spark_properties("orders", 3)
     assert props == {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
                      "spark.app.name": "conveyor-orders", "spark.master": "local[3]", "spark.task.maxFailures": "1",
-                     "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+                     "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                     **spark_security.ENFORCED}
+
+
+def test_spark_rpc_security_is_applied_last_and_cannot_be_changed():
+    for master in ("local[2]", "k8s://https://kubernetes.default.svc"):
+        props = spark_properties("o", 1, master, {"spark.custom": "1"}, {"spark.authenticate": "TRUE"})
+        assert {k: props[k] for k in spark_security.ENFORCED} == spark_security.ENFORCED, "the same value passes"
+    for key, value in (("spark.authenticate", "false"), ("spark.network.crypto.cipher", "AES/CTR/NoPadding"),
+                       ("spark.network.crypto.authEngineVersion", "1"), ("spark.network.crypto.saslFallback", "true"),
+                       ("spark.network.crypto.enabled", "false")):
+        with pytest.raises(SparkConfRefused, match=f"--conf {key}={value}: refused"):
+            spark_properties("o", 1, None, None, {key: value})
+        with pytest.raises(SparkConfRefused, match=f"spec.spark.sparkConf {key}={value}: refused"):
+            spark_properties("o", 1, None, {key: value})
+
+
+def test_run_refuses_a_conf_that_turns_spark_rpc_security_off(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("apiVersion: conveyor.dev/v1alpha1\nkind: Connector\nmetadata: {name: a}\n"
+                    "spec: {class: noop-sink, kafka: {bootstrapServers: 'k:1'}, config: {topics: t}}\n")
+    result = CliRunner().invoke(app, ["run", str(path), "--conf", "spark.network.crypto.enabled=false"])
+    assert result.exit_code == 2
+    assert "--conf spark.network.crypto.enabled=false: refused" in result.output
 
 
 def test_a_local_master_binds_to_loopback_unless_told_otherwise():
@@ -208,6 +237,7 @@ def test_executors_on_a_cluster_give_every_task_a_slot():
 
 
 def test_spark_conf_then_cli_conf_then_master_win_in_that_order():
+    # (the manifest refuses spark.app.name and spark.master in sparkConf; spark_properties does not judge them)
     spark_conf = {"spark.app.name": "from-manifest", "spark.executor.memory": "2g", "spark.ui.enabled": "true",
                   "spark.master": "k8s://https://manifest"}
     cli = {"spark.app.name": "from-cli", "spark.kubernetes.namespace": "data",
@@ -225,7 +255,7 @@ def test_spark_conf_then_cli_conf_then_master_win_in_that_order():
 
 def test_the_driver_uses_spec_spark_conf_and_its_own_spark_conf(monkeypatch):
     manifest = connector_manifest("orders", "noop-sink", "k:1", {"topics": "t"},
-                                  spark={"sparkConf": {"spark.app.name": "manifest", "spark.custom": "m"}})
+                                  spark={"sparkConf": {"spark.ui.enabled": "true", "spark.custom": "m"}})
     seen: dict[str, str] = {}
 
     class Builder:
@@ -243,8 +273,9 @@ def test_the_driver_uses_spec_spark_conf_and_its_own_spark_conf(monkeypatch):
     monkeypatch.setattr(pyspark.sql.SparkSession, "builder", Builder())
     driver = Driver(manifest, spark_conf={"spark.custom": "cli", "spark.master": "local[5]"})
     driver._ensure_spark(1)
-    assert seen["spark.custom"] == "cli" and seen["spark.app.name"] == "manifest"
-    assert driver.spark_info == {"master": "local[5]", "app_name": "manifest", "app_id": "local-1"}
+    assert seen["spark.custom"] == "cli" and seen["spark.ui.enabled"] == "true"
+    assert seen["spark.authenticate"] == "true" and seen["spark.network.crypto.enabled"] == "true"
+    assert driver.spark_info == {"master": "local[5]", "app_name": "conveyor-orders", "app_id": "local-1"}
     assert driver.spark is not None
 
 

@@ -1,6 +1,7 @@
 """The SparkSession a connector's driver creates: its properties (defaults, the manifest's
 ``sparkConf``, ``--conf`` and ``--master``, loopback binding for a local master, an executor
-slot per task on a cluster master) and how its JVM is started."""
+slot per task on a cluster master, authenticated and encrypted RPC always) and how its JVM
+is started."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from conveyor.spark_security import ENFORCED, changed_enforced
+
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
@@ -21,6 +24,11 @@ SPARK_DEFAULTS: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
 }
 """The driver's own Spark properties (``spec.spark.sparkConf`` and ``--conf`` override them)."""
+
+
+class SparkConfRefused(ValueError):
+    """``spec.spark.sparkConf`` or ``--conf`` tried to change a property of
+    :data:`conveyor.spark_security.ENFORCED`; the message names each key."""
 
 
 def spark_properties(
@@ -35,7 +43,9 @@ def spark_properties(
     1. the driver's defaults: :data:`SPARK_DEFAULTS`, ``spark.app.name`` ``conveyor-<name>``;
     2. ``spark_conf``: the manifest's ``spec.spark.sparkConf``;
     3. ``cli_conf``: ``conveyor run --conf key=value``;
-    4. ``master`` (``conveyor run --master``), when given, as ``spark.master``.
+    4. ``master`` (``conveyor run --master``), when given, as ``spark.master``;
+    5. :data:`conveyor.spark_security.ENFORCED` (authenticated, AES-GCM encrypted RPC), on every
+       master: on a local one Spark generates the secret itself.
 
     Without any ``spark.master`` the master is ``local[N]`` with a slot per task. Unless set,
     ``spark.task.maxFailures`` is 1 on a local master (a failed task is the runtime's to
@@ -46,8 +56,14 @@ def spark_properties(
     allocation, ``spark.executor.instances`` is raised until every task has a slot.
 
     Returns:
-        ``{property: value}``, always with ``spark.master`` and ``spark.app.name``.
+        ``{property: value}``, always with ``spark.master``, ``spark.app.name`` and the
+        enforced properties.
+
+    Raises:
+        SparkConfRefused: ``spark_conf`` or ``cli_conf`` gives an enforced property another value.
     """
+    for source, conf in (("spec.spark.sparkConf", spark_conf), ("--conf", cli_conf)):
+        refuse_enforced_changes(conf or {}, source)
     props = {**SPARK_DEFAULTS, "spark.app.name": f"conveyor-{connector}"}
     props.update(spark_conf or {})
     props.update(cli_conf or {})
@@ -61,7 +77,18 @@ def spark_properties(
         props.setdefault("spark.driver.bindAddress", LOOPBACK)
     elif props.get("spark.dynamicAllocation.enabled", "false").lower() != "true":
         _give_every_task_a_slot(props, task_count)
+    props.update(ENFORCED)
     return props
+
+
+def refuse_enforced_changes(conf: Mapping[str, str], source: str) -> None:
+    """Raise :class:`SparkConfRefused` naming each key of ``conf`` (from ``source``, e.g.
+    ``--conf``) that would change an enforced property; the same value passes."""
+    changed = changed_enforced(conf)
+    if changed:
+        raise SparkConfRefused("; ".join(
+            f"{source} {key}={value}: refused, {key} is always {ENFORCED[key]} (Spark RPC is authenticated "
+            "and encrypted)" for key, value in changed.items()))
 
 
 def _give_every_task_a_slot(props: dict[str, str], task_count: int) -> None:
