@@ -1,6 +1,10 @@
 """Pure rendering of a Connector into Kubernetes objects (plain dicts; the behaviour
 against a real API server is in tests/kube)."""
 
+import pydantic
+import pytest
+import yaml
+
 from conveyor.manifest import ConnectorManifest
 from conveyor_operator import names, render
 from conveyor_operator.settings import OperatorSettings
@@ -238,3 +242,52 @@ def test_spark_driver_volume_properties_mount_into_the_driver_pod_and_cleanup_jo
     # Spark mounts the executors' volumes from its own properties (the driver reads sparkConf)
     template = render.executor_pod_template(spec, SETTINGS)["spec"]
     assert "archive" not in {v["name"] for v in template["volumes"]}
+
+
+def _pods(m, settings=SETTINGS):
+    """The pod specs the operator renders: driver, executor template, cleanup Job."""
+    return {
+        "driver": render.driver_deployment(m, "u", settings)["spec"]["template"]["spec"],
+        "executor": render.executor_pod_template(m, settings)["spec"],
+        "cleanup": render.cleanup_job(m, "u", settings, attempt=1)["spec"]["template"]["spec"],
+    }
+
+
+def test_every_pod_is_pod_security_restricted_with_a_read_only_root_and_no_fixed_uid():
+    """Pod Security Standards "restricted" (the real admission check is tests/kube/test_pod_security.py):
+    non-root, RuntimeDefault seccomp, no escalation, every capability dropped; and a read-only
+    root filesystem whose one writable path, /tmp, is the working directory and HOME."""
+    for role, pod in _pods(manifest(configFrom=[{"secretRef": {"name": "pg"}}, {"configMapRef": {"name": "c"}}],
+                                    config={"topics": "o", "connection.url": "${secret:pg:url}",
+                                            "x": "${configmap:c:k}"})).items():
+        assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}, role
+        (container,) = pod["containers"]
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True, "runAsNonRoot": True}, role
+        assert container["workingDir"] == "/tmp", role
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["HOME"] == "/tmp", role
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["tmp"] == {"name": "tmp", "emptyDir": {}}, role
+        assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"], role
+        files = [v.get("secret") or v.get("configMap") for v in pod["volumes"] if "secret" in v or "configMap" in v]
+        assert files and all(f["defaultMode"] == 0o444 for f in files), (role, files)  # readable without fsGroup
+
+
+def test_the_pods_uid_and_fs_group_are_pinned_only_when_the_settings_say_so():
+    pinned = OperatorSettings(pod_run_as_user=1000650000, pod_fs_group=1000650000)
+    for role, pod in _pods(manifest(), pinned).items():
+        assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"},
+                                          "runAsUser": 1000650000, "fsGroup": 1000650000}, role
+    executor_yaml = render.connector_config_map(manifest(), "u", 1, pinned)["data"]["executor-pod.yaml"]
+    assert yaml.safe_load(executor_yaml)["spec"]["securityContext"]["runAsUser"] == 1000650000
+
+
+def test_pod_settings_come_from_the_environment_and_empty_means_unset():
+    env = {"CONVEYOR_OPERATOR_POD_RUN_AS_USER": "1000650000", "CONVEYOR_OPERATOR_POD_FS_GROUP": ""}
+    settings = OperatorSettings.from_env(env)
+    assert settings.pod_run_as_user == 1000650000 and settings.pod_fs_group is None
+    assert OperatorSettings.from_env({}).pod_run_as_user is None
+    with pytest.raises(pydantic.ValidationError):
+        OperatorSettings.from_env({"CONVEYOR_OPERATOR_POD_RUN_AS_USER": "0"})  # root: never
