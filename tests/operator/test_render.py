@@ -4,10 +4,10 @@ against a real API server is in tests/kube)."""
 import pydantic
 import pytest
 import yaml
-
-from conveyor.manifest import ConnectorManifest
 from conveyor_operator import names, render
 from conveyor_operator.settings import OperatorSettings
+
+from conveyor.manifest import ConnectorManifest
 
 SETTINGS = OperatorSettings(runtime_image="registry.example/conveyor:1.2.3")
 
