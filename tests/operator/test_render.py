@@ -217,14 +217,12 @@ def test_scaling_past_the_executor_cores_rolls_the_driver_and_within_them_does_n
 
 
 ARCHIVE_VOLUME = {
-    "spark.kubernetes.driver.volumes.hostPath.archive.mount.path": "/archive",
-    "spark.kubernetes.driver.volumes.hostPath.archive.options.path": "/srv/archive",
-    "spark.kubernetes.driver.volumes.hostPath.archive.options.type": "Directory",
+    "spark.kubernetes.driver.volumes.emptyDir.archive.mount.path": "/archive",
+    "spark.kubernetes.driver.volumes.emptyDir.archive.options.sizeLimit": "1Gi",
     "spark.kubernetes.driver.volumes.persistentVolumeClaim.state.mount.path": "/state",
     "spark.kubernetes.driver.volumes.persistentVolumeClaim.state.mount.readOnly": "true",
     "spark.kubernetes.driver.volumes.persistentVolumeClaim.state.options.claimName": "shared",
-    "spark.kubernetes.executor.volumes.hostPath.archive.mount.path": "/archive",
-    "spark.kubernetes.executor.volumes.hostPath.archive.options.path": "/srv/archive",
+    "spark.kubernetes.executor.volumes.emptyDir.archive.mount.path": "/archive",
 }
 
 
@@ -232,7 +230,7 @@ def test_spark_driver_volume_properties_mount_into_the_driver_pod_and_cleanup_jo
     spec = manifest(spark={"sparkConf": ARCHIVE_VOLUME})
     pod = render.driver_deployment(spec, "u", SETTINGS)["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes["archive"] == {"name": "archive", "hostPath": {"path": "/srv/archive", "type": "Directory"}}
+    assert volumes["archive"] == {"name": "archive", "emptyDir": {"sizeLimit": "1Gi"}}
     assert volumes["state"] == {"name": "state", "persistentVolumeClaim": {"claimName": "shared"}}
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
     assert mounts["archive"] == {"name": "archive", "mountPath": "/archive"}

@@ -221,6 +221,34 @@ class KubeNode(kube.KubeEndpoint):
         self.ctr("images", "import", str(archive))
         return True
 
+    # -- storage ------------------------------------------------------------------------------
+
+    def host_directory_claim(self, namespace: str, name: str, path: str, size: str = "1Gi") -> str:
+        """A PersistentVolumeClaim ``namespace/name`` bound to a ``hostPath`` PersistentVolume of
+        the node's directory ``path``, statically (no storage class): pods under Pod Security
+        "restricted" may mount a claim but not a ``hostPath``. The claim goes with its namespace;
+        the volume (``<namespace>-<name>``, reclaim policy ``Retain``, the directory is kept) is
+        the caller's to delete (:meth:`delete_host_directory_claim`). Returns the volume's name.
+
+        Raises:
+            KubeCommandError: ``kubectl apply`` failed.
+        """
+        volume = f"{namespace}-{name}"[:253]
+        pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+              "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                       "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": path, "type": "Directory"},
+                       "claimRef": {"namespace": namespace, "name": name}}}
+        pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": namespace},
+               "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": volume,
+                        "resources": {"requests": {"storage": size}}}}
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [pv, pvc]}))
+        return volume
+
+    def delete_host_directory_claim(self, volume: str) -> None:
+        """Delete the PersistentVolume of :meth:`host_directory_claim` (it goes once its claim
+        has: the claim's pods and namespace are deleted after)."""
+        self.kubectl("delete", "persistentvolume", volume, "--ignore-not-found", "--wait=false")
+
     # -- lifecycle ----------------------------------------------------------------------------
 
     def is_running(self) -> bool:
