@@ -268,13 +268,14 @@ def main() -> None:
         for image in images.values():
             node.import_image(image.archive, image.ref)
         operator, runtime = images["operator"], images["runtime"]
+        node.restricted_namespace("conveyor-system")  # Pod Security "restricted", as in the e2e tier
         node.helm("install", "conveyor", str(ROOT / "charts" / "conveyor"), "-n", "conveyor-system",
                   "--create-namespace", "--set", f"image.repository={operator.repository}",
                   "--set", f"image.tag={operator.tag}", "--set", "image.pullPolicy=Never",
                   "--set", f"runtimeImage.repository={runtime.repository}",
                   "--set", f"runtimeImage.tag={runtime.tag}", "--set", "statusIntervalSeconds=2",
                   "--wait", "--timeout=180s", timeout=240)
-        node.create_namespace(NAMESPACE)
+        node.restricted_namespace(NAMESPACE)
         print(f"set-up (node, Kafka, PostgreSQL, images, helm install) in {time.monotonic() - t0:.0f}s; "
               f"images: {', '.join(f'{i.ref} {i.size_bytes / 1e6:.0f} MB' for i in images.values())}")
         topic = make_throughput_topic(kafka.bootstrap_servers, args.records)

@@ -58,6 +58,11 @@ __all__ = ["KubeNode", "NodeBinaries", "ensure_node_binaries"]
 COMPONENT = "kubernetes-node"
 NODE_NAME = "conveyor-node"
 API_PORT = 6443
+#: Labels of a namespace whose pods must meet Pod Security Standards "restricted": the API server's
+#: PodSecurity admission refuses any other pod there (``enforce``) and warns of workloads whose
+#: pod template would be refused (``warn``).
+POD_SECURITY_RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
+                           "pod-security.kubernetes.io/warn": "restricted"}
 _WORKDIR = Path("/tmp/conveyor-node")
 _CNI_BIN = Path("/usr/lib/cni")
 _NODE_TOOLS = ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "coredns")
@@ -243,6 +248,18 @@ class KubeNode(kube.KubeEndpoint):
                         "resources": {"requests": {"storage": size}}}}
         self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [pv, pvc]}))
         return volume
+
+    def restricted_namespace(self, name: str) -> str:
+        """Create (or label, when it exists) namespace ``name`` with :data:`POD_SECURITY_RESTRICTED`;
+        returns the name.
+
+        Raises:
+            KubeCommandError: ``kubectl apply`` failed.
+        """
+        namespace = {"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": name, "labels": POD_SECURITY_RESTRICTED}}
+        self.kubectl("apply", "-f", "-", input=json.dumps(namespace))
+        return name
 
     def delete_host_directory_claim(self, volume: str) -> None:
         """Delete the PersistentVolume of :meth:`host_directory_claim` (it goes once its claim
