@@ -12,7 +12,7 @@ install``s the chart, then runs ``--rounds`` interleaved rounds of:
 * **throughput**: ``--records`` records (about 200 bytes, 6 partitions) through ``noop-sink``
   (bytes converters, so the figure is the runtime's own overhead) wrapped in
   ``conveyor.testing.timing:TimedSinkConnector``, 1 and 2 tasks on executor pods (timings written
-  to a hostPath), and the same connector in a local-mode driver in this process, as
+  to a host directory), and the same connector in a local-mode driver in this process, as
   ``benchmarks/sink_throughput.py`` runs it, against the same broker. Both start paused and run
   once every task holds its settled share of the partitions; records/s from the first ``put`` to
   the end of the last, so Spark's start-up and the group joins are left out of both alike
@@ -61,6 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"
 STARTUP_RECORDS = 5000
 TIMINGS_MOUNT = "/timings"
+TIMINGS_CLAIM = "timings"
 TIMED_SINK = "conveyor.testing.timing:TimedSinkConnector"
 BYTES = {"key.converter": "bytes", "value.converter": "bytes"}
 #: ``--converters``: bytes (the runtime's own overhead; a fetch-bound figure on 2 cores shared
@@ -147,11 +148,12 @@ def startup(node: KubeNode, bootstrap: str, pg_url: str) -> dict[str, float]:
     return marks
 
 
-def timings_volume(host_dir: str) -> dict[str, str]:
-    """Spark's volume properties mounting ``host_dir`` at ``/timings`` in the executors."""
-    prefix = "spark.kubernetes.executor.volumes.hostPath.timings"
-    return {f"{prefix}.mount.path": TIMINGS_MOUNT, f"{prefix}.options.path": host_dir,
-            f"{prefix}.options.type": "Directory"}
+def timings_volume() -> dict[str, str]:
+    """Spark's volume properties mounting the claim :data:`TIMINGS_CLAIM` (the host directory of
+    the timings, ``KubeNode.host_directory_claim``: Conveyor refuses ``hostPath`` volumes) at
+    ``/timings`` in the executors."""
+    prefix = "spark.kubernetes.executor.volumes.persistentVolumeClaim.timings"
+    return {f"{prefix}.mount.path": TIMINGS_MOUNT, f"{prefix}.options.claimName": TIMINGS_CLAIM}
 
 
 def put_rate(timings: list[dict[str, Any]], records: int) -> float:
@@ -193,14 +195,14 @@ def throughput_on_node(node: KubeNode, bootstrap: str, topic: str, records: int,
                        timings_dir: str, converters: dict[str, str]) -> float:
     """noop-sink wrapped in TimedSinkConnector on ``tasks`` executor pods: it starts paused,
     runs once every task holds its settled share of the partitions, and is stopped (each task
-    then writes its timings to the hostPath) once every record was put."""
+    then writes its timings to the host directory) once every record was put."""
     name = f"tp-{uuid.uuid4().hex[:6]}"
     config = {"topics": topic, "offset.flush.interval.ms": "1000", "timed.connector.class": "noop-sink",
               "timed.path": f"{TIMINGS_MOUNT}/{name}.jsonl", **converters}
     body = connector(name, TIMED_SINK, bootstrap, config, tasks)
     body["spec"]["state"] = "paused"
     body["spec"]["spark"] = {**SMALL_SPARK, "executor": {"instances": tasks, "cores": 1, "memory": "512m"},
-                             "sparkConf": {**SMALL_SPARK["sparkConf"], **timings_volume(timings_dir)}}
+                             "sparkConf": {**SMALL_SPARK["sparkConf"], **timings_volume()}}
     node.kubectl("apply", "-f", "-", input=json.dumps(body))
     try:
         ip = wait_until(lambda: driver_ip(node, name), 300, "the driver pod's IP")
@@ -274,21 +276,24 @@ def main() -> None:
         for image in images.values():
             node.import_image(image.archive, image.ref)
         operator, runtime = images["operator"], images["runtime"]
+        node.restricted_namespace("conveyor-system")  # Pod Security "restricted", as in the e2e tier
         node.helm("install", "conveyor", str(ROOT / "charts" / "conveyor"), "-n", "conveyor-system",
                   "--create-namespace", "--set", f"image.repository={operator.repository}",
                   "--set", f"image.tag={operator.tag}", "--set", "image.pullPolicy=Never",
                   "--set", f"runtimeImage.repository={runtime.repository}",
                   "--set", f"runtimeImage.tag={runtime.tag}", "--set", "statusIntervalSeconds=2",
                   "--wait", "--timeout=180s", timeout=240)
-        node.create_namespace(NAMESPACE)
+        node.restricted_namespace(NAMESPACE)
         print(f"set-up (node, Kafka, PostgreSQL, images, helm install) in {time.monotonic() - t0:.0f}s; "
               f"images: {', '.join(f'{i.ref} {i.size_bytes / 1e6:.0f} MB' for i in images.values())}")
         topic = make_throughput_topic(kafka.bootstrap_servers, args.records)
         spark = local_spark_session(cores=4)
         stack.callback(spark.stop)
         timings_dir = tempfile.mkdtemp(prefix="conveyor-bench-timings-")
-        os.chmod(timings_dir, 0o777)  # the executors run as uid 10001
+        os.chmod(timings_dir, 0o777)  # the executors run as the image's uid (10001)
         stack.callback(shutil.rmtree, timings_dir, True)
+        stack.callback(node.delete_host_directory_claim, node.host_directory_claim(NAMESPACE, TIMINGS_CLAIM,
+                                                                                   timings_dir))
 
         rounds: list[dict[str, float]] = []
         for r in range(args.rounds):

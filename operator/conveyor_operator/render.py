@@ -50,16 +50,18 @@ MOUNT_ROOT = "/etc/conveyor"
 MANIFEST_PATH = f"{MOUNT_ROOT}/connector/connector.yaml"
 EXECUTOR_TEMPLATE_PATH = f"{MOUNT_ROOT}/templates/executor-pod.yaml"
 CONTROL_DIR = f"{MOUNT_ROOT}/control"
-"""Where the connector's ``<name>-control`` Secret is mounted (:mod:`conveyor_operator.control_secret`)."""
+"""Where the connector's ``<name>-control`` Secret is mounted (:mod:`conveyor_operator.control_secret`);
+its ``spark-auth-secret`` there is :data:`conveyor.spark_security.SECRET_FILE`."""
 SPARK_DRIVER_PORT = 7078
 SPARK_BLOCK_MANAGER_PORT = 7079
-RUN_AS_USER = 10001
-"""The Dockerfile's non-root user."""
+WORK_DIR = "/tmp"
+"""Working directory and ``HOME`` of every container: the root filesystem is read-only and
+``/tmp`` is an ``emptyDir``. Spark writes to the working directory (``spark-warehouse``, and on
+executors the files and jars it fetches, ``SparkEnv.sparkFilesDir``)."""
+MOUNTED_FILE_MODE = 0o444
+"""``defaultMode`` of Secret and ConfigMap volumes: readable by any UID, since pods set no
+``fsGroup`` by default and the files are then owned by root (a mode of 0400 would be unreadable)."""
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc:443"
-SPARK_SECRET_MOUNTED = False
-"""Whether driver and executor pods mount the connector's Spark secret at
-:data:`conveyor.spark_security.SECRET_FILE`; until they do, :func:`spark_conf` renders no
-secret-file keys and Spark on Kubernetes hands executors a generated secret."""
 GRACE_MARGIN_SECONDS = 15
 """Added to ``shutdown.gracePeriodSeconds`` for ``terminationGracePeriodSeconds``: the
 ``preStop`` drain may use the whole grace period, then the process needs time to exit."""
@@ -209,19 +211,21 @@ def driver_host(manifest: ConnectorManifest) -> str:
 
 
 def _storage(manifest: ConnectorManifest, with_manifest: bool) -> tuple[list[dict], list[dict]]:
-    """Volumes and mounts: the manifest, every Secret and ConfigMap the spec reads, /tmp."""
+    """Volumes and mounts: the manifest, every Secret and ConfigMap the spec reads (mode
+    :data:`MOUNTED_FILE_MODE`), and ``/tmp`` (an ``emptyDir``, the one writable path of the
+    read-only root filesystem)."""
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
     mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
     if with_manifest:
         volumes.append({"name": "connector", "configMap": {
-            "name": names.manifest_config_map(manifest.name),
+            "name": names.manifest_config_map(manifest.name), "defaultMode": MOUNTED_FILE_MODE,
             "items": [{"key": MANIFEST_KEY, "path": MANIFEST_PATH.rsplit("/", 1)[1]}]}})
         mounts.append({"name": "connector", "mountPath": f"{MOUNT_ROOT}/connector", "readOnly": True})
     for i, secret in enumerate(manifest.spec.secret_names()):
-        volumes.append({"name": f"secret-{i}", "secret": {"secretName": secret}})
+        volumes.append({"name": f"secret-{i}", "secret": {"secretName": secret, "defaultMode": MOUNTED_FILE_MODE}})
         mounts.append({"name": f"secret-{i}", "mountPath": f"{MOUNT_ROOT}/secrets/{secret}", "readOnly": True})
     for i, config_map in enumerate(manifest.spec.config_map_names()):
-        volumes.append({"name": f"configmap-{i}", "configMap": {"name": config_map}})
+        volumes.append({"name": f"configmap-{i}", "configMap": {"name": config_map, "defaultMode": MOUNTED_FILE_MODE}})
         mounts.append({"name": f"configmap-{i}", "mountPath": f"{MOUNT_ROOT}/configmaps/{config_map}",
                        "readOnly": True})
     if with_manifest:  # the driver pod: Spark mounts the executors' volumes itself
@@ -231,9 +235,27 @@ def _storage(manifest: ConnectorManifest, with_manifest: bool) -> tuple[list[dic
     return volumes, mounts
 
 
-_POD_SECURITY = {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER,
-                 "seccompProfile": {"type": "RuntimeDefault"}}
-_CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+def pod_security(settings: OperatorSettings) -> dict[str, Any]:
+    """The ``securityContext`` of every pod the operator creates, as Pod Security Standards
+    "restricted" requires: non-root, the runtime's default seccomp profile. No UID, GID or
+    fsGroup unless the settings pin them (``pod_run_as_user``, ``pod_fs_group``): the image's
+    numeric ``USER`` satisfies ``runAsNonRoot``, and platforms that assign a UID per namespace
+    (OpenShift's ``restricted-v2``) refuse a pod with one outside their range."""
+    security: dict[str, Any] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    if settings.pod_run_as_user is not None:
+        security["runAsUser"] = settings.pod_run_as_user
+    if settings.pod_fs_group is not None:
+        security["fsGroup"] = settings.pod_fs_group
+    return security
+
+
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+}
+"""Every container's ``securityContext``: Pod Security Standards "restricted" (no privilege
+escalation, every capability dropped, non-root) and a read-only root filesystem (writes go
+to the ``/tmp`` ``emptyDir``, Spark's local dirs and the user's volumes)."""
 
 
 def _downward_env() -> list[dict[str, Any]]:
@@ -242,13 +264,15 @@ def _downward_env() -> list[dict[str, Any]]:
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "CONVEYOR_MOUNT_DIR", "value": MOUNT_ROOT},
+        {"name": "HOME", "value": WORK_DIR},
     ]
 
 
 def _control_secret(manifest: ConnectorManifest, keys: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The volume and mount of ``keys`` of the connector's control Secret at :data:`CONTROL_DIR`;
     files mode 0444: readable by the container's user whatever its UID (no ``fsGroup`` needed)."""
-    volume = {"name": "control", "secret": {"secretName": names.control_secret(manifest.name), "defaultMode": 0o444,
+    volume = {"name": "control", "secret": {"secretName": names.control_secret(manifest.name),
+                                            "defaultMode": MOUNTED_FILE_MODE,
                                             "items": [{"key": key, "path": key} for key in keys]}}
     return volume, {"name": "control", "mountPath": CONTROL_DIR, "readOnly": True}
 
@@ -309,11 +333,11 @@ def image(manifest: ConnectorManifest, settings: OperatorSettings) -> str:
     return manifest.spec.spark.image or settings.runtime_image
 
 
-def spark_conf(manifest: ConnectorManifest, settings: OperatorSettings,
-               secret_mounted: bool = SPARK_SECRET_MOUNTED) -> dict[str, str]:
+def spark_conf(manifest: ConnectorManifest, settings: OperatorSettings) -> dict[str, str]:
     """Spark properties of the driver (client mode on the in-cluster API), passed as
     ``conveyor run --conf``; with them :data:`conveyor.spark_security.ENFORCED` (authenticated,
-    AES-GCM encrypted RPC) and, with executor pods and ``secret_mounted``, the secret-file keys.
+    AES-GCM encrypted RPC) and, with executor pods, the secret-file keys (the connector's
+    ``<name>-control`` Secret, mounted at :data:`CONTROL_DIR` in the driver and executor pods).
     ``spec.spark.sparkConf`` cannot set any of these (the manifest refuses them); the driver
     applies its other keys itself."""
     spark = manifest.spec.spark
@@ -348,7 +372,7 @@ def spark_conf(manifest: ConnectorManifest, settings: OperatorSettings,
             "spark.executor.memory": spark.executor.memory,
         })
     conf.update(spark_security.ENFORCED)
-    conf.update(spark_security.secret_file_properties(spark.executor.instances > 0, secret_mounted))
+    conf.update(spark_security.secret_file_properties(spark.executor.instances > 0))
     return conf
 
 
@@ -364,19 +388,20 @@ def executor_pod_template(manifest: ConnectorManifest, settings: OperatorSetting
         "metadata": {"labels": names.labels(manifest.name, names.EXECUTOR)},
         "spec": {
             "terminationGracePeriodSeconds": grace + GRACE_MARGIN_SECONDS,
-            "securityContext": _POD_SECURITY,
+            "securityContext": pod_security(settings),
             "volumes": volumes,
             "containers": [{
                 "name": "executor",
                 # Spark appends "executor" to the image's entrypoint; this launcher (in the
                 # runtime image) starts Spark's executor backend the way Spark's own image does.
                 "command": ["conveyor-spark-executor"],
-                "env": [{"name": "CONVEYOR_MOUNT_DIR", "value": MOUNT_ROOT},
+                "workingDir": WORK_DIR,
+                "env": [{"name": "CONVEYOR_MOUNT_DIR", "value": MOUNT_ROOT}, {"name": "HOME", "value": WORK_DIR},
                         {"name": "CONVEYOR_CONTROL_URL", "value": url},
                         {"name": TOKEN_FILE_ENV, "value": f"{CONTROL_DIR}/{TASK_TOKEN_FILE}"}],
                 "volumeMounts": mounts,
                 "lifecycle": _drain_hook(url, grace),
-                "securityContext": _CONTAINER_SECURITY,
+                "securityContext": CONTAINER_SECURITY,
             }],
         },
     }
@@ -392,7 +417,7 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
     grace = manifest.spec.shutdown.grace_period_seconds
     volumes, mounts = _storage(manifest, with_manifest=True)
     volumes.append({"name": "executor-template", "configMap": {
-        "name": names.manifest_config_map(manifest.name),
+        "name": names.manifest_config_map(manifest.name), "defaultMode": MOUNTED_FILE_MODE,
         "items": [{"key": EXECUTOR_TEMPLATE_KEY, "path": EXECUTOR_TEMPLATE_PATH.rsplit("/", 1)[1]}]}})
     mounts.append({"name": "executor-template", "mountPath": f"{MOUNT_ROOT}/templates", "readOnly": True})
     control_volume, control_mount = _control_secret(manifest, (ADMIN_TOKEN_FILE, TASK_TOKEN_FILE, SPARK_AUTH_SECRET_FILE))
@@ -422,7 +447,7 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
                 "spec": {
                     "serviceAccountName": service_account_name(manifest),
                     "terminationGracePeriodSeconds": grace + GRACE_MARGIN_SECONDS,
-                    "securityContext": _POD_SECURITY,
+                    "securityContext": pod_security(settings),
                     "volumes": volumes,
                     "containers": [{
                         "name": "driver",
@@ -430,6 +455,7 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
                         "imagePullPolicy": spark.image_pull_policy,
                         "command": ["conveyor"],
                         "args": args,
+                        "workingDir": WORK_DIR,
                         "env": _downward_env() + [
                             {"name": "CONVEYOR_CONTROL_URL", "value": local},
                             {"name": TOKEN_DIR_ENV, "value": CONTROL_DIR},
@@ -444,7 +470,7 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
                         "lifecycle": _drain_hook(local, grace),
                         "readinessProbe": probe,
                         "livenessProbe": {**probe, "initialDelaySeconds": 60, "failureThreshold": 6},
-                        "securityContext": _CONTAINER_SECURITY,
+                        "securityContext": CONTAINER_SECURITY,
                     }],
                 },
             },
@@ -515,7 +541,7 @@ def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSetting
                 "spec": {
                     "restartPolicy": "Never",
                     "serviceAccountName": service_account_name(manifest),
-                    "securityContext": _POD_SECURITY,
+                    "securityContext": pod_security(settings),
                     "volumes": volumes,
                     "containers": [{
                         "name": "cleanup",
@@ -523,9 +549,10 @@ def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSetting
                         "imagePullPolicy": manifest.spec.spark.image_pull_policy,
                         "command": ["conveyor"],
                         "args": args,
+                        "workingDir": WORK_DIR,
                         "env": _downward_env(),
                         "volumeMounts": mounts,
-                        "securityContext": _CONTAINER_SECURITY,
+                        "securityContext": CONTAINER_SECURITY,
                     }],
                 },
             },

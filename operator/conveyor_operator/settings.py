@@ -33,11 +33,24 @@ class OperatorSettings(BaseModel):
         "conveyor-spark-driver",
         description="ClusterRole (shipped by the Helm chart) each connector's RoleBinding grants its driver.",
     )
+    pod_run_as_user: int | None = Field(
+        None, ge=1,
+        description="runAsUser of every driver, executor and cleanup pod; unset: the image's USER (10001), "
+                    "or the UID the platform assigns (OpenShift's restricted-v2). Never 0: Pod Security "
+                    "Standards 'restricted' forbids root.",
+    )
+    pod_fs_group: int | None = Field(
+        None, ge=0,
+        description="fsGroup of every driver, executor and cleanup pod (group owning the volumes mounted into "
+                    "them, e.g. a PersistentVolumeClaim an archive sink writes to); unset: none, or the "
+                    "platform's.",
+    )
     field_manager: str = Field("conveyor-operator", description="Server-side apply field manager.")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorSettings:
-        """Settings from ``CONVEYOR_OPERATOR_<FIELD>`` variables (comma lists for lists).
+        """Settings from ``CONVEYOR_OPERATOR_<FIELD>`` variables (comma lists for lists; an
+        empty variable leaves a field whose default is None unset).
 
         Raises:
             pydantic.ValidationError: a variable has a value of the wrong type.
@@ -46,7 +59,7 @@ class OperatorSettings(BaseModel):
         values: dict[str, object] = {}
         for name, field in cls.model_fields.items():
             raw = env.get(PREFIX + name.upper())
-            if raw is None:
+            if raw is None or (raw == "" and field.default is None):
                 continue
             if field.annotation == list[str]:
                 values[name] = [item.strip() for item in raw.split(",") if item.strip()]

@@ -113,16 +113,17 @@ def changed_enforced(conf: Mapping[str, str]) -> dict[str, str]:
             if key in ENFORCED and str(conf[key]).strip().lower() != ENFORCED[key].lower()}
 
 
-def secret_file_properties(executor_pods: bool, secret_mounted: bool) -> dict[str, str]:
+def secret_file_properties(executor_pods: bool) -> dict[str, str]:
     """``spark.authenticate.secret.driver.file`` and ``...executor.file`` at :data:`SECRET_FILE`:
     both or neither, as Spark requires, and only with executor pods (Spark refuses the file
-    keys on a local master) whose secret file is mounted. Without them Spark on Kubernetes
-    generates a secret and hands it to executors in their pods' ``_SPARK_AUTH_SECRET`` variable.
+    keys on a local master). Without them Spark on Kubernetes would generate a secret and hand
+    it to executors in their pods' ``_SPARK_AUTH_SECRET`` variable, readable by anyone who may
+    read the pods (Spark's "Security" page, §Kubernetes).
 
     Returns:
         The two properties, or ``{}``.
     """
-    if not (executor_pods and secret_mounted):
+    if not executor_pods:
         return {}
     return {"spark.authenticate.secret.driver.file": SECRET_FILE,
             "spark.authenticate.secret.executor.file": SECRET_FILE}

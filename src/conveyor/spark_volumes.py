@@ -13,9 +13,15 @@ Properties, as Spark's:
 ``mount.readOnly`` (``true`` | ``false``, default false), ``mount.subPath``
     as a ``volumeMount``'s ``readOnly`` and ``subPath``.
 ``options.<option>``
-    the volume source's fields: ``hostPath``: ``path`` (required), ``type``; ``emptyDir``:
-    ``medium``, ``sizeLimit``; ``persistentVolumeClaim``: ``claimName`` (required; Spark's
-    ``OnDemand`` claims are for executors only); ``nfs``: ``server``, ``path`` (both required).
+    the volume source's fields: ``emptyDir``: ``medium``, ``sizeLimit``;
+    ``persistentVolumeClaim``: ``claimName`` (required; Spark's ``OnDemand`` claims are for
+    executors only), ``readOnly``.
+
+Spark's other two types, ``hostPath`` and ``nfs``, are refused: Conveyor's pods run under Pod
+Security Standards "restricted", whose volume types are configMap, csi, downwardAPI, emptyDir,
+ephemeral, persistentVolumeClaim, projected and secret. A host directory or an NFS export
+reaches the pods as a PersistentVolume (of type ``hostPath``, ``local`` or ``nfs``, made by an
+administrator) bound to a claim.
 """
 
 from __future__ import annotations
@@ -25,11 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 VOLUME_TYPES = {
-    "hostPath": {"required": ("path",), "optional": ("type",)},
     "emptyDir": {"required": (), "optional": ("medium", "sizeLimit")},
     "persistentVolumeClaim": {"required": ("claimName",), "optional": ("readOnly",)},
-    "nfs": {"required": ("server", "path"), "optional": ("readOnly",)},
 }
+#: Spark's volume types Conveyor refuses (Pod Security Standards "restricted" does not admit them).
+REFUSED_TYPES = ("hostPath", "nfs")
 _MOUNT_PROPERTIES = ("mount.path", "mount.readOnly", "mount.subPath")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _BOOLEANS = {"true": True, "false": False}
@@ -72,7 +78,7 @@ def volumes(spark_conf: dict[str, str], role: str) -> list[SparkVolume]:
 
     Raises:
         ValueError: a malformed property; the message names the property and what is expected
-            (an unknown volume type or property, a missing ``mount.path`` or required option,
+            (a type of :data:`REFUSED_TYPES`, an unknown volume type or property, a missing ``mount.path`` or required option,
             a name that is not a DNS label or is reserved (:data:`RESERVED_NAMES`,
             :data:`RESERVED_PREFIXES`), a non-boolean
             ``readOnly``, ``claimName=OnDemand`` for the driver).
@@ -84,6 +90,10 @@ def volumes(spark_conf: dict[str, str], role: str) -> list[SparkVolume]:
             continue
         type_, _, rest = key[len(prefix):].partition(".")
         name, _, prop = rest.partition(".")
+        if type_ in REFUSED_TYPES:
+            raise ValueError(f"{key}: {type_} volumes are refused: the pods run under Pod Security Standards "
+                             "'restricted', which does not admit them; mount the directory as a "
+                             "persistentVolumeClaim (of a PersistentVolume of that type)")
         if type_ not in VOLUME_TYPES:
             raise ValueError(f"{key}: volume type {type_!r} is not one of {', '.join(VOLUME_TYPES)}")
         if not _DNS_LABEL.match(name):

@@ -4,7 +4,8 @@ Kubernetes (conveyor.testing.node), with Kafka and PostgreSQL on the node IP.
 Session fixtures: ``conveyor_images`` (both Dockerfile targets built with buildah on a Debian
 base, cached by content hash, imported into the node) and ``conveyor_release`` (``helm install``
 of charts/conveyor with those images; the operator runs as a pod under the chart's
-ServiceAccount and RBAC)."""
+ServiceAccount and RBAC). Every namespace the tier's pods run in enforces Pod Security
+"restricted" (``node_namespace``, and the operator's)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ def conveyor_release(kube_node, conveyor_images):
     operator, runtime = conveyor_images["operator"], conveyor_images["runtime"]
     repo, tag = operator.ref.rsplit(":", 1)
     runtime_repo, runtime_tag = runtime.ref.rsplit(":", 1)
+    kube_node.restricted_namespace(OPERATOR_NAMESPACE)  # the operator pod too is Pod Security "restricted"
     kube_node.helm("install", "conveyor", str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
                    "--set", f"image.repository={repo}", "--set", f"image.tag={tag}",
                    "--set", "image.pullPolicy=Never",

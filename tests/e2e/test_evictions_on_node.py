@@ -153,24 +153,31 @@ def test_an_evicted_driver_commits_every_task_and_its_successor_resumes_with_the
 ARCHIVE_MOUNT = "/archive"
 
 
+ARCHIVE_CLAIM = "archive"
+
+
 @pytest.fixture
-def archive_dir():
-    """A host directory the driver and executor pods mount (hostPath) as ``/archive``; the
-    pods run as uid 10001."""
+def archive_dir(kube_node, node_namespace):
+    """A host directory the driver and executor pods mount as ``/archive``, through the
+    PersistentVolumeClaim ``archive`` of a ``hostPath`` PersistentVolume (Pod Security
+    "restricted" refuses ``hostPath`` volumes in pods, and Conveyor refuses them in Spark's
+    properties); world-writable, the pods' UID is the image's or the platform's."""
     path = f"/tmp/conveyor-e2e-archive-{uuid.uuid4().hex[:8]}"
     os.makedirs(path)
     os.chmod(path, 0o777)
+    volume = kube_node.host_directory_claim(node_namespace, ARCHIVE_CLAIM, path)
     yield path
+    kube_node.delete_host_directory_claim(volume)
     shutil.rmtree(path, ignore_errors=True)
 
 
-def archive_volume(host_path: str) -> dict[str, str]:
-    """Spark's volume properties mounting ``host_path`` at ``/archive`` in the driver and executors."""
+def archive_volume(claim: str = ARCHIVE_CLAIM) -> dict[str, str]:
+    """Spark's volume properties mounting the PersistentVolumeClaim ``claim`` at ``/archive`` in
+    the driver and executors."""
     conf = {}
     for role in ("driver", "executor"):
-        prefix = f"spark.kubernetes.{role}.volumes.hostPath.archive"
-        conf |= {f"{prefix}.mount.path": ARCHIVE_MOUNT, f"{prefix}.options.path": host_path,
-                 f"{prefix}.options.type": "Directory"}
+        prefix = f"spark.kubernetes.{role}.volumes.persistentVolumeClaim.archive"
+        conf |= {f"{prefix}.mount.path": ARCHIVE_MOUNT, f"{prefix}.options.claimName": claim}
     return conf
 
 
@@ -205,7 +212,7 @@ def test_an_evicted_executor_and_a_node_drain_commit_what_they_consumed_before_t
     }, tasksMax=2, shutdown={"gracePeriodSeconds": 30})
     body["spec"]["spark"] = {**body["spec"]["spark"],
                              "executor": {"instances": 3, "cores": 1, "memory": "512m"},  # one spare slot
-                             "sparkConf": {**body["spec"]["spark"]["sparkConf"], **archive_volume(archive_dir)}}
+                             "sparkConf": {**body["spec"]["spark"]["sparkConf"], **archive_volume()}}
     apply(kube_node, body)
     try:
         eventually(lambda: (t := tasks_of(kube_node, ns, "archive")) and len(t) == 2

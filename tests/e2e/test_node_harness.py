@@ -21,11 +21,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 
 def run_pod(node, namespace: str, name: str, script: str, timeout_s: float = 90.0) -> tuple[str, str]:
-    """Run ``script`` in a busybox pod on the pod network; (phase, log) once it ended."""
+    """Run ``script`` in a busybox pod on the pod network; (phase, log) once it ended. The pod
+    is Pod Security "restricted" (``node_namespace`` enforces it): the image's non-root user."""
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
-                                    "command": ["sh", "-c", script]}]}}
+                                    "command": ["sh", "-c", script],
+                                    "securityContext": {"allowPrivilegeEscalation": False,
+                                                        "capabilities": {"drop": ["ALL"]}}}]}}
     node.kubectl("apply", "-f", "-", input=json.dumps(pod))
     deadline = time.monotonic() + timeout_s
     phase = ""

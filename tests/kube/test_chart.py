@@ -235,9 +235,8 @@ def test_deployment_is_one_non_root_replica(helm):
     assert spec["replicas"] == 1
     assert spec["strategy"] == {"type": "Recreate"}, "never two operators, not even during a rollout"
     pod = spec["template"]["spec"]
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["securityContext"]["runAsUser"] != 0
-    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    # Pod Security "restricted", no UID pinned (the image's numeric USER, or the platform's)
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     (container,) = pod["containers"]
     sc = container["securityContext"]
     assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True
@@ -300,6 +299,23 @@ def test_values_reach_the_deployment(helm):
     assert pod["nodeSelector"] == {"pool": "ops"}
     assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
     assert container["resources"]["limits"]["memory"] == "1Gi"
+
+
+def test_connector_pods_uid_and_fs_group_reach_the_operator_only_when_set(helm):
+    (container,) = _one(_render(helm), "Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert "CONVEYOR_OPERATOR_POD_RUN_AS_USER" not in env and "CONVEYOR_OPERATOR_POD_FS_GROUP" not in env
+    assert env["HOME"] == "/tmp"
+    (container,) = _one(_render(helm, "connectorPods.runAsUser=1000650000", "connectorPods.fsGroup=0"),
+                        "Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["CONVEYOR_OPERATOR_POD_RUN_AS_USER"] == "1000650000" and env["CONVEYOR_OPERATOR_POD_FS_GROUP"] == "0"
+    from conveyor_operator.settings import OperatorSettings
+
+    settings = OperatorSettings.from_env(env)
+    assert (settings.pod_run_as_user, settings.pod_fs_group) == (1000650000, 0)
+    result = _run(helm, "template", RELEASE, str(CHART), "--set", "connectorPods.runAsUser=0")
+    assert result.returncode != 0 and "runAsUser" in result.stderr, "root is refused by the schema"
 
 
 def test_the_operator_reads_the_spark_driver_cluster_role_variable(helm):

@@ -1,10 +1,14 @@
 """Pure rendering of a Connector into Kubernetes objects (plain dicts; the behaviour
 against a real API server is in tests/kube)."""
 
-from conveyor import spark_security
-from conveyor.manifest import ConnectorManifest
+import pydantic
+import pytest
+import yaml
 from conveyor_operator import names, render
 from conveyor_operator.settings import OperatorSettings
+
+from conveyor import spark_security
+from conveyor.manifest import ConnectorManifest
 
 SETTINGS = OperatorSettings(runtime_image="registry.example/conveyor:1.2.3")
 
@@ -113,23 +117,25 @@ def test_spark_rpc_is_authenticated_and_encrypted_on_every_master():
             "spark.authenticate": "true", "spark.network.crypto.enabled": "true",
             "spark.network.crypto.authEngineVersion": "2", "spark.network.crypto.cipher": "AES/GCM/NoPadding",
             "spark.network.crypto.saslFallback": "false"}
-        assert not any(k.startswith("spark.authenticate.secret") for k in conf), "no secret file mounted yet"
+        assert any(k.startswith("spark.authenticate.secret") for k in conf) == (instances > 0)
         args = by_kind(render.objects(manifest(spark={"executor": {"instances": instances}}), "u", 1,
                                       SETTINGS))["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
         assert "spark.authenticate=true" in args and "spark.network.crypto.cipher=AES/GCM/NoPadding" in args
 
 
 def test_secret_file_keys_come_as_a_pair_and_only_with_executor_pods():
+    """The file is the control Secret's spark-auth-secret, mounted in driver and executor pods."""
+    assert spark_security.SECRET_FILE == f"{render.CONTROL_DIR}/spark-auth-secret"
     files = {"spark.authenticate.secret.driver.file": "/etc/conveyor/control/spark-auth-secret",
              "spark.authenticate.secret.executor.file": "/etc/conveyor/control/spark-auth-secret"}
-    with_executors = render.spark_conf(manifest(), SETTINGS, secret_mounted=True)
+    with_executors = render.spark_conf(manifest(), SETTINGS)
     assert {k: with_executors[k] for k in files} == files
-    local = render.spark_conf(manifest(spark={"executor": {"instances": 0}}), SETTINGS, secret_mounted=True)
+    local = render.spark_conf(manifest(spark={"executor": {"instances": 0}}), SETTINGS)
     assert not set(files) & set(local), "Spark refuses secret files on a local master"
 
 
 def test_every_property_the_operator_renders_is_refused_in_spark_conf():
-    conf = render.spark_conf(manifest(), SETTINGS, secret_mounted=True)
+    conf = render.spark_conf(manifest(), SETTINGS)
     refused = spark_security.refused_spark_conf(conf)
     assert set(refused) == set(conf), set(conf) - set(refused)
 
@@ -242,14 +248,12 @@ def test_scaling_past_the_executor_cores_rolls_the_driver_and_within_them_does_n
 
 
 ARCHIVE_VOLUME = {
-    "spark.kubernetes.driver.volumes.hostPath.archive.mount.path": "/archive",
-    "spark.kubernetes.driver.volumes.hostPath.archive.options.path": "/srv/archive",
-    "spark.kubernetes.driver.volumes.hostPath.archive.options.type": "Directory",
+    "spark.kubernetes.driver.volumes.emptyDir.archive.mount.path": "/archive",
+    "spark.kubernetes.driver.volumes.emptyDir.archive.options.sizeLimit": "1Gi",
     "spark.kubernetes.driver.volumes.persistentVolumeClaim.state.mount.path": "/state",
     "spark.kubernetes.driver.volumes.persistentVolumeClaim.state.mount.readOnly": "true",
     "spark.kubernetes.driver.volumes.persistentVolumeClaim.state.options.claimName": "shared",
-    "spark.kubernetes.executor.volumes.hostPath.archive.mount.path": "/archive",
-    "spark.kubernetes.executor.volumes.hostPath.archive.options.path": "/srv/archive",
+    "spark.kubernetes.executor.volumes.emptyDir.archive.mount.path": "/archive",
 }
 
 
@@ -257,7 +261,7 @@ def test_spark_driver_volume_properties_mount_into_the_driver_pod_and_cleanup_jo
     spec = manifest(spark={"sparkConf": ARCHIVE_VOLUME})
     pod = render.driver_deployment(spec, "u", SETTINGS)["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes["archive"] == {"name": "archive", "hostPath": {"path": "/srv/archive", "type": "Directory"}}
+    assert volumes["archive"] == {"name": "archive", "emptyDir": {"sizeLimit": "1Gi"}}
     assert volumes["state"] == {"name": "state", "persistentVolumeClaim": {"claimName": "shared"}}
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
     assert mounts["archive"] == {"name": "archive", "mountPath": "/archive"}
@@ -314,3 +318,52 @@ def test_a_new_control_secret_has_fresh_values_and_is_owned():
     assert all(len(v) >= 43 for v in one["stringData"].values())
     assert len(set(one["stringData"].values())) == 3
     assert not set(one["stringData"].values()) & set(two["stringData"].values())
+
+
+def _pods(m, settings=SETTINGS):
+    """The pod specs the operator renders: driver, executor template, cleanup Job."""
+    return {
+        "driver": render.driver_deployment(m, "u", settings)["spec"]["template"]["spec"],
+        "executor": render.executor_pod_template(m, settings)["spec"],
+        "cleanup": render.cleanup_job(m, "u", settings, attempt=1)["spec"]["template"]["spec"],
+    }
+
+
+def test_every_pod_is_pod_security_restricted_with_a_read_only_root_and_no_fixed_uid():
+    """Pod Security Standards "restricted" (the real admission check is tests/kube/test_pod_security.py):
+    non-root, RuntimeDefault seccomp, no escalation, every capability dropped; and a read-only
+    root filesystem whose one writable path, /tmp, is the working directory and HOME."""
+    for role, pod in _pods(manifest(configFrom=[{"secretRef": {"name": "pg"}}, {"configMapRef": {"name": "c"}}],
+                                    config={"topics": "o", "connection.url": "${secret:pg:url}",
+                                            "x": "${configmap:c:k}"})).items():
+        assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}, role
+        (container,) = pod["containers"]
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True, "runAsNonRoot": True}, role
+        assert container["workingDir"] == "/tmp", role
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["HOME"] == "/tmp", role
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["tmp"] == {"name": "tmp", "emptyDir": {}}, role
+        assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"], role
+        files = [v.get("secret") or v.get("configMap") for v in pod["volumes"] if "secret" in v or "configMap" in v]
+        assert files and all(f["defaultMode"] == 0o444 for f in files), (role, files)  # readable without fsGroup
+
+
+def test_the_pods_uid_and_fs_group_are_pinned_only_when_the_settings_say_so():
+    pinned = OperatorSettings(pod_run_as_user=1000650000, pod_fs_group=1000650000)
+    for role, pod in _pods(manifest(), pinned).items():
+        assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"},
+                                          "runAsUser": 1000650000, "fsGroup": 1000650000}, role
+    executor_yaml = render.connector_config_map(manifest(), "u", 1, pinned)["data"]["executor-pod.yaml"]
+    assert yaml.safe_load(executor_yaml)["spec"]["securityContext"]["runAsUser"] == 1000650000
+
+
+def test_pod_settings_come_from_the_environment_and_empty_means_unset():
+    env = {"CONVEYOR_OPERATOR_POD_RUN_AS_USER": "1000650000", "CONVEYOR_OPERATOR_POD_FS_GROUP": ""}
+    settings = OperatorSettings.from_env(env)
+    assert settings.pod_run_as_user == 1000650000 and settings.pod_fs_group is None
+    assert OperatorSettings.from_env({}).pod_run_as_user is None
+    with pytest.raises(pydantic.ValidationError):
+        OperatorSettings.from_env({"CONVEYOR_OPERATOR_POD_RUN_AS_USER": "0"})  # root: never

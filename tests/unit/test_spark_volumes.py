@@ -1,5 +1,7 @@
 """Spark's volume properties (spark.kubernetes.<role>.volumes.*) read from a Connector's sparkConf."""
 
+import re
+
 import pytest
 
 from conveyor import spark_volumes
@@ -9,17 +11,30 @@ PREFIX = "spark.kubernetes.driver.volumes"
 
 
 def test_properties_group_into_volumes_by_type_and_name():
-    (emptydir, nfs) = spark_volumes.volumes({
-        f"{PREFIX}.nfs.share.mount.path": "/share", f"{PREFIX}.nfs.share.mount.subPath": "a",
-        f"{PREFIX}.nfs.share.options.server": "nfs.local", f"{PREFIX}.nfs.share.options.path": "/exports",
-        f"{PREFIX}.nfs.share.options.readOnly": "TRUE",
+    (emptydir, share) = spark_volumes.volumes({
+        f"{PREFIX}.persistentVolumeClaim.share.mount.path": "/share",
+        f"{PREFIX}.persistentVolumeClaim.share.mount.subPath": "a",
+        f"{PREFIX}.persistentVolumeClaim.share.options.claimName": "exports",
+        f"{PREFIX}.persistentVolumeClaim.share.options.readOnly": "TRUE",
         f"{PREFIX}.emptyDir.cache.mount.path": "/cache", f"{PREFIX}.emptyDir.cache.options.medium": "Memory",
-        "spark.kubernetes.executor.volumes.hostPath.x.mount.path": "/x",  # another role
+        "spark.kubernetes.executor.volumes.emptyDir.x.mount.path": "/x",  # another role
         "spark.executor.memory": "1g",
     }, "driver")
     assert emptydir.volume() == {"name": "cache", "emptyDir": {"medium": "Memory"}}
-    assert nfs.volume() == {"name": "share", "nfs": {"server": "nfs.local", "path": "/exports", "readOnly": True}}
-    assert nfs.volume_mount() == {"name": "share", "mountPath": "/share", "subPath": "a"}
+    assert share.volume() == {"name": "share", "persistentVolumeClaim": {"claimName": "exports", "readOnly": True}}
+    assert share.volume_mount() == {"name": "share", "mountPath": "/share", "subPath": "a"}
+
+
+@pytest.mark.parametrize("type_", ["hostPath", "nfs"])
+@pytest.mark.parametrize("role", ["driver", "executor"])
+def test_host_path_and_nfs_volumes_are_refused_naming_the_key(type_, role):
+    """Pod Security Standards "restricted" admits neither; a PersistentVolume of that type, bound
+    to a claim, is the way in."""
+    key = f"spark.kubernetes.{role}.volumes.{type_}.data.mount.path"
+    with pytest.raises(ValueError, match=rf"^{re.escape(key)}: {type_} volumes are refused: .*'restricted'.*"
+                                         r"persistentVolumeClaim"):
+        spark_volumes.volumes({key: "/data", f"spark.kubernetes.{role}.volumes.{type_}.data.options.path": "/p"},
+                              role)
 
 
 @pytest.mark.parametrize(("conf", "message"), [
@@ -29,9 +44,10 @@ def test_properties_group_into_volumes_by_type_and_name():
     ({f"{PREFIX}.emptyDir.secret-0.mount.path": "/x"}, "'secret-0' is reserved"),
     ({f"{PREFIX}.emptyDir.x.mount.where": "/x"}, "unknown property 'mount.where'"),
     ({f"{PREFIX}.emptyDir.x.options.medium": "Memory"}, f"{PREFIX}.emptyDir.x.mount.path: an absolute path"),
-    ({f"{PREFIX}.hostPath.x.mount.path": "/x"}, f"{PREFIX}.hostPath.x.options.path: required"),
-    ({f"{PREFIX}.hostPath.x.mount.path": "/x", f"{PREFIX}.hostPath.x.options.path": "/p",
-      f"{PREFIX}.hostPath.x.options.claimName": "c"}, "options.claimName: not an option of hostPath"),
+    ({f"{PREFIX}.persistentVolumeClaim.x.mount.path": "/x"},
+     f"{PREFIX}.persistentVolumeClaim.x.options.claimName: required"),
+    ({f"{PREFIX}.emptyDir.x.mount.path": "/x", f"{PREFIX}.emptyDir.x.options.claimName": "c"},
+     "options.claimName: not an option of emptyDir"),
     ({f"{PREFIX}.emptyDir.x.mount.path": "/x", f"{PREFIX}.emptyDir.x.mount.readOnly": "yes"}, "true or false"),
     ({f"{PREFIX}.persistentVolumeClaim.x.mount.path": "/x",
       f"{PREFIX}.persistentVolumeClaim.x.options.claimName": "OnDemand"}, "OnDemand claims are Spark's"),
@@ -48,7 +64,7 @@ def test_a_manifest_with_a_malformed_volume_is_refused_naming_spark_conf():
                                      "spec": {"class": "noop-sink", "config": {"topics": "t"}, "spark": {
                                          "sparkConf": {"spark.kubernetes.executor.volumes.hostPath.a.mount.path": "/a"}}}})
     assert "spec.spark.sparkConf" in str(refused.value)
-    assert "spark.kubernetes.executor.volumes.hostPath.a.options.path: required" in str(refused.value)
+    assert "spark.kubernetes.executor.volumes.hostPath.a.mount.path: hostPath volumes are refused" in str(refused.value)
 
 
 @pytest.mark.parametrize(("key", "value", "expected"), [

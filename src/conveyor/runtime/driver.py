@@ -109,8 +109,8 @@ class Driver:
         manifest: the validated Connector manifest.
         spark: a SparkSession to use; when ``None`` one is created (see :func:`spark_properties`)
             and stopped by :meth:`close`.
-        master: Spark master URL; wins over ``spark.master`` of ``spark_conf`` and
-            ``spec.spark.sparkConf``; default ``local[N]`` with a slot per task.
+        master: Spark master URL; wins over ``spark.master`` of ``spark_conf`` (``sparkConf``
+            may not set it); default ``local[N]`` with a slot per task.
         control_host / control_port: where the control API listens (port 0 picks one).
         advertised_host: host name task runners use to reach the control API.
         spark_conf: Spark properties given on the command line (``conveyor run --conf``);

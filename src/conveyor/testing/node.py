@@ -58,6 +58,11 @@ __all__ = ["KubeNode", "NodeBinaries", "ensure_node_binaries"]
 COMPONENT = "kubernetes-node"
 NODE_NAME = "conveyor-node"
 API_PORT = 6443
+#: Labels of a namespace whose pods must meet Pod Security Standards "restricted": the API server's
+#: PodSecurity admission refuses any other pod there (``enforce``) and warns of workloads whose
+#: pod template would be refused (``warn``).
+POD_SECURITY_RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
+                           "pod-security.kubernetes.io/warn": "restricted"}
 _WORKDIR = Path("/tmp/conveyor-node")
 _CNI_BIN = Path("/usr/lib/cni")
 _NODE_TOOLS = ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "coredns")
@@ -220,6 +225,46 @@ class KubeNode(kube.KubeEndpoint):
             return False
         self.ctr("images", "import", str(archive))
         return True
+
+    # -- storage ------------------------------------------------------------------------------
+
+    def host_directory_claim(self, namespace: str, name: str, path: str, size: str = "1Gi") -> str:
+        """A PersistentVolumeClaim ``namespace/name`` bound to a ``hostPath`` PersistentVolume of
+        the node's directory ``path``, statically (no storage class): pods under Pod Security
+        "restricted" may mount a claim but not a ``hostPath``. The claim goes with its namespace;
+        the volume (``<namespace>-<name>``, reclaim policy ``Retain``, the directory is kept) is
+        the caller's to delete (:meth:`delete_host_directory_claim`). Returns the volume's name.
+
+        Raises:
+            KubeCommandError: ``kubectl apply`` failed.
+        """
+        volume = f"{namespace}-{name}"[:253]
+        pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+              "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                       "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": path, "type": "Directory"},
+                       "claimRef": {"namespace": namespace, "name": name}}}
+        pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": namespace},
+               "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": volume,
+                        "resources": {"requests": {"storage": size}}}}
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [pv, pvc]}))
+        return volume
+
+    def restricted_namespace(self, name: str) -> str:
+        """Create (or label, when it exists) namespace ``name`` with :data:`POD_SECURITY_RESTRICTED`;
+        returns the name.
+
+        Raises:
+            KubeCommandError: ``kubectl apply`` failed.
+        """
+        namespace = {"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": name, "labels": POD_SECURITY_RESTRICTED}}
+        self.kubectl("apply", "-f", "-", input=json.dumps(namespace))
+        return name
+
+    def delete_host_directory_claim(self, volume: str) -> None:
+        """Delete the PersistentVolume of :meth:`host_directory_claim` (it goes once its claim
+        has: the claim's pods and namespace are deleted after)."""
+        self.kubectl("delete", "persistentvolume", volume, "--ignore-not-found", "--wait=false")
 
     # -- lifecycle ----------------------------------------------------------------------------
 

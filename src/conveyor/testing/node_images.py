@@ -3,8 +3,9 @@
 * ``localhost/pause:conveyor``: the pod sandbox image (containerd's ``sandbox_image``), from
   upstream's ``build/pause/linux/pause.c`` in the ``k8s.io/kubernetes`` module the node binaries
   are built from, compiled with ``gcc -static``;
-* ``localhost/busybox:conveyor``: Debian's ``busybox-static`` for test pods (shell, ``nslookup``,
-  ``nc``, ``wget``).
+* ``localhost/busybox:conveyor-65534``: Debian's ``busybox-static`` for test pods (shell,
+  ``nslookup``, ``nc``, ``wget``), running as ``nobody`` (``USER 65534:65534``), so that pods of
+  it pass ``runAsNonRoot`` in namespaces under Pod Security "restricted".
 
 Both are written as one-layer ``docker save`` archives (what ``ctr images import`` takes) into
 ``<cache>/node/images`` and rebuilt only when their input changed.
@@ -26,13 +27,15 @@ from conveyor.testing import _support
 from conveyor.testing.errors import ComponentUnavailable
 
 PAUSE_IMAGE = "localhost/pause:conveyor"
-BUSYBOX_IMAGE = "localhost/busybox:conveyor"
+BUSYBOX_IMAGE = "localhost/busybox:conveyor-65534"
+BUSYBOX_USER = "65534:65534"
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def write_docker_archive(rootfs: Path, ref: str, out: Path, cmd: list[str]) -> Path:
+def write_docker_archive(rootfs: Path, ref: str, out: Path, cmd: list[str], user: str = "") -> Path:
     """Pack directory ``rootfs`` as a one-layer ``docker save`` archive tagged ``ref`` at ``out``
-    (written to a temp file, then renamed). Files are owned by root in the image."""
+    (written to a temp file, then renamed). Files are owned by root in the image; containers
+    run as ``user`` (``uid:gid``; empty: root)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         layer = Path(tmp) / "layer.tar"
@@ -51,7 +54,7 @@ def write_docker_archive(rootfs: Path, ref: str, out: Path, cmd: list[str]) -> P
                 digest.update(chunk)
         config = json.dumps({
             "architecture": "amd64", "os": "linux",
-            "config": {"Env": [f"PATH={_PATH}"], "Cmd": cmd, "WorkingDir": "/"},
+            "config": {"Env": [f"PATH={_PATH}"], "Cmd": cmd, "WorkingDir": "/", **({"User": user} if user else {})},
             "rootfs": {"type": "layers", "diff_ids": [f"sha256:{digest.hexdigest()}"]},
             "history": [{"created_by": "conveyor.testing.node_images"}],
         }).encode()
@@ -115,7 +118,7 @@ def busybox_archive(busybox: Path = Path("/bin/busybox")) -> Path:
     """
     if not busybox.exists():
         raise ComponentUnavailable("kubernetes-node", f"{busybox} is missing", hint="apt-get install busybox-static")
-    out = _images_dir() / f"busybox-{_file_hash(busybox)}.tar"
+    out = _images_dir() / f"busybox-{BUSYBOX_IMAGE.rpartition(':')[2]}-{_file_hash(busybox)}.tar"
     if out.exists():
         return out
     applets = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, timeout=30, check=False)
@@ -133,4 +136,4 @@ def busybox_archive(busybox: Path = Path("/bin/busybox")) -> Path:
                 (root / "bin" / applet).symlink_to("busybox")
         (root / "etc" / "passwd").write_text("root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n")
         (root / "etc" / "group").write_text("root:x:0:\nnogroup:x:65534:\n")
-        return write_docker_archive(root, BUSYBOX_IMAGE, out, ["/bin/sh"])
+        return write_docker_archive(root, BUSYBOX_IMAGE, out, ["/bin/sh"], user=BUSYBOX_USER)

@@ -16,7 +16,10 @@ Session-scoped (started by the first test that needs them, stopped at session en
 
 Function-scoped:
 
-* ``node_namespace`` -> ``str``: a fresh namespace on the node; deleted after the test, waiting
+* ``node_namespace`` -> ``str``: a fresh namespace on the node, under Pod Security Standards
+  "restricted" (labelled ``pod-security.kubernetes.io/enforce`` and ``warn``: the API server
+  refuses any other pod there, so every e2e test checks that Conveyor's pods meet it); deleted
+  after the test, waiting
   (up to 150 s) until it is gone, so that its pods' CPU and memory are free for the next test
   (the node has a namespace controller: its pods get their grace period).
 
@@ -75,9 +78,12 @@ def node_postgres(kube_node):
 
 @pytest.fixture
 def node_namespace(kube_node, request) -> Iterator[str]:
-    """A fresh namespace on the node (``e-<test>-<random>``), deleted after the test."""
+    """A fresh namespace on the node (``e-<test>-<random>``) enforcing Pod Security "restricted",
+    deleted after the test."""
+    from conveyor.testing.node import POD_SECURITY_RESTRICTED
+
     name = namespace_name(request, "e")
-    kube_node.create_namespace(name)
+    kube_node.create_namespace(name, labels=POD_SECURITY_RESTRICTED)
     yield name
     try:
         kube_node.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=true", "--timeout=150s",
