@@ -379,8 +379,20 @@ def _report_pod_problem(body: kopf.Body, conditions: Conditions, namespace: str,
     return True
 
 
-def _short(trace: str | None, limit: int = 2000) -> str | None:
-    return None if not trace else trace[-limit:]
+TRACE_SUMMARY_CHARS = 300
+
+
+def _short(trace: str | None, limit: int = TRACE_SUMMARY_CHARS) -> str | None:
+    """A Python traceback's summary for ``.status``: the first line of its (last) exception,
+    ``Type: message``, at most ``limit`` characters; the lines after it (a database's
+    ``DETAIL`` quoting row values) and the frames are left out. The whole trace stays in the
+    pod's log and the driver's authenticated ``GET /status``."""
+    if not trace:
+        return None
+    lines = [line for line in trace.strip().splitlines() if line.strip()]
+    after_frames = max((i for i, line in enumerate(lines) if line.startswith(" ")), default=-1) + 1
+    summary = (lines[after_frames] if after_frames < len(lines) else lines[-1]).strip()
+    return summary if len(summary) <= limit else summary[:limit - 1] + "…"
 
 
 from conveyor_operator import deletion, eviction  # noqa: E402,F401 - registers their handlers

@@ -40,7 +40,8 @@ class ConnectorStatusEntry(_Model):
 
     state: str = Field(description="UNASSIGNED, RUNNING, PAUSED, FAILED, RESTARTING or STOPPED (Kafka Connect's).")
     worker_id: str | None = Field(None, alias="workerId", description="Pod of the driver.")
-    trace: str | None = Field(None, description="Error of a FAILED connector.")
+    trace: str | None = Field(None, description="Error of a FAILED connector: the last line of its trace, at most "
+                              "300 characters (the whole trace is in the driver pod's log).")
 
 
 class TaskStatusEntry(_Model):
@@ -50,7 +51,8 @@ class TaskStatusEntry(_Model):
     state: str = Field(description="UNASSIGNED, RUNNING, PAUSED, FAILED, RESTARTING, STOPPED, DRAINED or FENCED.")
     pod: str | None = Field(None, description="Pod the task runs on.")
     lag: int | None = Field(None, description="Records behind the end of its partitions (sink tasks).")
-    trace: str | None = Field(None, description="Error of a FAILED task.")
+    trace: str | None = Field(None, description="Error of a FAILED task: the last line of its trace, at most 300 "
+                              "characters (the whole trace is in the executor pod's log).")
 
 
 class CommittedOffset(_Model):

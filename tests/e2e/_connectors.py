@@ -50,6 +50,15 @@ def eventually(probe: Callable[[], T], timeout_s: float, message: str, interval_
     return wait_until(probe, timeout_s, message, interval_s)
 
 
+def evict(node, namespace: str, pod: str) -> None:
+    """Evict ``pod`` through the Eviction API (as ``kubectl drain`` does: the PodDisruptionBudget applies)."""
+    from kubernetes import client
+
+    with node.api_client() as api:
+        client.CoreV1Api(api).create_namespaced_pod_eviction(
+            pod, namespace, client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace=namespace)))
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 

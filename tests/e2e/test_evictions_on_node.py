@@ -28,6 +28,7 @@ from _connectors import (
     create_topic,
     diagnostics,
     eventually,
+    evict,
     get,
     kill_operator,
     operator_restarted,
@@ -71,14 +72,6 @@ def rows(url: str, table: str) -> tuple[int, int]:
             return conn.execute(f'SELECT count(*), count(DISTINCT id) FROM "{table}"').fetchone()
     except psycopg.errors.UndefinedTable:
         return (0, 0)
-
-
-def evict(node, namespace: str, pod: str) -> None:
-    from kubernetes import client
-
-    with node.api_client() as api:
-        client.CoreV1Api(api).create_namespaced_pod_eviction(
-            pod, namespace, client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace=namespace)))
 
 
 def start_sink(node, kafka, postgres, namespace: str, executors: int) -> tuple[str, SteadyProducer]:

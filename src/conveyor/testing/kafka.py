@@ -454,6 +454,8 @@ class KafkaBroker(KafkaEndpoint):
             an authenticated user may do anything).
         host: the address every listener binds and advertises (a test node's IP, so that
             pods reach the broker).
+        extra_sasl_users: ``{username: password}`` the SASL listener accepts besides
+            :data:`SASL_PLAIN_USERS` (a canary password, say).
 
     Raises (from :meth:`start`):
         ComponentUnavailable: Java/Maven missing, jar resolution, storage format or startup failed.
@@ -468,8 +470,10 @@ class KafkaBroker(KafkaEndpoint):
         startup_timeout: float = 60.0,
         sasl_plain: bool = True,
         host: str = _support.LOOPBACK,
+        extra_sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         self.host = host
+        self.sasl_users = {**SASL_PLAIN_USERS, **(extra_sasl_users or {})}
         self.version = version
         self.sasl_enabled = sasl_plain
         self.sasl_port: int | None = None
@@ -497,14 +501,14 @@ class KafkaBroker(KafkaEndpoint):
         return self._proc is not None and self._proc.poll() is None
 
     def sasl_plain(self) -> SaslListener:
-        """The SASL_PLAINTEXT/PLAIN listener (users :data:`SASL_PLAIN_USERS`).
+        """The SASL_PLAINTEXT/PLAIN listener (users :data:`SASL_PLAIN_USERS` and ``extra_sasl_users``).
 
         Raises:
             ComponentUnavailable: the broker was started with ``sasl_plain=False`` or is not running.
         """
         if not self.sasl_enabled or not self.sasl_port or not self._bootstrap:
             raise ComponentUnavailable("kafka", f"{self!r} has no SASL_PLAINTEXT listener")
-        return SaslListener(f"{self.host}:{self.sasl_port}", "PLAIN", dict(SASL_PLAIN_USERS))
+        return SaslListener(f"{self.host}:{self.sasl_port}", "PLAIN", dict(self.sasl_users))
 
     def start(self) -> KafkaBroker:
         """Resolve the jars if needed, format storage, start the broker, wait until ready.
@@ -578,7 +582,7 @@ class KafkaBroker(KafkaEndpoint):
             props["advertised.listeners"] += f",{sasl}"
             props["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
             props["sasl.enabled.mechanisms"] = "PLAIN"
-            users = " ".join(f'user_{u}="{p}"' for u, p in SASL_PLAIN_USERS.items())
+            users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
             props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
                 "org.apache.kafka.common.security.plain.PlainLoginModule required "
                 f'username="admin" password="{SASL_PLAIN_USERS["admin"]}" {users};'
