@@ -398,7 +398,12 @@ def executor_pod_template(manifest: ConnectorManifest, settings: OperatorSetting
                 "workingDir": WORK_DIR,
                 "env": [{"name": "CONVEYOR_MOUNT_DIR", "value": MOUNT_ROOT}, {"name": "HOME", "value": WORK_DIR},
                         {"name": "CONVEYOR_CONTROL_URL", "value": url},
-                        {"name": TOKEN_FILE_ENV, "value": f"{CONTROL_DIR}/{TASK_TOKEN_FILE}"}],
+                        {"name": TOKEN_FILE_ENV, "value": f"{CONTROL_DIR}/{TASK_TOKEN_FILE}"},
+                        # Spark's SecurityManager reads a secret file only when spark.master is a
+                        # k8s:// URL; an executor's first RpcEnv (the driver-properties fetcher)
+                        # has no spark.master yet: without it that handshake fails ("A secret key
+                        # must be specified"). Passed as Spark passes startup properties.
+                        {"name": "SPARK_JAVA_OPT_MASTER", "value": f"-Dspark.master={IN_CLUSTER_MASTER}"}],
                 "volumeMounts": mounts,
                 "lifecycle": _drain_hook(url, grace),
                 "securityContext": CONTAINER_SECURITY,

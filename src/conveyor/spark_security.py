@@ -114,16 +114,23 @@ def changed_enforced(conf: Mapping[str, str]) -> dict[str, str]:
 
 
 def secret_file_properties(executor_pods: bool) -> dict[str, str]:
-    """``spark.authenticate.secret.driver.file`` and ``...executor.file`` at :data:`SECRET_FILE`:
+    """``spark.authenticate.secret.driver.file``, ``...executor.file`` and ``...file`` at :data:`SECRET_FILE`:
     both or neither, as Spark requires, and only with executor pods (Spark refuses the file
     keys on a local master). Without them Spark on Kubernetes would generate a secret and hand
     it to executors in their pods' ``_SPARK_AUTH_SECRET`` variable, readable by anyone who may
     read the pods (Spark's "Security" page, §Kubernetes).
 
     Returns:
-        The two properties, or ``{}``.
+        The three properties, or ``{}``.
     """
     if not executor_pods:
         return {}
     return {"spark.authenticate.secret.driver.file": SECRET_FILE,
-            "spark.authenticate.secret.executor.file": SECRET_FILE}
+            "spark.authenticate.secret.executor.file": SECRET_FILE,
+            # what an executor's first RpcEnv (the driver-properties fetcher) reads: its
+            # SecurityManager is built with the constructor's default, the generic key
+            # (CoarseGrainedExecutorBackend, javap of Spark 4.3.0); without it executors on the node
+            # fail "A secret key must be specified via the spark.authenticate.secret config".
+            # That SecurityManager also needs spark.master (a k8s:// URL) to read any secret
+            # file: the executor pod template passes it (conveyor_operator.render).
+            "spark.authenticate.secret.file": SECRET_FILE}

@@ -85,6 +85,9 @@ def diagnostics(node, namespace: str) -> str:
         name = pod["metadata"]["name"]
         parts.append(f"--- {name} ---\n" + node.kubectl("logs", name, "-n", namespace, "--all-containers",
                                                         "--tail=40", check=False).stdout)
+        if any(c.get("restartCount") for c in (pod.get("status") or {}).get("containerStatuses") or []):
+            parts.append(f"--- {name}, the container before its last restart ---\n" + node.kubectl(
+                "logs", name, "-n", namespace, "--all-containers", "--previous", "--tail=60", check=False).stdout)
     return "\n".join(parts)
 
 

@@ -105,6 +105,9 @@ def test_a_canary_credential_appears_nowhere_through_a_connectors_life(
         code, status = control_request(control, "/status", token=admin, timeout_s=10)
         assert code == 200 and status["tasks"][0]["state"] == "RUNNING", status
         assert control_request(control, "/status", token="wrong", timeout_s=10)[0] == 401
+        for pod in pods(kube_node, ns, "conveyor.dev/connector=leaky"):  # Spark's secret comes from the file
+            env = {e["name"] for c in pod["spec"]["containers"] for e in c.get("env") or []}
+            assert "_SPARK_AUTH_SECRET" not in env, pod["metadata"]["name"]
 
         # 2. an invalid config that carries the canary too
         apply(kube_node, _body("leaky-bad", ns, canary_kafka, node_postgres.url, topic, **{"batch.size": "ten"}))

@@ -127,7 +127,8 @@ def test_secret_file_keys_come_as_a_pair_and_only_with_executor_pods():
     """The file is the control Secret's spark-auth-secret, mounted in driver and executor pods."""
     assert spark_security.SECRET_FILE == f"{render.CONTROL_DIR}/spark-auth-secret"
     files = {"spark.authenticate.secret.driver.file": "/etc/conveyor/control/spark-auth-secret",
-             "spark.authenticate.secret.executor.file": "/etc/conveyor/control/spark-auth-secret"}
+             "spark.authenticate.secret.executor.file": "/etc/conveyor/control/spark-auth-secret",
+             "spark.authenticate.secret.file": "/etc/conveyor/control/spark-auth-secret"}
     with_executors = render.spark_conf(manifest(), SETTINGS)
     assert {k: with_executors[k] for k in files} == files
     local = render.spark_conf(manifest(spark={"executor": {"instances": 0}}), SETTINGS)

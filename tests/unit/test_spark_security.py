@@ -30,7 +30,8 @@ def test_the_enforced_properties_are_sparks_rpc_authentication_and_aes_gcm():
 
 def test_secret_files_are_both_or_neither_and_only_with_executor_pods():
     assert spark_security.secret_file_properties(executor_pods=True) == {
-        "spark.authenticate.secret.driver.file": SECRET, "spark.authenticate.secret.executor.file": SECRET}
+        "spark.authenticate.secret.driver.file": SECRET, "spark.authenticate.secret.executor.file": SECRET,
+        "spark.authenticate.secret.file": SECRET}
     assert spark_security.secret_file_properties(executor_pods=False) == {}
 
 
