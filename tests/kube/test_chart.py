@@ -65,9 +65,8 @@ OPERATOR_NEEDS_NAMED: dict[tuple[str, str], tuple[set[str], set[str]]] = {
 # not hold these permissions (a copy of conveyor_operator.render.SPARK_ROLE_RULES, checked equal).
 SPARK_DRIVER_ROLE: dict[tuple[str, str], set[str]] = {
     ("", "pods"): {"create", "get", "list", "watch", "delete", "deletecollection", "patch"},
-    ("", "services"): {"create", "get", "list", "watch", "delete", "deletecollection"},
-    ("", "configmaps"): {"create", "get", "list", "watch", "delete", "deletecollection"},
-    ("", "persistentvolumeclaims"): {"create", "get", "list", "watch", "delete", "deletecollection"},
+    ("", "persistentvolumeclaims"): {"create", "get", "list", "delete", "deletecollection"},
+    ("", "configmaps"): {"create"},  # the namespace-deletion dry-run probe only
 }
 CLUSTER_SCOPED = {
     ("apiextensions.k8s.io", "customresourcedefinitions"),

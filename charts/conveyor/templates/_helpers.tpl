@@ -150,7 +150,8 @@ ClusterRole holds them, and the operator only binds it (see conveyor.rbac.cluste
 - apiGroups: [""]
   resources: ["configmaps", "services"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# The namespace's Spark driver ServiceAccount (conveyor-spark, shared by its connectors).
+# The namespace's ServiceAccounts, shared by its connectors: conveyor-spark (drivers) and
+# conveyor-executor (executors and cleanup Jobs: no binding, no token).
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
@@ -186,15 +187,19 @@ ClusterRole holds them, and the operator only binds it (see conveyor.rbac.cluste
 {{- end }}
 
 {{/*
-RBAC rules of the Spark driver ClusterRole: what Spark's driver does with the API in client mode
-(executor pods, their ConfigMaps, Services and volumes). The source of truth is
-operator/conveyor_operator/render.py SPARK_ROLE_RULES; tests/unit/test_chart.py holds them equal.
+RBAC rules of the Spark driver role: what Spark's driver does with the API in client mode, in its
+own namespace: executor pods, OnDemand executor volume claims, and a dry-run ConfigMap create (the
+namespace-deletion probe). No services, no secrets, no pods/exec or pods/log. The source of truth
+is operator/conveyor_operator/render.py SPARK_ROLE_RULES; tests/kube/test_chart.py holds them equal.
 */}}
 {{- define "conveyor.rbac.sparkDriverRules" -}}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["create", "get", "list", "watch", "delete", "deletecollection", "patch"]
 - apiGroups: [""]
-  resources: ["services", "configmaps", "persistentvolumeclaims"]
-  verbs: ["create", "get", "list", "watch", "delete", "deletecollection"]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["create", "get", "list", "delete", "deletecollection"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create"]
 {{- end }}
