@@ -200,7 +200,7 @@ def namespace_objects(manifest: ConnectorManifest, settings: OperatorSettings) -
     executor = {"name": names.EXECUTOR_SERVICE_ACCOUNT, "namespace": namespace, "labels": names.shared_labels()}
     out: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": executor,
                                   "automountServiceAccountToken": False}]
-    if manifest.spec.spark.service_account:
+    if service_account_name(manifest) != names.SPARK_SERVICE_ACCOUNT:
         return out
     meta = {"name": names.SPARK_SERVICE_ACCOUNT, "namespace": namespace, "labels": names.shared_labels()}
     return out + [
