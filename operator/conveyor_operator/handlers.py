@@ -104,6 +104,10 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.peering.standalone = True
     settings.watching.server_timeout = 600
     settings.watching.client_timeout = 660
+    # Watching named namespaces, kopf needs neither to list namespaces nor to watch CRDs (it
+    # finds the Connector resource through discovery), so the chart's namespaced mode has no
+    # ClusterRole at all; a CRD installed after the operator then needs an operator restart.
+    settings.scanning.disabled = bool(ours.watch_namespaces)
     # Only the pods of connectors reach the operator: the API server filters, not kopf.
     settings.watching.label_selectors["v1", "pods"] = names.LABEL_CONNECTOR
 

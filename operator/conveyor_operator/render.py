@@ -206,7 +206,7 @@ def namespace_objects(manifest: ConnectorManifest, settings: OperatorSettings) -
     return out + [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": settings.spark_driver_role_kind,
                      "name": settings.spark_driver_cluster_role},
          "subjects": [{"kind": "ServiceAccount", "name": names.SPARK_SERVICE_ACCOUNT, "namespace": namespace}]},
     ]

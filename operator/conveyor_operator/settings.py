@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -31,7 +32,13 @@ class OperatorSettings(BaseModel):
     )
     spark_driver_cluster_role: str = Field(
         "conveyor-spark-driver",
-        description="ClusterRole (shipped by the Helm chart) each connector's RoleBinding grants its driver.",
+        description="The role (shipped by the Helm chart) each namespace's RoleBinding conveyor-spark grants "
+                    "its drivers: a ClusterRole, or with spark_driver_role_kind Role a Role of that namespace.",
+    )
+    spark_driver_role_kind: Literal["ClusterRole", "Role"] = Field(
+        "ClusterRole",
+        description="Kind of spark_driver_cluster_role: the chart's ClusterRole when the operator watches every "
+                    "namespace, a Role in each watched namespace otherwise (no ClusterRole at all).",
     )
     pod_run_as_user: int | None = Field(
         None, ge=1,

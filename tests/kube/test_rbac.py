@@ -9,9 +9,11 @@ The matrix is printed as a table (``pytest -s``), to be pasted where it is repor
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
-from _objects import Api, connector, eventually
+import yaml
+from _objects import Api, connector, eventually, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -158,3 +160,49 @@ def test_images_and_service_accounts_outside_the_allow_lists_are_not_allowed(kub
         api.delete_connector(ns, account)
         eventually(lambda: api.get_connector(ns, account) is None, message="the refused Connector goes")
         assert not api.batch.list_namespaced_job(ns).items
+
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "conveyor"
+
+
+def test_watching_one_namespace_the_operator_works_without_any_cluster_role(kube_api, kube_namespace, api,
+                                                                            monkeypatch):
+    """The chart's namespaced mode (watchNamespaces) creates no ClusterRole: the real operator,
+    as that release's ServiceAccount, reconciles a Connector there, and binds the namespace's
+    Spark driver Role, without a permission error."""
+    from kopf.testing import KopfRunner
+
+    release, home = "nsmode", kube_api.create_namespace(f"op-{kube_namespace[-8:]}")
+    try:
+        kube_api.helm("install", release, str(CHART), "--namespace", home,
+                      "--set", f"watchNamespaces={{{kube_namespace}}}")
+        rendered = [d for d in yaml.safe_load_all(kube_api.helm("get", "manifest", release, "--namespace", home).stdout)
+                    if d]
+        assert not [d for d in rendered if d["kind"].startswith("Cluster")], "no ClusterRole, no ClusterRoleBinding"
+        deployment = next(d for d in rendered if d["kind"] == "Deployment")
+        for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]:
+            if e["name"].startswith("CONVEYOR_OPERATOR_") and "value" in e and "INTERVAL" not in e["name"]:
+                monkeypatch.setenv(e["name"], e["value"])
+        token = kube_api.service_account_token(home, f"{release}-conveyor")
+        monkeypatch.setenv("KUBECONFIG", str(kube_api.kubeconfig_for_token(token, "nsmode-operator")))
+        monkeypatch.setenv("CONVEYOR_OPERATOR_CONTROL_URL_TEMPLATE", f"http://127.0.0.1:{free_port()}")
+        monkeypatch.setenv("CONVEYOR_OPERATOR_REQUEST_TIMEOUT_SECONDS", "2")
+        name = _name("nsmode")
+        with KopfRunner(["run", "--standalone", "--namespace", kube_namespace, "-m", "conveyor_operator.handlers"],
+                        timeout=120) as runner:
+            api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
+            eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace),
+                       message="driver Deployment")
+            binding = api.rbac.read_namespaced_role_binding(DRIVER_SA, kube_namespace)
+            assert (binding.role_ref.kind, binding.role_ref.name) == ("Role", f"{release}-conveyor-spark-driver")
+            api.core.read_namespaced_service_account(EXECUTOR_SA, kube_namespace)
+            eventually(lambda: (api.condition(kube_namespace, name, "Progressing") or {}).get("status") == "True",
+                       message="Progressing")
+        assert runner.exception is None, runner.output
+        for refused in ("Not enough permissions", "Forbidden", "forbidden"):
+            assert refused not in runner.output, runner.output
+        assert _can_i(kube_api, f"{kube_namespace}:{DRIVER_SA}", "create", "pods", kube_namespace)
+        assert not _can_i(kube_api, f"{kube_namespace}:{DRIVER_SA}", "get", "secrets", kube_namespace)
+    finally:
+        kube_api.helm("uninstall", release, "--namespace", home, check=False)
+        kube_api.delete_namespace(home)

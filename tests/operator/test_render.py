@@ -63,6 +63,9 @@ def test_namespace_spark_rbac_is_shared_and_not_owned():
     for o in (executor, sa, binding):
         assert "ownerReferences" not in o["metadata"]
         assert names.LABEL_CONNECTOR not in o["metadata"]["labels"]
+    namespaced = OperatorSettings(spark_driver_cluster_role="rel-conveyor-spark-driver", spark_driver_role_kind="Role")
+    assert render.namespace_objects(manifest(), namespaced)[2]["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "rel-conveyor-spark-driver"}
     # a spec with its own driver account keeps it; executors still run without API rights
     assert render.namespace_objects(manifest(spark={"serviceAccount": "mine"}), SETTINGS) == [executor]
 
