@@ -37,6 +37,7 @@ from conveyor_operator.handlers import (
 )
 from conveyor_operator.kube import namespace_terminating
 from conveyor_operator.status import ConditionType as C
+from conveyor_operator.validation import not_permitted
 
 JOB_POLL_SECONDS = 5.0
 log = logging.getLogger(__name__)
@@ -163,9 +164,15 @@ def _fail(body: kopf.Body, conditions: Conditions, message: str, retry: int) -> 
 
 
 def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Conditions, retry: int) -> None:
-    """No driver answers: make sure none runs, then run ``conveyor cleanup`` as a Job."""
+    """No driver answers: make sure none runs, then run ``conveyor cleanup`` as a Job; never with
+    an image or ServiceAccount the settings do not allow (a Warning ``NotAllowed``, and the
+    finalizer goes: the operator never ran such a spec)."""
     kube = shared_kube()
     ns, name = manifest.metadata.namespace, manifest.name
+    refused = not_permitted(manifest, RUNTIME.settings)
+    if refused:
+        kube.event(body, "Warning", "NotAllowed", message=f"no cleanup Job: {refused}; nothing was cleaned up")
+        return
     kube.scale_deployment(ns, names.driver(name), 0)
     # A Deployment's status.replicas leaves terminating pods out: list the pods themselves, so
     # the Job never runs beside a driver (or its executors) still stopping.
@@ -176,7 +183,7 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
     job = kube.get("batch/v1", "Job", ns, names.cleanup_job(name))
     if job is None:
         try:
-            ensure_namespace_objects(manifest)  # the Job runs as the namespace's Spark ServiceAccount
+            ensure_namespace_objects(manifest)  # the Job runs as the namespace's conveyor-executor
             kube.apply(render.cleanup_job(manifest, uid, RUNTIME.settings, attempt=retry + 1))
         except Exception as exc:
             if not namespace_terminating(exc):

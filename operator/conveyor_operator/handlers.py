@@ -3,7 +3,8 @@
 ==========================  ==========================================================
 event                       what happens
 ==========================  ==========================================================
-create / update / resume    validate; apply the namespace's Spark RBAC (once per
+create / update / resume    validate (images and ServiceAccounts against the
+                            operator's allow-lists too); apply the namespace's Spark RBAC (once per
                             namespace), the ConfigMap, Service and Deployment
                             (server-side apply, owned by the Connector); push config
                             and state changes to a running driver (``PUT /config``,
@@ -43,7 +44,7 @@ from conveyor_operator.pod_health import POD_PROBLEM_REASONS, pod_problem
 from conveyor_operator.settings import OperatorSettings
 from conveyor_operator.shared_objects import SharedObjects
 from conveyor_operator.status import ConditionType as C
-from conveyor_operator.validation import check_references, connector_config_errors
+from conveyor_operator.validation import check_references, connector_config_errors, not_permitted
 
 log = logging.getLogger("conveyor_operator")
 
@@ -51,6 +52,8 @@ RESOURCE = (GROUP, VERSION, PLURAL)
 MAX_EVICTIONS_KEPT = 10
 MAX_BACKOFF_SECONDS = 300.0
 _STATE_OF = {"running": "RUNNING", "paused": "PAUSED", "stopped": "STOPPED"}
+SPEC_PROBLEMS = ("InvalidSpec", "NotAllowed", "InvalidConfig", "MissingReference")
+"""Degraded reasons about the spec itself: the status timer leaves them for the next edit."""
 
 
 class _Runtime:
@@ -101,6 +104,10 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.peering.standalone = True
     settings.watching.server_timeout = 600
     settings.watching.client_timeout = 660
+    # Watching named namespaces, kopf needs neither to list namespaces nor to watch CRDs (it
+    # finds the Connector resource through discovery), so the chart's namespaced mode has no
+    # ClusterRole at all; a CRD installed after the operator then needs an operator restart.
+    settings.scanning.disabled = bool(ours.watch_namespaces)
     # Only the pods of connectors reach the operator: the API server filters, not kopf.
     settings.watching.label_selectors["v1", "pods"] = names.LABEL_CONNECTOR
 
@@ -182,6 +189,9 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
         manifest = parse(body)
     except ManifestError as exc:
         return _reject(body, conditions, "InvalidSpec", str(exc))
+    refused = not_permitted(manifest, RUNTIME.settings)
+    if refused:
+        return _reject(body, conditions, "NotAllowed", refused)
     errors = connector_config_errors(manifest)
     if errors:
         return _reject(body, conditions, "InvalidConfig", errors)
@@ -209,8 +219,7 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
         kube.apply(obj)
     conditions.set(C.PROGRESSING, True, "Reconciled", f"generation {generation} applied")
     conditions.set(C.DEGRADED, False, "AsExpected")
-    if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in (
-            "InvalidSpec", "InvalidConfig", "MissingReference"):
+    if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in SPEC_PROBLEMS:
         conditions.set(C.READY, False, "DriverStarting", "waiting for the driver's first status")
     write_status(ns, name, conditions, observedGeneration=generation, tasksMax=manifest.spec.tasks_max,
                   configHash=wanted_config)
@@ -325,8 +334,7 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
     if meta.get("deletionTimestamp") or status.get("observedGeneration") is None:
         return
     conditions = Conditions(status.get("conditions"), meta.get("generation"))
-    if conditions.get(C.DEGRADED) and conditions.get(C.DEGRADED)["reason"] in ("InvalidSpec", "InvalidConfig",
-                                                                               "MissingReference"):
+    if conditions.get(C.DEGRADED) and conditions.get(C.DEGRADED)["reason"] in SPEC_PROBLEMS:
         return
     try:
         report = driver_client(name, namespace).status()

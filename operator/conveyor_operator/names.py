@@ -37,6 +37,10 @@ SPARK_SERVICE_ACCOUNT = "conveyor-spark"
 """ServiceAccount and RoleBinding, one per namespace and shared by its connectors' drivers,
 that let a driver manage its executor pods."""
 
+EXECUTOR_SERVICE_ACCOUNT = "conveyor-executor"
+"""ServiceAccount of executor pods and cleanup Jobs, one per namespace: bound to nothing, its
+token never mounted (``automountServiceAccountToken: false``)."""
+
 
 def control_secret(name: str) -> str:
     """Secret with the connector's control API tokens and Spark auth secret

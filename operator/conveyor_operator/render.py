@@ -20,7 +20,9 @@ stay when the namespace's last Connector goes, and hold nothing but the binding)
 
 =====================================  ===============================================
 ``ServiceAccount/RoleBinding``         ``conveyor-spark``: binds the chart's Spark driver
-                                       ClusterRole (executor pods, client mode)
+                                       role (executor pods, client mode)
+``ServiceAccount``                     ``conveyor-executor``: executors and cleanup Jobs;
+                                       no permissions, no token
 =====================================  ===============================================
 """
 
@@ -76,13 +78,27 @@ def _yaml(doc: Any) -> str:
 SPARK_ROLE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"],
      "verbs": ["create", "get", "list", "watch", "delete", "deletecollection", "patch"]},
-    {"apiGroups": [""], "resources": ["services", "configmaps", "persistentvolumeclaims"],
-     "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"]},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"],
+     "verbs": ["create", "get", "list", "delete", "deletecollection"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
 ]
-"""What Spark's driver does with the API in client mode (executor pods, their config maps,
-services and volumes), as Spark's "Running on Kubernetes" RBAC section. The Helm chart ships
-them as one ClusterRole (``settings.spark_driver_cluster_role``) that each namespace's
-RoleBinding grants to its drivers' ServiceAccount; the operator may only ``bind`` it."""
+"""What a driver does with the API in its own namespace, and nothing more (Spark 4.3's
+``KubernetesClusterSchedulerBackend``, ``ExecutorPodsAllocator``, ``ExecutorPodsLifecycleManager``
+and the watch and polling snapshot sources, in client mode):
+
+* pods: its own pod (``get``), executor pods (create, watch, list, delete one or by label, which
+  fabric8 sends as one ``deletecollection``; ``patch`` for the decommission label and the
+  deletion-cost annotation);
+* persistentvolumeclaims: ``OnDemand`` executor claims (:mod:`conveyor.spark_volumes`), listed
+  for reuse, created, deleted by label at stop;
+* configmaps: ``create`` only, for the dry-run probe of :mod:`conveyor.runtime.namespace_deletion`
+  (Spark's own executor ConfigMap is off, ``spark.kubernetes.executor.disableConfigMap``).
+
+No services (the driver Service is the operator's; ``spark.kubernetes.driver.service.
+deleteOnTermination`` is off), no secrets, no ``pods/exec`` or ``pods/log``. The Helm chart ships
+them as the Spark driver role (``settings.spark_driver_cluster_role``) that each namespace's
+RoleBinding grants to :data:`~conveyor_operator.names.SPARK_SERVICE_ACCOUNT`; the operator may
+only ``bind`` it."""
 
 
 def owner_reference(name: str, uid: str) -> dict[str, Any]:
@@ -170,18 +186,27 @@ def service_account_name(manifest: ConnectorManifest) -> str:
 
 
 def namespace_objects(manifest: ConnectorManifest, settings: OperatorSettings) -> list[dict[str, Any]]:
-    """The namespace's Spark ServiceAccount and its RoleBinding to the chart's Spark driver
-    ClusterRole, shared by the drivers of every connector there; none when the spec names
-    its own ServiceAccount (its permissions are then the user's business). Not owned by
-    any Connector: the garbage collector would delete them with the first one to go."""
-    if manifest.spec.spark.service_account:
-        return []
+    """The namespace's shared ServiceAccounts, as ``[ServiceAccount conveyor-executor,
+    ServiceAccount conveyor-spark, RoleBinding conveyor-spark]``; not owned by any Connector (the
+    garbage collector would delete them with the first one to go).
+
+    * ``conveyor-executor`` (:data:`~conveyor_operator.names.EXECUTOR_SERVICE_ACCOUNT`): executors
+      and cleanup Jobs, no binding and ``automountServiceAccountToken: false`` (issue 13: no API
+      permissions, no token); always, as those pods use it whatever the driver's account.
+    * ``conveyor-spark`` and its RoleBinding to the chart's Spark driver role
+      (:data:`SPARK_ROLE_RULES`): the drivers; not when the spec names its own ServiceAccount
+      (its permissions are then the user's business)."""
     namespace = manifest.metadata.namespace
+    executor = {"name": names.EXECUTOR_SERVICE_ACCOUNT, "namespace": namespace, "labels": names.shared_labels()}
+    out: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": executor,
+                                  "automountServiceAccountToken": False}]
+    if service_account_name(manifest) != names.SPARK_SERVICE_ACCOUNT:
+        return out
     meta = {"name": names.SPARK_SERVICE_ACCOUNT, "namespace": namespace, "labels": names.shared_labels()}
-    return [
+    return out + [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": settings.spark_driver_role_kind,
                      "name": settings.spark_driver_cluster_role},
          "subjects": [{"kind": "ServiceAccount", "name": names.SPARK_SERVICE_ACCOUNT, "namespace": namespace}]},
     ]
@@ -363,6 +388,13 @@ def spark_conf(manifest: ConnectorManifest, settings: OperatorSettings) -> dict[
             "spark.kubernetes.container.image.pullPolicy": spark.image_pull_policy,
             "spark.kubernetes.driver.pod.name": "$(POD_NAME)",
             "spark.kubernetes.authenticate.driver.serviceAccountName": sa,
+            # The pod template names it too (the template wins over Spark's fallback to the
+            # driver's account); no API permissions, no token.
+            "spark.kubernetes.authenticate.executor.serviceAccountName": names.EXECUTOR_SERVICE_ACCOUNT,
+            # Spark's executor ConfigMap (a copy of SPARK_CONF_DIR, which drivers do not have)
+            # would need configmaps create/delete; no driver Service to delete at stop either.
+            "spark.kubernetes.executor.disableConfigMap": "true",
+            "spark.kubernetes.driver.service.deleteOnTermination": "false",
             "spark.kubernetes.executor.podNamePrefix": manifest.name,  # Spark adds "-exec-<id>"
             "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_PATH,
             "spark.kubernetes.executor.podTemplateContainerName": "executor",
@@ -387,6 +419,8 @@ def executor_pod_template(manifest: ConnectorManifest, settings: OperatorSetting
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"labels": names.labels(manifest.name, names.EXECUTOR)},
         "spec": {
+            "serviceAccountName": names.EXECUTOR_SERVICE_ACCOUNT,
+            "automountServiceAccountToken": False,
             "terminationGracePeriodSeconds": grace + GRACE_MARGIN_SECONDS,
             "securityContext": pod_security(settings),
             "volumes": volumes,
@@ -527,7 +561,8 @@ def driver_resources(manifest: ConnectorManifest, memory: str) -> dict[str, Any]
 
 
 def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSettings, attempt: int) -> dict[str, Any]:
-    """One-shot ``conveyor cleanup`` for a deleted connector whose driver is not running.
+    """One-shot ``conveyor cleanup`` for a deleted connector whose driver is not running, as
+    ``conveyor-executor`` without a token (it talks to Kafka and the connector's systems only).
     Retries are the operator's (it deletes a failed Job and backs off), so
     ``backoffLimit`` is 0."""
     volumes, mounts = _storage(manifest, with_manifest=True)
@@ -545,7 +580,9 @@ def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSetting
                 "metadata": {"labels": names.labels(manifest.name, names.CLEANUP)},
                 "spec": {
                     "restartPolicy": "Never",
-                    "serviceAccountName": service_account_name(manifest),
+                    # conveyor cleanup calls neither the control API nor the Kubernetes API
+                    "serviceAccountName": names.EXECUTOR_SERVICE_ACCOUNT,
+                    "automountServiceAccountToken": False,
                     "securityContext": pod_security(settings),
                     "volumes": volumes,
                     "containers": [{

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -31,7 +32,13 @@ class OperatorSettings(BaseModel):
     )
     spark_driver_cluster_role: str = Field(
         "conveyor-spark-driver",
-        description="ClusterRole (shipped by the Helm chart) each connector's RoleBinding grants its driver.",
+        description="The role (shipped by the Helm chart) each namespace's RoleBinding conveyor-spark grants "
+                    "its drivers: a ClusterRole, or with spark_driver_role_kind Role a Role of that namespace.",
+    )
+    spark_driver_role_kind: Literal["ClusterRole", "Role"] = Field(
+        "ClusterRole",
+        description="Kind of spark_driver_cluster_role: the chart's ClusterRole when the operator watches every "
+                    "namespace, a Role in each watched namespace otherwise (no ClusterRole at all).",
     )
     pod_run_as_user: int | None = Field(
         None, ge=1,
@@ -44,6 +51,17 @@ class OperatorSettings(BaseModel):
         description="fsGroup of every driver, executor and cleanup pod (group owning the volumes mounted into "
                     "them, e.g. a PersistentVolumeClaim an archive sink writes to); unset: none, or the "
                     "platform's.",
+    )
+    allowed_images: list[str] = Field(
+        default_factory=list,
+        description="fnmatch patterns (case-sensitive) of the images a Connector may name in spec.spark.image "
+                    "(chart value connectors.allowedImages); empty: the runtime image's repository with any tag "
+                    "or digest (default_allowed_images).",
+    )
+    allowed_service_accounts: list[str] = Field(
+        default_factory=lambda: ["conveyor-spark"],
+        description="fnmatch patterns of the ServiceAccounts a Connector may name in spec.spark.serviceAccount "
+                    "(chart value connectors.allowedServiceAccounts); the namespace's conveyor-spark by default.",
     )
     field_manager: str = Field("conveyor-operator", description="Server-side apply field manager.")
 
@@ -67,5 +85,26 @@ class OperatorSettings(BaseModel):
                 values[name] = raw
         return cls.model_validate(values)
 
+    def image_patterns(self) -> list[str]:
+        """:attr:`allowed_images`, or when empty :func:`default_allowed_images` of the runtime image."""
+        return self.allowed_images or default_allowed_images(self.runtime_image)
+
     def control_url(self, name: str, namespace: str) -> str:
         return self.control_url_template.format(name=name, namespace=namespace, port=self.control_port).rstrip("/")
+
+
+def image_repository(image: str) -> str:
+    """An image reference without its tag and digest: ``reg:5000/team/conveyor:1.2@sha256:ab`` ->
+    ``reg:5000/team/conveyor`` (a ``:`` after the last ``/`` starts the tag, as in the OCI
+    distribution reference grammar)."""
+    name = image.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def default_allowed_images(runtime_image: str) -> list[str]:
+    """The runtime image's repository with any tag or digest, as fnmatch patterns:
+    ``["<repo>", "<repo>:*", "<repo>@*"]``."""
+    repository = image_repository(runtime_image)
+    return [repository, f"{repository}:*", f"{repository}@*"]

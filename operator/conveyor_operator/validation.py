@@ -1,16 +1,50 @@
-"""Checks of a Connector the CRD schema cannot make: the connector's own configuration
-validation, and the Secrets and ConfigMaps it references."""
+"""Checks of a Connector the CRD schema cannot make: the images and ServiceAccounts the
+operator's settings allow, the connector's own configuration validation, and the Secrets and
+ConfigMaps it references."""
 
 from __future__ import annotations
 
 import logging
+import re
+from fnmatch import fnmatchcase
 
 from kubernetes.client.rest import ApiException
 
 from conveyor.manifest import ConnectorManifest
 from conveyor_operator.kube import Kube
+from conveyor_operator.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
+
+_REFERENCE = re.compile(
+    r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+"""An image reference (the OCI distribution reference grammar, simplified): matched before the
+allow-list, so that a glob's ``*`` cannot stretch over something that is not a tag or digest."""
+
+
+def not_permitted(manifest: ConnectorManifest, settings: OperatorSettings) -> str:
+    """The fields naming an image or ServiceAccount the operator's settings do not allow
+    (issue 13 item 4: ``connectors.allowedImages``, ``connectors.allowedServiceAccounts``;
+    fnmatch patterns, case-sensitive). Unset fields are the operator's own choice and always
+    allowed.
+
+    Returns:
+        One ``spec.spark.image: 'evil/image:1' is not allowed (connectors.allowedImages)`` line
+        per field, or ``""``.
+    """
+    spark = manifest.spec.spark
+    problems = []
+    if spark.image is not None:
+        if not _REFERENCE.match(spark.image):
+            problems.append(f"spec.spark.image: {spark.image!r} is not an image reference")
+        elif not any(fnmatchcase(spark.image, p) for p in settings.image_patterns()):
+            problems.append(f"spec.spark.image: {spark.image!r} is not allowed (connectors.allowedImages)")
+    account = spark.service_account
+    if account is not None and not any(fnmatchcase(account, p) for p in settings.allowed_service_accounts):
+        problems.append(f"spec.spark.serviceAccount: {account!r} is not allowed (connectors.allowedServiceAccounts)")
+    return "\n".join(problems)
 
 
 def connector_config_errors(manifest: ConnectorManifest) -> str:

@@ -60,6 +60,9 @@ OPERATOR_KEYS: dict[str, str] = {
     "spark.kubernetes.executor.podTemplateFile": "the operator",
     "spark.kubernetes.executor.podTemplateContainerName": "the operator",
     "spark.kubernetes.executor.deleteOnTermination": "the operator",
+    "spark.kubernetes.authenticate.executor.serviceAccountName": "the operator (conveyor-executor)",
+    "spark.kubernetes.executor.disableConfigMap": "the operator",
+    "spark.kubernetes.driver.service.deleteOnTermination": "the operator",
 }
 """The properties the operator renders, with the field (or party) that sets each."""
 

@@ -65,9 +65,8 @@ OPERATOR_NEEDS_NAMED: dict[tuple[str, str], tuple[set[str], set[str]]] = {
 # not hold these permissions (a copy of conveyor_operator.render.SPARK_ROLE_RULES, checked equal).
 SPARK_DRIVER_ROLE: dict[tuple[str, str], set[str]] = {
     ("", "pods"): {"create", "get", "list", "watch", "delete", "deletecollection", "patch"},
-    ("", "services"): {"create", "get", "list", "watch", "delete", "deletecollection"},
-    ("", "configmaps"): {"create", "get", "list", "watch", "delete", "deletecollection"},
-    ("", "persistentvolumeclaims"): {"create", "get", "list", "watch", "delete", "deletecollection"},
+    ("", "persistentvolumeclaims"): {"create", "get", "list", "delete", "deletecollection"},
+    ("", "configmaps"): {"create"},  # the namespace-deletion dry-run probe only
 }
 CLUSTER_SCOPED = {
     ("apiextensions.k8s.io", "customresourcedefinitions"),
@@ -256,6 +255,7 @@ def test_operator_container_command_image_env_and_probe(helm):
     assert float(env["CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS"]["value"]) > 0
     assert env["CONVEYOR_OPERATOR_LOG_LEVEL"]["value"] == "INFO"
     assert env["CONVEYOR_OPERATOR_SPARK_DRIVER_CLUSTER_ROLE"]["value"] == SPARK_DRIVER_CLUSTER_ROLE
+    assert env["CONVEYOR_OPERATOR_SPARK_DRIVER_ROLE_KIND"]["value"] == "ClusterRole"
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert all(isinstance(e.get("value", ""), str) for e in container["env"])
     probe = container["livenessProbe"]["httpGet"]
@@ -334,9 +334,8 @@ def test_the_operator_reads_the_spark_driver_cluster_role_variable(helm):
         (NAMESPACE, [], SPARK_DRIVER_CLUSTER_ROLE),
         ("other", [], f"other-{RELEASE}-conveyor-spark-driver"),
         ("other", ["fullnameOverride=ops"], "other-ops-spark-driver"),
-        ("other", ["fullnameOverride=ops", "watchNamespaces={a}"], "other-ops-spark-driver"),
     ],
-    ids=["defaults", "namespace", "fullnameOverride", "watchNamespaces"],
+    ids=["defaults", "namespace", "fullnameOverride"],
 )
 def test_one_spark_driver_cluster_role_name_everywhere(helm, namespace, sets, expected):
     """The ClusterRole, the operator's `bind` of it and the operator's variable name the same role."""
@@ -381,7 +380,8 @@ def _assert_holds_none_of_the_spark_drivers_own(granted: set[Grant]) -> None:
     assert not {g for g in granted if g[:2] in {("", "persistentvolumeclaims")}}
     assert not {g for g in granted if g[2] == "deletecollection"}
     assert {g[2] for g in granted if g[:2] == ("", "pods")} <= {"get", "list", "watch"}
-    assert not {g for g in granted if g[:2] == ("rbac.authorization.k8s.io", "roles")}, "the operator creates no Roles"
+    assert not {g for g in granted if g[:2] == ("rbac.authorization.k8s.io", "roles") and g[2] != "bind"}, \
+        "the operator creates no Roles"
     assert not {g for g in granted if g[2] in ("escalate", "bind") and g[3] is None}, "bind/escalate of any role"
 
 
@@ -407,46 +407,58 @@ def test_cluster_wide_rbac_is_exactly_what_the_operator_needs(helm):
 
 
 @pytest.mark.parametrize("sets", [[], ["watchNamespaces={a}"]], ids=["cluster-wide", "watchNamespaces"])
-def test_the_spark_driver_cluster_role_is_the_operators_spark_role(helm, sets):
-    """The chart's ClusterRole is exactly conveyor_operator.render.SPARK_ROLE_RULES (the source of
-    truth), and the operator may `bind` that ClusterRole and no other."""
+def test_the_spark_driver_role_is_the_operators_spark_role(helm, sets):
+    """The chart's Spark driver role (a ClusterRole cluster-wide, a Role per watched namespace) is
+    exactly conveyor_operator.render.SPARK_ROLE_RULES (the source of truth), and the operator may
+    `bind` that role and no other."""
     from conveyor_operator.render import SPARK_ROLE_RULES
 
     expected = _grants({"kind": "Role", "rules": SPARK_ROLE_RULES})
     assert expected == _union(SPARK_DRIVER_ROLE), "the Spark driver rules changed: update SPARK_DRIVER_ROLE and the chart"
     docs = _render(helm, *sets)
-    spark = _cluster_role(docs, SPARK_DRIVER_CLUSTER_ROLE)
+    if sets:
+        spark = _namespaced(docs, "Role", f"{RELEASE}-conveyor-spark-driver", "a")
+        operator = _namespaced(docs, "Role", f"{RELEASE}-conveyor", "a")
+        resources = "roles"
+    else:
+        spark, operator, resources = _cluster_role(docs, SPARK_DRIVER_CLUSTER_ROLE), \
+            _cluster_role(docs, OPERATOR_CLUSTER_ROLE), "clusterroles"
     _assert_no_wildcards(spark)
     assert _grants(spark) == expected
     assert sorted(spark["rules"], key=str) == sorted(SPARK_ROLE_RULES, key=str), "the same rules, rule by rule"
-
-    operator = _cluster_role(docs, OPERATOR_CLUSTER_ROLE)
     (bind,) = [r for r in operator["rules"] if "bind" in r["verbs"]]
     assert bind == {
         "apiGroups": ["rbac.authorization.k8s.io"],
-        "resources": ["clusterroles"],
+        "resources": [resources],
         "verbs": ["bind"],
-        "resourceNames": [SPARK_DRIVER_CLUSTER_ROLE],
+        "resourceNames": [spark["metadata"]["name"]],
     }
-    # the only binding of the Spark driver ClusterRole the chart makes is none: the operator's, per connector
-    assert not [d for d in docs if d["kind"].endswith("Binding") and d["roleRef"]["name"] == SPARK_DRIVER_CLUSTER_ROLE]
+    # the chart binds the Spark driver role to no one: the operator does, per namespace
+    assert not [d for d in docs if d["kind"].endswith("Binding") and d["roleRef"]["name"] == spark["metadata"]["name"]]
 
 
-def test_watch_namespaces_rbac_is_roles_in_those_namespaces(helm):
+def _namespaced(docs, kind: str, name: str, namespace: str) -> dict:
+    (found,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name
+                and d["metadata"]["namespace"] == namespace]
+    return found
+
+
+def test_watch_namespaces_rbac_is_roles_in_those_namespaces_and_no_cluster_role(helm):
+    """Issue 13 item 4: watching named namespaces, the chart needs no ClusterRole at all."""
     docs = _render(helm, "watchNamespaces={a,b}")
-    cluster_role = _cluster_role(docs, OPERATOR_CLUSTER_ROLE)
-    _assert_no_wildcards(cluster_role)
-    _assert_exactly(_grants(cluster_role), REQUIRED_CLUSTER, "cluster-wide: only the cluster-scoped bits;")
-    _cluster_role(docs, SPARK_DRIVER_CLUSTER_ROLE)
-    _one(docs, "ClusterRoleBinding")
-
-    roles = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "Role"}
+    assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    operator_roles = {d["metadata"]["namespace"]: d for d in docs
+                      if d["kind"] == "Role" and d["metadata"]["name"] == f"{RELEASE}-conveyor"}
+    spark_roles = {d["metadata"]["namespace"]: d for d in docs
+                   if d["kind"] == "Role" and d["metadata"]["name"] == f"{RELEASE}-conveyor-spark-driver"}
     bindings = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "RoleBinding"}
-    assert sorted(roles) == sorted(bindings) == ["a", "b"]
+    assert sorted(operator_roles) == sorted(spark_roles) == sorted(bindings) == ["a", "b"]
+    assert len([d for d in docs if d["kind"] == "Role"]) == 4
     sa = _one(docs, "ServiceAccount")["metadata"]
-    for namespace, role in roles.items():
+    bind = ("rbac.authorization.k8s.io", "roles", "bind", f"{RELEASE}-conveyor-spark-driver")
+    for namespace, role in operator_roles.items():
         _assert_no_wildcards(role)
-        _assert_exactly(_grants(role), REQUIRED_NAMESPACED, f"the operator Role in {namespace}")
+        _assert_exactly(_grants(role), REQUIRED_NAMESPACED | {bind}, f"the operator Role in {namespace}")
         _assert_holds_none_of_the_spark_drivers_own(_grants(role))
         binding = bindings[namespace]
         assert binding["roleRef"] == {
@@ -455,6 +467,10 @@ def test_watch_namespaces_rbac_is_roles_in_those_namespaces(helm):
             "name": role["metadata"]["name"],
         }
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}]
+    (container,) = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["CONVEYOR_OPERATOR_SPARK_DRIVER_ROLE_KIND"] == "Role"
+    assert env["CONVEYOR_OPERATOR_SPARK_DRIVER_CLUSTER_ROLE"] == f"{RELEASE}-conveyor-spark-driver"
 
 
 def test_rbac_can_be_left_to_someone_else(helm):
@@ -558,7 +574,7 @@ metadata: {{name: demo-spark, namespace: {ns}}}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {{name: demo-spark, namespace: {ns}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: {kind}, name: {role}}}
 subjects: [{{kind: ServiceAccount, name: demo-spark, namespace: {ns}}}]
 ---
 apiVersion: batch/v1
@@ -640,8 +656,7 @@ def _refused(kube_api, kubeconfig, manifest: str, *, escalation: bool = False) -
     return result.stderr
 
 
-def _assert_binds_only_the_spark_driver_cluster_role(kube_api, operator, namespace: str, spark_role: str) -> None:
-    kube_api.kubectl("get", "clusterrole", spark_role)  # the chart installed it (a bind needs no role)
+def _assert_binds_only_the_spark_driver_role(kube_api, operator, namespace: str) -> None:
     # Bootstrap ClusterRoles the API server creates itself. Not `edit`: it is aggregated, and with
     # no controller-manager here its rules stay empty (nothing to escalate); its own rules are in
     # system:aggregate-to-edit.
@@ -666,12 +681,13 @@ def test_installed_chart_lets_the_operator_do_its_work_cluster_wide(kube_api, ku
         # The operator binds the Spark driver ClusterRole without holding its permissions (`bind`).
         kube_api.kubectl(
             "apply", "-f", "-", kubeconfig=operator,
-            input=SPARK_DRIVER_OBJECTS.format(ns=connectors_ns, role=spark_role),
+            input=SPARK_DRIVER_OBJECTS.format(ns=connectors_ns, role=spark_role, kind="ClusterRole"),
         )
         assert not _can_i(kube_api, operator, "create", "pods", connectors_ns), "the operator holds no driver rights"
         assert not _can_i(kube_api, operator, "deletecollection", "configmaps", connectors_ns)
         assert not _can_i(kube_api, operator, "get", "persistentvolumeclaims", connectors_ns)
-        _assert_binds_only_the_spark_driver_cluster_role(kube_api, operator, connectors_ns, spark_role)
+        kube_api.kubectl("get", "clusterrole", spark_role)  # the chart installed it (a bind needs no role)
+        _assert_binds_only_the_spark_driver_role(kube_api, operator, connectors_ns)
 
         # ...and the driver's ServiceAccount gets them, in its namespace only.
         driver = kube_api.kubeconfig_for_token(
@@ -707,29 +723,34 @@ def test_installed_chart_lets_the_operator_do_its_work_cluster_wide(kube_api, ku
 
 @pytest.mark.integration
 def test_installed_chart_with_watch_namespaces_is_confined_to_them(kube_api, kube_namespace):
+    """Watching named namespaces: no ClusterRole at all; the Spark driver role is a Role in each."""
     release = "cv"
     watched = kube_api.create_namespace(f"w-{kube_namespace[-8:]}")
     unwatched = kube_api.create_namespace(f"u-{kube_namespace[-8:]}")
     try:
         _install(kube_api, release, kube_namespace, f"watchNamespaces={{{watched}}}")
+        installed = kube_api.helm("get", "manifest", release, "--namespace", kube_namespace).stdout
+        assert not [d for d in yaml.safe_load_all(installed) if d and d["kind"].startswith("Cluster")]
         operator = _as_operator(kube_api, release, kube_namespace)
-        spark_role = _spark_driver_cluster_role(release, kube_namespace)
-        kube_api.kubectl(
-            "apply", "-f", "-", kubeconfig=operator, input=SPARK_DRIVER_OBJECTS.format(ns=watched, role=spark_role)
-        )
-        _assert_binds_only_the_spark_driver_cluster_role(kube_api, operator, watched, spark_role)
-        # `bind` is cluster-wide, but RoleBindings (and the rest) can only be created where watched.
-        _refused(kube_api, operator, ROLE_BINDING.format(name="demo-spark", ns=unwatched, role=spark_role))
+        spark_role = f"{release}-conveyor-spark-driver"
+        kube_api.kubectl("get", "role", spark_role, "--namespace", watched)
+        kube_api.kubectl("apply", "-f", "-", kubeconfig=operator,
+                         input=SPARK_DRIVER_OBJECTS.format(ns=watched, role=spark_role, kind="Role"))
+        _assert_binds_only_the_spark_driver_role(kube_api, operator, watched)
+        driver = kube_api.kubeconfig_for_token(kube_api.service_account_token(watched, "demo-spark"), "driver-w")
+        assert _can_i(kube_api, driver, "create", "pods", watched)
+        assert not _can_i(kube_api, driver, "create", "pods", unwatched)
+        # RoleBindings (and the rest) can only be created where watched.
         refused = kube_api.kubectl(
             "apply", "-f", "-", kubeconfig=operator,
-            input=SPARK_DRIVER_OBJECTS.format(ns=unwatched, role=spark_role), check=False,
+            input=SPARK_DRIVER_OBJECTS.format(ns=unwatched, role=spark_role, kind="Role"), check=False,
         )
         assert refused.returncode != 0 and "forbidden" in refused.stderr, refused.stderr
         assert _can_i(kube_api, operator, "watch", "connectors.conveyor.dev", watched)
         assert not _can_i(kube_api, operator, "watch", "connectors.conveyor.dev", unwatched)
         assert not _can_i(kube_api, operator, "watch", "connectors.conveyor.dev"), "not cluster-wide"
-        assert _can_i(kube_api, operator, "list", "customresourcedefinitions.apiextensions.k8s.io")
-        assert _can_i(kube_api, operator, "watch", "namespaces")
+        assert not _can_i(kube_api, operator, "list", "customresourcedefinitions.apiextensions.k8s.io")
+        assert not _can_i(kube_api, operator, "watch", "namespaces"), "no ClusterRole: kopf's scanning is off"
     finally:
         kube_api.delete_namespace(watched)
         kube_api.delete_namespace(unwatched)

@@ -52,17 +52,50 @@ def test_disruption_budget_lets_one_pod_of_the_connector_go_at_a_time():
 
 
 def test_namespace_spark_rbac_is_shared_and_not_owned():
-    sa, binding = render.namespace_objects(manifest(), SETTINGS)
-    assert (sa["kind"], binding["kind"]) == ("ServiceAccount", "RoleBinding")
-    assert render.namespace_objects(manifest(tasksMax=3), SETTINGS) == [sa, binding]
+    executor, sa, binding = render.namespace_objects(manifest(), SETTINGS)
+    assert (executor["kind"], sa["kind"], binding["kind"]) == ("ServiceAccount", "ServiceAccount", "RoleBinding")
+    assert render.namespace_objects(manifest(tasksMax=3), SETTINGS) == [executor, sa, binding]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": SETTINGS.spark_driver_cluster_role}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "conveyor-spark", "namespace": "data"}]
     for o in (sa, binding):
         assert o["metadata"]["name"] == "conveyor-spark" and o["metadata"]["namespace"] == "data"
+    for o in (executor, sa, binding):
         assert "ownerReferences" not in o["metadata"]
         assert names.LABEL_CONNECTOR not in o["metadata"]["labels"]
-    assert render.namespace_objects(manifest(spark={"serviceAccount": "mine"}), SETTINGS) == []
+    namespaced = OperatorSettings(spark_driver_cluster_role="rel-conveyor-spark-driver", spark_driver_role_kind="Role")
+    assert render.namespace_objects(manifest(), namespaced)[2]["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "rel-conveyor-spark-driver"}
+    # a spec with its own driver account keeps it; executors still run without API rights
+    assert render.namespace_objects(manifest(spark={"serviceAccount": "mine"}), SETTINGS) == [executor]
+
+
+def test_executors_and_cleanup_jobs_run_without_api_permissions_or_token():
+    """Issue 13 item 4: a ServiceAccount bound to nothing, whose token is never mounted."""
+    (executor, *_) = render.namespace_objects(manifest(), SETTINGS)
+    assert executor["metadata"]["name"] == names.EXECUTOR_SERVICE_ACCOUNT == "conveyor-executor"
+    assert executor["automountServiceAccountToken"] is False
+    for spec in ({}, {"spark": {"serviceAccount": "mine"}}):
+        m = manifest(**spec)
+        template = render.executor_pod_template(m, SETTINGS)["spec"]
+        job = render.cleanup_job(m, "u", SETTINGS, attempt=1)["spec"]["template"]["spec"]
+        for pod in (template, job):
+            assert pod["serviceAccountName"] == "conveyor-executor"
+            assert pod["automountServiceAccountToken"] is False
+        conf = render.spark_conf(m, SETTINGS)
+        assert conf["spark.kubernetes.authenticate.executor.serviceAccountName"] == "conveyor-executor"
+        driver = by_kind(render.objects(m, "u", 1, SETTINGS))["Deployment"]["spec"]["template"]["spec"]
+        assert driver["serviceAccountName"] == spec.get("spark", {}).get("serviceAccount", "conveyor-spark")
+        assert "automountServiceAccountToken" not in driver, "the driver needs its token (executor pods)"
+
+
+def test_the_driver_needs_no_config_map_or_service_of_spark_and_its_role_says_so():
+    conf = render.spark_conf(manifest(), SETTINGS)
+    assert conf["spark.kubernetes.executor.disableConfigMap"] == "true"
+    assert conf["spark.kubernetes.driver.service.deleteOnTermination"] == "false"
+    granted = {(r, v) for rule in render.SPARK_ROLE_RULES for r in rule["resources"] for v in rule["verbs"]}
+    assert {v for r, v in granted if r == "configmaps"} == {"create"}, "the namespace-deletion probe only"
+    assert not {r for r, _ in granted} & {"services", "secrets", "pods/exec", "pods/log", "serviceaccounts"}
 
 
 def test_driver_mounts_manifest_and_executor_template_from_one_config_map():

@@ -15,3 +15,14 @@ def test_the_api_server_filters_pods_by_the_connector_label(monkeypatch):
     assert list(settings.watching.label_selectors.collect(pods)) == [names.LABEL_CONNECTOR]
     connectors = Resource(GROUP, VERSION, PLURAL, kind="Connector", namespaced=True)
     assert list(settings.watching.label_selectors.collect(connectors)) == []
+
+
+def test_watching_named_namespaces_kopf_scans_neither_namespaces_nor_crds(monkeypatch):
+    """The chart's namespaced mode grants no ClusterRole: kopf must not list namespaces or watch
+    CRDs (it finds the Connector resource through discovery, open to every authenticated user)."""
+    monkeypatch.setattr(handlers, "_api_client", lambda max_workers: None)
+    for watched, disabled in (("", False), ("team-a", True)):
+        monkeypatch.setenv("CONVEYOR_OPERATOR_WATCH_NAMESPACES", watched)
+        settings = kopf.OperatorSettings()
+        handlers.startup(settings=settings)
+        assert settings.scanning.disabled is disabled

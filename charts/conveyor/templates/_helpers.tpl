@@ -96,40 +96,63 @@ it and two releases of the same name in two namespaces do not collide.
 {{- end }}
 
 {{/*
-Name of the ClusterRole of the Spark drivers (see templates/spark-driver/clusterrole.yaml):
-cluster-scoped, so the release namespace is part of it. Passed to the operator as
-CONVEYOR_OPERATOR_SPARK_DRIVER_CLUSTER_ROLE; each connector's RoleBinding refers to it.
+Name of the ClusterRole of the Spark drivers (see templates/spark-driver/clusterrole.yaml), when the
+operator watches every namespace: cluster-scoped, so the release namespace is part of it.
 */}}
 {{- define "conveyor.sparkDriverClusterRoleName" -}}
 {{- printf "%s-%s-spark-driver" .Release.Namespace (include "conveyor.fullname" .) | trunc 253 }}
 {{- end }}
 
 {{/*
-RBAC rules that are cluster-scoped by nature: kopf scans CRDs and, cluster-wide, namespaces;
-ClusterRoles are cluster-scoped, so `bind` of the Spark driver ClusterRole is granted here in
-both modes (RoleBindings themselves can only be created where the operator may create them).
+The Spark driver role each namespace's RoleBinding conveyor-spark refers to: the ClusterRole above
+when the operator watches every namespace; with watchNamespaces a Role of this name in each of them
+(no ClusterRole at all). Passed to the operator as CONVEYOR_OPERATOR_SPARK_DRIVER_CLUSTER_ROLE and
+CONVEYOR_OPERATOR_SPARK_DRIVER_ROLE_KIND.
+*/}}
+{{- define "conveyor.sparkDriverRoleName" -}}
+{{- if empty .Values.watchNamespaces }}
+{{- include "conveyor.sparkDriverClusterRoleName" . }}
+{{- else }}
+{{- printf "%s-spark-driver" (include "conveyor.fullname" .) | trunc 253 }}
+{{- end }}
+{{- end }}
+
+{{- define "conveyor.sparkDriverRoleKind" -}}
+{{- if empty .Values.watchNamespaces }}ClusterRole{{ else }}Role{{ end }}
+{{- end }}
+
+{{/*
+RBAC rules that are cluster-scoped by nature, only when the operator watches every namespace:
+kopf scans CRDs and follows namespaces, and the operator may `bind` the Spark driver ClusterRole.
+With watchNamespaces kopf needs neither (the operator disables kopf's scanning, the namespaces are
+exact names and discovery is open to every authenticated user), and `bind` is of a Role.
 */}}
 {{- define "conveyor.rbac.clusterRules" -}}
 # kopf: find the Connector CRD and its versions.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
-# kopf: follow namespaces (cluster-wide and namespace patterns).
+# kopf: follow namespaces.
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get", "list", "watch"]
-# Each connector's RoleBinding grants the chart's Spark driver ClusterRole, and only that one:
-# `bind` lets the operator refer to it without holding its permissions (no escalation check).
+{{- end }}
+
+{{/*
+`bind` of the Spark driver role, and of it only: each namespace's RoleBinding conveyor-spark refers
+to it without the operator holding its permissions (RBAC's escalation check is then skipped).
+*/}}
+{{- define "conveyor.rbac.bindRule" -}}
 - apiGroups: ["rbac.authorization.k8s.io"]
-  resources: ["clusterroles"]
+  resources: [{{ ternary "clusterroles" "roles" (empty .Values.watchNamespaces) | quote }}]
   verbs: ["bind"]
-  resourceNames: [{{ include "conveyor.sparkDriverClusterRoleName" . | quote }}]
+  resourceNames: [{{ include "conveyor.sparkDriverRoleName" . | quote }}]
 {{- end }}
 
 {{/*
 RBAC rules in the namespaces of the Connectors: a ClusterRole cluster-wide, a Role per namespace
 in watchNamespaces. The Spark driver's own permissions are not here: the chart's Spark driver
-ClusterRole holds them, and the operator only binds it (see conveyor.rbac.clusterRules).
+role holds them, and the operator only binds it (see conveyor.rbac.bindRule).
 */}}
 {{- define "conveyor.rbac.namespacedRules" -}}
 # The Connector resources: kopf watches them and patches finalizers, annotations and status.
@@ -150,7 +173,8 @@ ClusterRole holds them, and the operator only binds it (see conveyor.rbac.cluste
 - apiGroups: [""]
   resources: ["configmaps", "services"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# The namespace's Spark driver ServiceAccount (conveyor-spark, shared by its connectors).
+# The namespace's ServiceAccounts, shared by its connectors: conveyor-spark (drivers) and
+# conveyor-executor (executors and cleanup Jobs: no binding, no token).
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
@@ -179,22 +203,26 @@ ClusterRole holds them, and the operator only binds it (see conveyor.rbac.cluste
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# The per-connector RoleBinding of the Spark driver ClusterRole (the operator creates no Roles).
+# The namespace's RoleBinding of the Spark driver role (the operator creates no Roles).
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["rolebindings"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 {{- end }}
 
 {{/*
-RBAC rules of the Spark driver ClusterRole: what Spark's driver does with the API in client mode
-(executor pods, their ConfigMaps, Services and volumes). The source of truth is
-operator/conveyor_operator/render.py SPARK_ROLE_RULES; tests/unit/test_chart.py holds them equal.
+RBAC rules of the Spark driver role: what Spark's driver does with the API in client mode, in its
+own namespace: executor pods, OnDemand executor volume claims, and a dry-run ConfigMap create (the
+namespace-deletion probe). No services, no secrets, no pods/exec or pods/log. The source of truth
+is operator/conveyor_operator/render.py SPARK_ROLE_RULES; tests/kube/test_chart.py holds them equal.
 */}}
 {{- define "conveyor.rbac.sparkDriverRules" -}}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["create", "get", "list", "watch", "delete", "deletecollection", "patch"]
 - apiGroups: [""]
-  resources: ["services", "configmaps", "persistentvolumeclaims"]
-  verbs: ["create", "get", "list", "watch", "delete", "deletecollection"]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["create", "get", "list", "delete", "deletecollection"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create"]
 {{- end }}
