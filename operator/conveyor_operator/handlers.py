@@ -34,7 +34,7 @@ from kubernetes import client
 from kubernetes import config as kube_config
 
 from conveyor.manifest import ConnectorManifest, ManifestError
-from conveyor_operator import GROUP, PLURAL, VERSION, names, render
+from conveyor_operator import GROUP, PLURAL, VERSION, names, network_policy, render
 from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
 from conveyor_operator.control_secret import ControlSecrets
@@ -207,6 +207,8 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
     control_secret_uid = RUNTIME.control_secrets.ensure(kube, manifest, render.owner_reference(name, uid))
     for obj in render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled, control_secret_uid):
         kube.apply(obj)
+    for policy in network_policy.disabled_policies(manifest, RUNTIME.settings):
+        kube.delete(*policy)
     conditions.set(C.PROGRESSING, True, "Reconciled", f"generation {generation} applied")
     conditions.set(C.DEGRADED, False, "AsExpected")
     if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in (

@@ -46,6 +46,19 @@ class OperatorSettings(BaseModel):
                     "platform's.",
     )
     field_manager: str = Field("conveyor-operator", description="Server-side apply field manager.")
+    network_policy: bool = Field(
+        True, description="Apply each connector's NetworkPolicies (conveyor_operator.network_policy); false: "
+                          "none, and those applied before are deleted.",
+    )
+    network_policy_operator_namespace: str = Field(
+        "", description="Namespace of the operator's pods, admitted to the drivers' control API; the chart "
+                        "passes its release namespace. Empty (or no labels): the control port admits every source.",
+    )
+    network_policy_operator_labels: list[str] = Field(
+        default_factory=list,
+        description="Labels (key=value) of the operator's pods, admitted to the drivers' control API; the chart "
+                    "passes its operator's selector labels.",
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorSettings:
