@@ -34,7 +34,7 @@ from kubernetes import client
 from kubernetes import config as kube_config
 
 from conveyor.manifest import ConnectorManifest, ManifestError
-from conveyor_operator import GROUP, PLURAL, VERSION, names, network_policy, render
+from conveyor_operator import GROUP, PLURAL, VERSION, connector_classes, names, network_policy, render
 from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
 from conveyor_operator.control_secret import ControlSecrets
@@ -43,7 +43,7 @@ from conveyor_operator.pod_health import POD_PROBLEM_REASONS, pod_problem
 from conveyor_operator.settings import OperatorSettings
 from conveyor_operator.shared_objects import SharedObjects
 from conveyor_operator.status import ConditionType as C
-from conveyor_operator.validation import check_references, connector_config_errors
+from conveyor_operator.validation import check_references
 
 log = logging.getLogger("conveyor_operator")
 
@@ -182,9 +182,11 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
         manifest = parse(body)
     except ManifestError as exc:
         return _reject(body, conditions, "InvalidSpec", str(exc))
-    errors = connector_config_errors(manifest)
+    errors, left_to_driver = connector_classes.config_errors(manifest, RUNTIME.settings)
     if errors:
         return _reject(body, conditions, "InvalidConfig", errors)
+    if left_to_driver:
+        shared_kube().event(body, "Normal", connector_classes.EVENT_REASON, message=left_to_driver)
     missing = check_references(shared_kube(), manifest)
     if missing:
         conditions.set(C.DEGRADED, True, "MissingReference", missing)
@@ -209,7 +211,8 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
         kube.apply(obj)
     for policy in network_policy.disabled_policies(manifest, RUNTIME.settings):
         kube.delete(*policy)
-    conditions.set(C.PROGRESSING, True, "Reconciled", f"generation {generation} applied")
+    applied = f"generation {generation} applied" + (f"; {left_to_driver}" if left_to_driver else "")
+    conditions.set(C.PROGRESSING, True, "Reconciled", applied)
     conditions.set(C.DEGRADED, False, "AsExpected")
     if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in (
             "InvalidSpec", "InvalidConfig", "MissingReference"):

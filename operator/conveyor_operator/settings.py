@@ -46,6 +46,12 @@ class OperatorSettings(BaseModel):
                     "platform's.",
     )
     field_manager: str = Field("conveyor-operator", description="Server-side apply field manager.")
+    allowed_connector_modules: list[str] = Field(
+        default_factory=list,
+        description="Globs (fnmatch) of modules the operator may import to validate a Connector's config when "
+                    "spec.class or spec.config names a class by dotted path; installed connectors (entry points "
+                    "of group conveyor.connectors) are always allowed. Others are validated by the driver only.",
+    )
     network_policy: bool = Field(
         True, description="Apply each connector's NetworkPolicies (conveyor_operator.network_policy); false: "
                           "none, and those applied before are deleted.",

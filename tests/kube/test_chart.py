@@ -260,6 +260,7 @@ def test_operator_container_command_image_env_and_probe(helm):
     assert float(env["CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS"]["value"]) > 0
     assert env["CONVEYOR_OPERATOR_LOG_LEVEL"]["value"] == "INFO"
     assert env["CONVEYOR_OPERATOR_SPARK_DRIVER_CLUSTER_ROLE"]["value"] == SPARK_DRIVER_CLUSTER_ROLE
+    assert env["CONVEYOR_OPERATOR_ALLOWED_CONNECTOR_MODULES"]["value"] == "", "no module beyond installed connectors"
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert all(isinstance(e.get("value", ""), str) for e in container["env"])
     probe = container["livenessProbe"]["httpGet"]
@@ -278,6 +279,7 @@ def test_values_reach_the_deployment(helm):
             "runtimeImage.repository=registry.example:5000/ops/conveyor",
             "runtimeImage.tag=4.5.6",
             "watchNamespaces={data,etl}",
+            "allowedConnectorModules={acme.connectors.*,my_sinks}",
             "statusIntervalSeconds=5",
             "logLevel=DEBUG",
             "podAnnotations.team=data",
@@ -296,6 +298,10 @@ def test_values_reach_the_deployment(helm):
     assert container["image"] == "registry.example:5000/ops/conveyor-operator:1.2.3"
     assert env["CONVEYOR_OPERATOR_RUNTIME_IMAGE"] == "registry.example:5000/ops/conveyor:4.5.6"
     assert env["CONVEYOR_OPERATOR_WATCH_NAMESPACES"] == "data,etl"
+    assert env["CONVEYOR_OPERATOR_ALLOWED_CONNECTOR_MODULES"] == "acme.connectors.*,my_sinks"
+    from conveyor_operator.settings import OperatorSettings
+
+    assert OperatorSettings.from_env(env).allowed_connector_modules == ["acme.connectors.*", "my_sinks"]
     assert env["CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS"] == "5"
     assert env["CONVEYOR_OPERATOR_LOG_LEVEL"] == "DEBUG"
     assert template["metadata"]["annotations"] == {"team": "data"}
