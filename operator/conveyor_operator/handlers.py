@@ -35,7 +35,7 @@ from kubernetes import client
 from kubernetes import config as kube_config
 
 from conveyor.manifest import ConnectorManifest, ManifestError
-from conveyor_operator import GROUP, PLURAL, VERSION, names, render
+from conveyor_operator import GROUP, PLURAL, VERSION, connector_classes, names, network_policy, render
 from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
 from conveyor_operator.control_secret import ControlSecrets
@@ -44,7 +44,7 @@ from conveyor_operator.pod_health import POD_PROBLEM_REASONS, pod_problem
 from conveyor_operator.settings import OperatorSettings
 from conveyor_operator.shared_objects import SharedObjects
 from conveyor_operator.status import ConditionType as C
-from conveyor_operator.validation import check_references, connector_config_errors, not_permitted
+from conveyor_operator.validation import check_references, not_permitted
 
 log = logging.getLogger("conveyor_operator")
 
@@ -192,9 +192,11 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
     refused = not_permitted(manifest, RUNTIME.settings)
     if refused:
         return _reject(body, conditions, "NotAllowed", refused)
-    errors = connector_config_errors(manifest)
+    errors, left_to_driver = connector_classes.config_errors(manifest, RUNTIME.settings)
     if errors:
         return _reject(body, conditions, "InvalidConfig", errors)
+    if left_to_driver:
+        shared_kube().event(body, "Normal", connector_classes.EVENT_REASON, message=left_to_driver)
     missing = check_references(shared_kube(), manifest)
     if missing:
         conditions.set(C.DEGRADED, True, "MissingReference", missing)
@@ -217,7 +219,10 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
     control_secret_uid = RUNTIME.control_secrets.ensure(kube, manifest, render.owner_reference(name, uid))
     for obj in render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled, control_secret_uid):
         kube.apply(obj)
-    conditions.set(C.PROGRESSING, True, "Reconciled", f"generation {generation} applied")
+    for policy in network_policy.disabled_policies(manifest, RUNTIME.settings):
+        kube.delete(*policy)
+    applied = f"generation {generation} applied" + (f"; {left_to_driver}" if left_to_driver else "")
+    conditions.set(C.PROGRESSING, True, "Reconciled", applied)
     conditions.set(C.DEGRADED, False, "AsExpected")
     if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in SPEC_PROBLEMS:
         conditions.set(C.READY, False, "DriverStarting", "waiting for the driver's first status")

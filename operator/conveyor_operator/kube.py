@@ -21,6 +21,7 @@ _PLURALS = {
     "ConfigMap": "configmaps", "Service": "services", "ServiceAccount": "serviceaccounts", "Secret": "secrets",
     "Pod": "pods", "Deployment": "deployments", "Job": "jobs", "RoleBinding": "rolebindings",
     "Connector": PLURAL, "Event": "events", "PodDisruptionBudget": "poddisruptionbudgets",
+    "NetworkPolicy": "networkpolicies",
 }
 
 

@@ -604,12 +604,15 @@ def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSetting
 
 def objects(manifest: ConnectorManifest, uid: str, generation: int, settings: OperatorSettings,
             rolled_config_hash: str | None = None, control_secret_uid: str = "") -> list[dict[str, Any]]:
-    """The connector's own objects, in apply order (the Deployment last); the namespace's
-    shared ones are :func:`namespace_objects`, the control Secret is created apart
-    (:mod:`conveyor_operator.control_secret`: it is never applied)."""
+    """The connector's own objects, in apply order (the NetworkPolicies before the pods they
+    guard, the Deployment last); the namespace's shared ones are :func:`namespace_objects`, the
+    control Secret is created apart (:mod:`conveyor_operator.control_secret`: it is never applied)."""
+    from conveyor_operator.network_policy import network_policies  # it imports this module
+
     return [
         connector_config_map(manifest, uid, generation, settings),
         driver_service(manifest, uid, settings),
         disruption_budget(manifest, uid),
+        *network_policies(manifest, uid, settings),
         driver_deployment(manifest, uid, settings, rolled_config_hash, control_secret_uid),
     ]

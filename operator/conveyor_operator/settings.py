@@ -64,6 +64,25 @@ class OperatorSettings(BaseModel):
                     "(chart value connectors.allowedServiceAccounts); the namespace's conveyor-spark by default.",
     )
     field_manager: str = Field("conveyor-operator", description="Server-side apply field manager.")
+    allowed_connector_modules: list[str] = Field(
+        default_factory=list,
+        description="Globs (fnmatch) of modules the operator may import to validate a Connector's config when "
+                    "spec.class or spec.config names a class by dotted path; installed connectors (entry points "
+                    "of group conveyor.connectors) are always allowed. Others are validated by the driver only.",
+    )
+    network_policy: bool = Field(
+        True, description="Apply each connector's NetworkPolicies (conveyor_operator.network_policy); false: "
+                          "none, and those applied before are deleted.",
+    )
+    network_policy_operator_namespace: str = Field(
+        "", description="Namespace of the operator's pods, admitted to the drivers' control API; the chart "
+                        "passes its release namespace. Empty (or no labels): the control port admits every source.",
+    )
+    network_policy_operator_labels: list[str] = Field(
+        default_factory=list,
+        description="Labels (key=value) of the operator's pods, admitted to the drivers' control API; the chart "
+                    "passes its operator's selector labels.",
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorSettings:

@@ -41,10 +41,11 @@ def operator(kube_api, chart, kube_namespace, monkeypatch):
     """A factory: ``with operator(control_port) as runner:`` runs the operator against
     the harness, as the chart's ServiceAccount (cluster-wide RBAC), watching the test's
     namespace only (connectors other tests left behind must not reach this test's
-    driver), reaching drivers at 127.0.0.1:<port>."""
+    driver), reaching drivers at 127.0.0.1:<port>; ``env`` sets ``CONVEYOR_OPERATOR_*``
+    variables over the chart's."""
 
     @contextmanager
-    def run(control_port: int | None = None) -> Iterator[object]:
+    def run(control_port: int | None = None, env: dict[str, str] | None = None) -> Iterator[object]:
         from kopf.testing import KopfRunner
 
         token = kube_api.service_account_token(chart["namespace"], chart["service_account"])
@@ -56,6 +57,8 @@ def operator(kube_api, chart, kube_namespace, monkeypatch):
         monkeypatch.setenv("CONVEYOR_OPERATOR_CONTROL_URL_TEMPLATE",
                            f"http://127.0.0.1:{control_port or free_port()}")
         monkeypatch.setenv("CONVEYOR_OPERATOR_REQUEST_TIMEOUT_SECONDS", "2")
+        for key, value in (env or {}).items():                # a test's own settings, over the chart's
+            monkeypatch.setenv(key, value)
         with KopfRunner(["run", "--standalone", "--namespace", kube_namespace, "-m", "conveyor_operator.handlers"],
                         timeout=120) as runner:
             yield runner

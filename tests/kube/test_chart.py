@@ -52,6 +52,9 @@ OPERATOR_NEEDS: dict[tuple[str, str], set[str]] = {
     ("batch", "jobs"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     # the PodDisruptionBudget of each connector's pods (render.disruption_budget)
     ("policy", "poddisruptionbudgets"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    # the NetworkPolicies of each connector's driver and executors (conveyor_operator.network_policy);
+    # delete: networkPolicy.enabled=false removes those applied before
+    ("networking.k8s.io", "networkpolicies"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     # the per-connector RoleBinding of the Spark driver ClusterRole; the operator creates no Roles
     ("rbac.authorization.k8s.io", "rolebindings"): {"get", "list", "watch", "create", "patch", "update", "delete"},
 }
@@ -176,6 +179,7 @@ SET_VARIANTS = {
     "defaults": [],
     "watchNamespaces": ["watchNamespaces={a,b}"],
     "existing-service-account": ["serviceAccount.create=false", "serviceAccount.name=ops"],
+    "no-network-policy": ["networkPolicy.enabled=false"],
 }
 
 
@@ -199,7 +203,7 @@ def test_chart_metadata_matches_the_package():
 def test_renders_the_operator_objects(helm):
     docs = _render(helm)
     assert sorted(d["kind"] for d in docs) == [
-        "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"
+        "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy", "ServiceAccount"
     ]
     assert {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"} == {
         OPERATOR_CLUSTER_ROLE, SPARK_DRIVER_CLUSTER_ROLE
@@ -256,6 +260,7 @@ def test_operator_container_command_image_env_and_probe(helm):
     assert env["CONVEYOR_OPERATOR_LOG_LEVEL"]["value"] == "INFO"
     assert env["CONVEYOR_OPERATOR_SPARK_DRIVER_CLUSTER_ROLE"]["value"] == SPARK_DRIVER_CLUSTER_ROLE
     assert env["CONVEYOR_OPERATOR_SPARK_DRIVER_ROLE_KIND"]["value"] == "ClusterRole"
+    assert env["CONVEYOR_OPERATOR_ALLOWED_CONNECTOR_MODULES"]["value"] == "", "no module beyond installed connectors"
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert all(isinstance(e.get("value", ""), str) for e in container["env"])
     probe = container["livenessProbe"]["httpGet"]
@@ -274,6 +279,7 @@ def test_values_reach_the_deployment(helm):
             "runtimeImage.repository=registry.example:5000/ops/conveyor",
             "runtimeImage.tag=4.5.6",
             "watchNamespaces={data,etl}",
+            "allowedConnectorModules={acme.connectors.*,my_sinks}",
             "statusIntervalSeconds=5",
             "logLevel=DEBUG",
             "podAnnotations.team=data",
@@ -292,6 +298,10 @@ def test_values_reach_the_deployment(helm):
     assert container["image"] == "registry.example:5000/ops/conveyor-operator:1.2.3"
     assert env["CONVEYOR_OPERATOR_RUNTIME_IMAGE"] == "registry.example:5000/ops/conveyor:4.5.6"
     assert env["CONVEYOR_OPERATOR_WATCH_NAMESPACES"] == "data,etl"
+    assert env["CONVEYOR_OPERATOR_ALLOWED_CONNECTOR_MODULES"] == "acme.connectors.*,my_sinks"
+    from conveyor_operator.settings import OperatorSettings
+
+    assert OperatorSettings.from_env(env).allowed_connector_modules == ["acme.connectors.*", "my_sinks"]
     assert env["CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS"] == "5"
     assert env["CONVEYOR_OPERATOR_LOG_LEVEL"] == "DEBUG"
     assert template["metadata"]["annotations"] == {"team": "data"}
@@ -353,6 +363,44 @@ def test_one_spark_driver_cluster_role_name_everywhere(helm, namespace, sets, ex
     (container,) = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["CONVEYOR_OPERATOR_SPARK_DRIVER_CLUSTER_ROLE"] == expected
+
+
+def test_operator_pod_network_policy_admits_nothing(helm):
+    """The operator only calls out; its pod accepts no connection (the kubelet's liveness probe
+    comes from the node, which CNIs admit). Egress is not restricted."""
+    docs = _render(helm)
+    policy = _one(docs, "NetworkPolicy")
+    deployment = _one(docs, "Deployment")
+    assert policy["metadata"]["namespace"] == NAMESPACE
+    assert policy["spec"] == {"podSelector": {"matchLabels": deployment["spec"]["selector"]["matchLabels"]},
+                              "policyTypes": ["Ingress"], "ingress": []}
+    assert not [d for d in _render(helm, "networkPolicy.enabled=false") if d["kind"] == "NetworkPolicy"]
+
+
+def test_connector_network_policies_admit_the_operator_pods_the_chart_runs(helm):
+    """The operator's settings name the chart's operator pods: the peer each connector's driver
+    NetworkPolicy admits to the control API selects the Deployment's pod template."""
+    from conveyor_operator.network_policy import operator_peer
+    from conveyor_operator.settings import PREFIX, OperatorSettings
+
+    for namespace in (NAMESPACE, "ops"):
+        result = _run(helm, "template", RELEASE, str(CHART), "--namespace", namespace)
+        assert result.returncode == 0, result.stderr
+        deployment = _one([d for d in yaml.safe_load_all(result.stdout) if d], "Deployment")
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        settings = OperatorSettings.from_env({e["name"]: e["value"] for e in container["env"]
+                                              if e["name"].startswith(PREFIX)})
+        assert settings.network_policy is True
+        peer = operator_peer(settings)
+        assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+        selector = peer["podSelector"]["matchLabels"]
+        assert selector == deployment["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    (container,) = _one(_render(helm, "networkPolicy.enabled=false"), "Deployment")["spec"]["template"]["spec"][
+        "containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert OperatorSettings.from_env({"CONVEYOR_OPERATOR_NETWORK_POLICY": env["CONVEYOR_OPERATOR_NETWORK_POLICY"]
+                                      }).network_policy is False
 
 
 def test_existing_service_account(helm):
@@ -475,7 +523,7 @@ def test_watch_namespaces_rbac_is_roles_in_those_namespaces_and_no_cluster_role(
 
 def test_rbac_can_be_left_to_someone_else(helm):
     docs = _render(helm, "rbac.create=false")
-    assert sorted(d["kind"] for d in docs) == ["Deployment", "ServiceAccount"]
+    assert sorted(d["kind"] for d in docs) == ["Deployment", "NetworkPolicy", "ServiceAccount"]
 
 
 def test_cluster_role_names_hold_the_release_namespace(helm):

@@ -121,6 +121,43 @@ def test_apply_creates_owned_objects_and_scale_changes_tasks_max(kube_api, kube_
         kube_api.kubectl("get", "cnr", "-n", kube_namespace)
 
 
+def test_network_policies_are_applied_as_rendered_and_deleted_when_disabled(kube_api, kube_namespace, chart,
+                                                                            operator, api):
+    """The API server takes the connector's NetworkPolicies as the operator applies them with the
+    chart's RBAC and settings (the test node's bridge CNI does not enforce them: what they admit
+    is tests/operator/test_network_policy.py); networkPolicy.enabled=false deletes them."""
+    from conveyor_operator import network_policy
+    from conveyor_operator.settings import OperatorSettings
+
+    from conveyor.manifest import ConnectorManifest
+
+    name = _name("netpol")
+    body = connector(name, kube_namespace, "noop-sink", "kafka:9092", {"topics": "orders"}, tasksMax=1)
+
+    def policies() -> dict[str, dict]:
+        found = json.loads(kube_api.kubectl("get", "networkpolicies", "-n", kube_namespace, "-l",
+                                            f"conveyor.dev/connector={name}", "-o", "json").stdout)["items"]
+        return {p["metadata"]["name"]: p for p in found}
+
+    with operator():
+        kube_api.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+        found = eventually(lambda: policies() if len(policies()) == 2 else None, message="two NetworkPolicies")
+    uid = api.get_connector(kube_namespace, name)["metadata"]["uid"]
+    settings = OperatorSettings.from_env({k: v for k, v in chart["operator_env"].items()
+                                          if k.startswith("CONVEYOR_OPERATOR_")})
+    manifest = ConnectorManifest.from_dict({**body, "metadata": {"name": name, "namespace": kube_namespace}})
+    wanted = {p["metadata"]["name"]: p for p in network_policy.network_policies(manifest, uid, settings)}
+    assert set(found) == {f"{name}-driver", f"{name}-executor"} == set(wanted)
+    for policy_name, policy in found.items():
+        assert policy["spec"] == wanted[policy_name]["spec"], "stored as rendered (nothing dropped or defaulted)"
+        assert policy["metadata"]["ownerReferences"][0]["uid"] == uid
+    operator_peer = found[f"{name}-driver"]["spec"]["ingress"][0]["from"][1]
+    assert operator_peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": chart["namespace"]}
+
+    with operator(env={"CONVEYOR_OPERATOR_NETWORK_POLICY": "false"}):  # resumes the Connector: deletes them
+        eventually(lambda: not policies(), message="NetworkPolicies deleted")
+
+
 @pytest.mark.parametrize(("spec", "field"), [
     ({"kafka": {"bootstrapServers": "k:9092"}}, "spec.class"),
     ({"class": "noop-sink", "kafka": {"bootstrapServers": "k:9092"}, "tasksMax": 0}, "spec.tasksMax"),

@@ -28,7 +28,8 @@ def by_kind(objs):
 
 def test_objects_are_owned_labelled_and_in_apply_order():
     objs = render.objects(manifest(), "uid-1", 3, SETTINGS)
-    assert [o["kind"] for o in objs] == ["ConfigMap", "Service", "PodDisruptionBudget", "Deployment"]
+    assert [o["kind"] for o in objs] == ["ConfigMap", "Service", "PodDisruptionBudget", "NetworkPolicy",
+                                         "NetworkPolicy", "Deployment"]
     for o in objs:
         assert o["metadata"]["namespace"] == "data"
         assert o["metadata"]["ownerReferences"][0]["uid"] == "uid-1"

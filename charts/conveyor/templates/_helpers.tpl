@@ -199,6 +199,11 @@ role holds them, and the operator only binds it (see conveyor.rbac.bindRule).
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# The NetworkPolicies of each connector's driver and executor pods (conveyor_operator.network_policy);
+# deleted too when networkPolicy.enabled is false.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 # One-shot cleanup Jobs.
 - apiGroups: ["batch"]
   resources: ["jobs"]
@@ -225,4 +230,16 @@ is operator/conveyor_operator/render.py SPARK_ROLE_RULES; tests/kube/test_chart.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["create"]
+{{- end }}
+
+{{/*
+The operator pod's selector labels as a comma list of key=value, passed to the operator as
+CONVEYOR_OPERATOR_NETWORK_POLICY_OPERATOR_LABELS: each connector's NetworkPolicy admits these pods.
+*/}}
+{{- define "conveyor.selectorLabelList" -}}
+{{- $items := list }}
+{{- range $key, $value := include "conveyor.selectorLabels" . | fromYaml }}
+{{- $items = append $items (printf "%s=%s" $key $value) }}
+{{- end }}
+{{- join "," $items }}
 {{- end }}

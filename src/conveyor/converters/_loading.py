@@ -15,6 +15,8 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from conveyor import import_policy
+
 
 class PluginNotFound(Exception):
     """The value names no class; ``str(error)`` says why."""
@@ -32,6 +34,8 @@ def load_class(spec: Any, registry: Mapping[str, type], base: type, kind: str) -
     Raises:
         PluginNotFound: with a message naming ``spec`` and, for an unknown name, the
             known names.
+        conveyor.import_policy.ImportNotAllowed: a dotted path to a module this process
+            may not import (:func:`conveyor.import_policy.restricted`).
     """
     if isinstance(spec, type):
         cls = spec
@@ -78,6 +82,7 @@ def _import_path(name: str) -> Any:
 
 
 def _import(module_name: str) -> Any:
+    import_policy.check(module_name)  # raises ImportNotAllowed: not a PluginNotFound, nothing is known
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import functools
+import importlib
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from conveyor import import_policy
 from conveyor.api import Connector, SinkConnector, SourceConnector
 
 ENTRY_POINT_GROUP = "conveyor.connectors"
@@ -21,12 +22,14 @@ def load_object(path: str) -> Any:
 
     Raises:
         PluginError: when the module or the attribute does not exist.
+        conveyor.import_policy.ImportNotAllowed: the module may not be imported here.
     """
     module_name, sep, attr = path.partition(":")
     if not sep:
         module_name, _, attr = path.rpartition(".")
     if not module_name or not attr:
         raise PluginError(f"{path!r} is not a dotted path like 'package.module:Class'")
+    import_policy.check(module_name)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

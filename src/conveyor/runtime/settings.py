@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from conveyor.api import ConfigError, ConnectorConfig, parse_config
+from conveyor.api.redaction import redact_text
 
 
 class ErrorTolerance(str, enum.Enum):
