@@ -55,3 +55,37 @@ def test_references_that_count_as_credentials():
     assert uses_credentials(spec(config={"a": "${configmap:c:k}"}))
     assert uses_credentials(spec(configFrom=[{"configMapRef": {"name": "c"}}]))
     assert not uses_credentials(spec(config={"a": "$100", "b": 3}))
+
+
+def test_put_config_answers_409_and_reaches_no_driver_for_a_credential_move(tmp_path, monkeypatch):
+    """Through the control API: the new Kafka endpoint is refused before the driver sees it."""
+    import http.client
+    import json
+    from types import SimpleNamespace
+
+    from conveyor.runtime.control_auth import ControlTokens
+    from conveyor.runtime.control_server import ControlServer
+
+    monkeypatch.setenv("CONVEYOR_MOUNT_DIR", str(tmp_path))
+    calls: list[ConnectorSpec] = []
+    driver = SimpleNamespace(manifest=SimpleNamespace(spec=spec()), metrics_registry=None,
+                             reconfigure=lambda s: calls.append(s) or {"name": "x"})
+    tokens = ControlTokens.generate()
+    server = ControlServer(driver, "127.0.0.1", 0, tokens)  # type: ignore[arg-type]
+    server.start()
+
+    def put(body: dict) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("PUT", "/config", body=json.dumps(body), headers={"Authorization": f"Bearer {tokens.admin}"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+
+    base = {"class": "postgres-sink", "tasksMax": 1, "kafka": {"bootstrapServers": "kafka:9092"},
+            "config": {"topics": "orders", "connection.url": "postgresql://db/app"}}
+    try:
+        status, body = put({**base, "kafka": {"bootstrapServers": "evil:9092"}})
+        assert status == 409 and "spec.kafka" in body["message"] and calls == []
+        status, _ = put({**base, "tasksMax": 3})
+        assert status == 200 and [c.tasks_max for c in calls] == [3]
+    finally:
+        server.stop()
