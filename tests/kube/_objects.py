@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -77,3 +78,8 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def unique_name(prefix: str) -> str:
+    """``<prefix>-<6 hex digits>``: a Connector name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"

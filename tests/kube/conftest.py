@@ -66,3 +66,12 @@ def operator(kube_api, chart, kube_namespace, monkeypatch):
         assert runner.exit_code == 0, runner.output
 
     return run
+
+
+@pytest.fixture
+def api(kube_api):
+    """Typed clients of the harness's API server, as admin (:class:`_objects.Api`)."""
+    from _objects import Api
+
+    with kube_api.api_client() as api_client:
+        yield Api(api_client)

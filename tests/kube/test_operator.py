@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 import yaml
-from _objects import Api, connector, eventually, free_port
+from _objects import Api, connector, eventually, free_port, unique_name
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 
@@ -29,14 +29,7 @@ from conveyor.testing.runs import committed_offsets, control_request, produce
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def api(kube_api):
-    with kube_api.api_client() as api_client:
-        yield Api(api_client)
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+_name = unique_name
 
 
 # --- install, CRD, explain ----------------------------------------------------------------------

@@ -8,12 +8,11 @@ The matrix is printed as a table (``pytest -s``), to be pasted where it is repor
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 import yaml
-from _objects import Api, connector, eventually, free_port
+from _objects import connector, eventually, free_port, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -24,14 +23,7 @@ SELF_REVIEWS = {"selfsubjectreviews.authentication.k8s.io", "selfsubjectaccessre
 ``can-i --list`` of a ServiceAccount with no binding."""
 
 
-@pytest.fixture
-def api(kube_api):
-    with kube_api.api_client() as api_client:
-        yield Api(api_client)
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+_name = unique_name
 
 
 SUBRESOURCES = {"exec", "log", "eviction", "token", "status", "scale"}
