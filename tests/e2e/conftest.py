@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conveyor.testing.node_images import BUSYBOX_IMAGE
+
 CHART = Path(__file__).resolve().parents[2] / "charts" / "conveyor"
 OPERATOR_NAMESPACE = "conveyor-system"
 
@@ -50,5 +52,7 @@ def conveyor_release(kube_node, conveyor_images):
                    "--set", "image.pullPolicy=Never",
                    "--set", f"runtimeImage.repository={runtime_repo}", "--set", f"runtimeImage.tag={runtime_tag}",
                    "--set", "statusIntervalSeconds=2",
+                   # the crash-loop test's driver is the test busybox image (no conveyor entrypoint)
+                   "--set", f"connectors.allowedImages={{{runtime_repo}:*,{BUSYBOX_IMAGE.rsplit(':', 1)[0]}:*}}",
                    "--wait", "--timeout", "180s", timeout=240)
     return OPERATOR_NAMESPACE
