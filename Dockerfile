@@ -98,6 +98,7 @@ FROM base AS runtime
 RUN mkdir -p /usr/share/man/man1 \
  && apt-get update \
  && apt-get install -y --no-install-recommends \
+      libnss-wrapper=1.1.* \
       openjdk-17-jre-headless=17.0.* \
       tini=0.19.* \
  && rm -rf /var/lib/apt/lists/* \
@@ -128,6 +129,16 @@ RUN printf '%s\n' \
       '# Spark-on-Kubernetes executor for the conveyor runtime image (see its Dockerfile).' \
       'set -euo pipefail' \
       'if [ "${1:-}" = executor ]; then shift; fi' \
+      '# A UID without a passwd entry (OpenShift assigns one): Hadoop login needs an entry, as in' \
+      '# Spark own images: libnss_wrapper and a passwd file under /tmp (conveyor.runtime.passwd_entry).' \
+      'if ! getent passwd "$(id -u)" >/dev/null; then' \
+      '  nss_lib="$(ls /usr/lib/*/libnss_wrapper.so 2>/dev/null | head -n 1)"' \
+      '  if [ -n "$nss_lib" ]; then' \
+      '    mkdir -p /tmp/conveyor-nss' \
+      '    { cat /etc/passwd; echo "conveyor:x:$(id -u):$(id -g):conveyor:/tmp:/bin/false"; } > /tmp/conveyor-nss/passwd' \
+      '    export LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD }$nss_lib" NSS_WRAPPER_PASSWD=/tmp/conveyor-nss/passwd NSS_WRAPPER_GROUP=/etc/group' \
+      '  fi' \
+      'fi' \
       'mapfile -t java_opts < <(env | grep "^SPARK_JAVA_OPT_" | sort -t_ -k4 -n | sed "s/^[^=]*=//")' \
       'classpath="${SPARK_CONF_DIR:-$SPARK_HOME/conf}:$SPARK_HOME/jars/*${SPARK_CLASSPATH:+:$SPARK_CLASSPATH}"' \
       'classpath="$classpath${SPARK_DIST_CLASSPATH:+:$SPARK_DIST_CLASSPATH}"' \

@@ -43,6 +43,20 @@ JOB_POLL_SECONDS = 5.0
 log = logging.getLogger(__name__)
 
 
+#: Degraded reasons under which reconciliation applied nothing: the connector never ran.
+NEVER_APPLIED = ("InvalidConfig", "NotAllowed")
+
+
+def never_ran(conditions: list[dict[str, Any]], driver_deployment_exists: bool) -> str:
+    """Why there is nothing to clean up, or ``""``: the spec was refused before anything was
+    applied (``Degraded`` with a reason of :data:`NEVER_APPLIED`) and no driver Deployment exists
+    (one from an earlier, valid generation would mean the connector ran)."""
+    degraded = next((c for c in conditions if c.get("type") == C.DEGRADED.value), {})
+    if driver_deployment_exists or degraded.get("status") != "True" or degraded.get("reason") not in NEVER_APPLIED:
+        return ""
+    return f"the spec was refused ({degraded['reason']}) before anything was applied, so the connector never ran"
+
+
 @kopf.on.delete(*RESOURCE)
 def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, namespace: str, uid: str,
            retry: int, **_: Any) -> None:
@@ -59,6 +73,10 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
     policy = manifest.spec.deletion_policy
     delete_offsets = policy.offsets is OffsetsPolicy.DELETE
     if not policy.cleanup and not delete_offsets:
+        return
+    deployment = shared_kube().get("apps/v1", "Deployment", namespace, names.driver(name))
+    if reason := never_ran(status.get("conditions") or [], deployment is not None):
+        shared_kube().event(body, "Normal", "NothingToCleanUp", message=reason)
         return
     conditions = Conditions(status.get("conditions"), meta.get("generation"))
     if retry == 0:

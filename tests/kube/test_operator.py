@@ -194,6 +194,13 @@ def test_bad_config_and_missing_secret_become_conditions_and_events(kube_api, ku
         assert "/etc/conveyor/secrets/creds" in mounts
         for event in api.events(kube_namespace, secretless):
             assert "s3cret" not in (event.message or "")
+        # refused before anything was applied: deleting it runs no cleanup Job, the finalizer goes at once
+        api.delete_connector(kube_namespace, bad)
+        eventually(lambda: api.get_connector(kube_namespace, bad) is None, timeout_s=30,
+                   message="the never-applied Connector gone without a cleanup Job")
+        assert api.events(kube_namespace, bad, "NothingToCleanUp")
+        with pytest.raises(client.ApiException):
+            api.batch.read_namespaced_job(f"{bad}-cleanup", kube_namespace)
 
 
 def test_spark_conf_cannot_turn_spark_rpc_security_off_or_set_the_operators_keys(kube_api, kube_namespace,

@@ -28,3 +28,14 @@ def test_offsets_to_delete_must_be_reported_deleted_or_failed():
     assert not_carried_out(stopped_early, cleanup=True, delete_offsets=True) == \
         "the connector-deleted stop path and deleting the offsets"
 
+
+
+def test_a_connector_refused_before_anything_was_applied_has_nothing_to_clean_up():
+    from conveyor_operator.deletion import never_ran
+
+    refused = [{"type": "Degraded", "status": "True", "reason": "InvalidConfig", "message": "batch.size"}]
+    assert "never ran" in never_ran(refused, driver_deployment_exists=False)
+    assert never_ran(refused, driver_deployment_exists=True) == "", "an earlier valid generation ran"
+    failed = [{"type": "Degraded", "status": "True", "reason": "Failed", "message": "task FAILED"}]
+    assert never_ran(failed, driver_deployment_exists=False) == ""
+    assert never_ran([], driver_deployment_exists=False) == ""

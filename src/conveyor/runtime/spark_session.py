@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from conveyor.runtime.passwd_entry import ensure_passwd_entry
 from conveyor.spark_security import ENFORCED, changed_enforced
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ def start_spark_session(props: Mapping[str, str]) -> Any:
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    ensure_passwd_entry()  # an arbitrary UID (OpenShift): the JVM's login needs a passwd entry
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
