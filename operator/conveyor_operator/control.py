@@ -1,6 +1,6 @@
 """Client of a driver's control API (served by ``conveyor run``, see
-``conveyor.runtime.control_server``). Standard library only: the operator image has no Spark
-and needs no HTTP library for this."""
+``conveyor.runtime.control_server``). Standard library and ``conveyor.runtime.control_auth``
+only: the operator image has no Spark and needs no HTTP library for this."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from http import HTTPStatus
 from http.client import HTTPException
 from typing import Any
 from urllib.parse import quote, urlencode
+
+from conveyor.runtime.control_auth import authorization_header
 
 
 class DriverUnreachable(ConnectionError):
@@ -58,7 +60,7 @@ class DriverClient:
                  on_unauthorized: Callable[[], None] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
-        self._headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        self._headers = {"Content-Type": "application/json", **authorization_header(token)}
         self._on_unauthorized = on_unauthorized
 
     def _call(self, method: str, path: str, body: Any = None, timeout_s: float | None = None) -> Any:

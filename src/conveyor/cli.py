@@ -148,7 +148,7 @@ def run(
             remove_local_token(token_file)
 
 
-def _serving_tokens(control_port: int) -> tuple[ControlTokens, Any]:
+def _serving_tokens(control_port: int) -> tuple[ControlTokens, Path | None]:
     """The control API's tokens: the mounted ones (``$CONVEYOR_CONTROL_TOKEN_DIR``, a pod), else
     fresh ones whose admin token goes to a private file for the port (written here when the port
     is known, else once the server listens), for the ``conveyor`` commands on this machine."""
@@ -158,7 +158,7 @@ def _serving_tokens(control_port: int) -> tuple[ControlTokens, Any]:
     return tokens, _write_token_file(control_port, tokens) if control_port else None
 
 
-def _write_token_file(port: int, tokens: ControlTokens) -> Any:
+def _write_token_file(port: int, tokens: ControlTokens) -> Path:
     path = write_local_token(port, tokens.admin)
     log.info("control API token for the conveyor commands: %s (readable by this user only)", path)
     return path

@@ -50,6 +50,7 @@ import json
 import logging
 import socket
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from http import HTTPStatus
@@ -333,11 +334,10 @@ class ControlServer:
             RuntimeError: the server did not start within :data:`START_TIMEOUT_S`.
         """
         self._thread.start()
-        deadline = threading.Event()
         for _ in range(int(START_TIMEOUT_S / 0.01)):
             if self._server.started or not self._thread.is_alive():
                 break
-            deadline.wait(0.01)
+            time.sleep(0.01)
         if not self._server.started:
             raise RuntimeError(f"the control API did not start: {self._failure or 'timed out'}")
 

@@ -35,6 +35,8 @@ def uses_credentials(spec: ConnectorSpec) -> bool:
 
 def live_change_refusal(running: ConnectorSpec, written: ConnectorSpec, resolved: ConnectorSpec) -> str | None:
     """Why the driver running ``running`` (resolved) must not take ``written`` live, or ``None``.
+    ``configFrom`` cannot differ when the config is compared, so ``written`` alone says whether
+    credentials are in play.
 
     Args:
         running: the driver's spec, references resolved.
@@ -44,7 +46,7 @@ def live_change_refusal(running: ConnectorSpec, written: ConnectorSpec, resolved
     for field, name in _ROLLING_FIELDS.items():
         if getattr(written, field) != getattr(running, field):
             return f"{name} cannot change on a running driver: a driver started with it takes it"
-    if resolved.config != running.config and (uses_credentials(written) or uses_credentials(running)):
+    if resolved.config != running.config and uses_credentials(written):
         return ("spec.config of a connector that resolves credentials (configFrom, ${secret:...}, ${env:...}) "
                 "cannot change on a running driver: a driver started with it takes it")
     return None
