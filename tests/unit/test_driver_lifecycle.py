@@ -102,7 +102,7 @@ def test_a_connector_failure_stops_its_tasks_only_once_no_operation_runs_and_not
     driver = _driver()
     stopped: list[bool] = []
     driver._stop_tasks = lambda connector_deleted, timeout_s=None: stopped.append(connector_deleted)  # type: ignore
-    with driver._ops:  # an operation in progress, e.g. a restart
+    with driver.operations:  # an operation in progress, e.g. a restart
         driver.fail_connector(RuntimeError("boom"))
         threading.Event().wait(0.3)
         assert stopped == [], "tasks stopped while another operation held the lock"

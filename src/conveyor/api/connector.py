@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from conveyor.api.config import parse_config
 
 if TYPE_CHECKING:
+    from conveyor.api.records import TopicPartition
     from conveyor.api.tasks import Task
 
 
@@ -100,7 +101,7 @@ class Connector(abc.ABC):
         ``0..len(result)-1``. Returning fewer than ``max_tasks`` is normal.
         """
 
-    def stop(self, connector_deleted: bool = False) -> None:  # noqa: B027 - optional hook
+    def stop(self, connector_deleted: bool = False) -> None:
         """Stop the connector; called once, after every task has stopped.
 
         Args:
@@ -138,9 +139,41 @@ class ConnectorTransactionBoundaries(str, enum.Enum):
 class SinkConnector(Connector, abc.ABC):
     """A connector whose tasks read from Kafka topics (``topics`` or ``topics.regex``)."""
 
+    def alter_offsets(self, config: Mapping[str, Any], offsets: Mapping[TopicPartition, int | None]) -> bool:
+        """Agree to (or refuse) an offsets change made while the connector is ``STOPPED``
+        (``PATCH`` / ``DELETE /connectors/<name>/offsets``, as KIP-875's
+        ``SinkConnector.alterOffsets``). Called on a new instance that was never started,
+        on a control API thread, before the runtime changes the consumer group.
+
+        Args:
+            config: the connector's configuration (``name`` included).
+            offsets: next offset to consume per partition; ``None`` resets that partition.
+
+        Returns:
+            ``True`` when the connector has applied the change wherever it keeps offsets
+            itself (an offsets table), ``False`` (the default) when it keeps none or did not.
+
+        Raises:
+            Exception: any error refuses the change: nothing is written, the request fails (500).
+        """
+        return False
+
 
 class SourceConnector(Connector, abc.ABC):
     """A connector whose tasks write to Kafka from an external system."""
+
+    def alter_offsets(self, config: Mapping[str, Any],
+                      offsets: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]]) -> bool:
+        """Agree to (or refuse) an offsets change made while the connector is ``STOPPED``
+        (as KIP-875's ``SourceConnector.alterOffsets``); see :meth:`SinkConnector.alter_offsets`.
+
+        Args:
+            offsets: ``(source partition, source offset)`` pairs; ``None`` resets that partition.
+
+        Raises:
+            Exception: the offsets are not ones this connector can use (the request fails, 500).
+        """
+        return False
 
     def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport | None:
         """Whether this connector, so configured, supports exactly-once delivery.

@@ -68,9 +68,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from conveyor.api.redaction import redact_data
-from conveyor.manifest import ConnectorSpec, ConnectorState, with_mounted_config
+from conveyor.manifest import ConnectorSpec, ConnectorState
+from conveyor.runtime.connect_rest import CONNECT_ENDPOINTS
 from conveyor.runtime.control_auth import AUTH_SCHEME, REALM, ControlTokens, Role
-from conveyor.runtime.live_config import live_change_refusal
+from conveyor.runtime.live_config import apply_written_spec
 from conveyor.runtime.operation_error import OperationError
 from conveyor.runtime.protocol import TaskReport
 
@@ -195,11 +196,7 @@ def _state(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tupl
 
 
 def _config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
-    written = ConnectorSpec.model_validate(body)
-    spec = with_mounted_config(written, source="PUT /config")
-    if refusal := live_change_refusal(driver.manifest.spec, written, spec):
-        raise OperationError(HTTPStatus.CONFLICT, refusal)
-    return HTTPStatus.OK, driver.reconfigure(spec)
+    return HTTPStatus.OK, apply_written_spec(driver, ConnectorSpec.model_validate(body))
 
 
 def _restart_task(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
@@ -259,7 +256,7 @@ def _call(driver: Driver, tokens: ControlTokens, call: Call, method: str, reads_
             return _error(HTTPStatus.BAD_REQUEST, f"invalid spec: {exc}")
         except (ValueError, KeyError) as exc:
             return _error(HTTPStatus.BAD_REQUEST, f"bad request: {exc}")
-        except Exception as exc:  # noqa: BLE001 - answer 500 rather than drop the connection
+        except Exception as exc:
             log.exception("control api: %s %s failed", method, request.url.path)
             return _error(HTTPStatus.INTERNAL_SERVER_ERROR, str(exc))
         return result if isinstance(result, Response) else _json(result[0], result[1])
@@ -283,7 +280,7 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
 def build_app(driver: Driver, tokens: ControlTokens) -> Starlette:
     """The control API of ``driver`` as an ASGI application, admitting ``tokens``."""
     routes = [Route(path, _call(driver, tokens, call, method, body, roles), methods=[method])
-              for method, path, call, body, roles in ENDPOINTS]
+              for method, path, call, body, roles in ENDPOINTS + CONNECT_ENDPOINTS]
     return Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=_lifespan)
 
 
@@ -323,7 +320,7 @@ class ControlServer:
     def _serve(self) -> None:
         try:
             self._server.run(sockets=[self._socket])
-        except BaseException as exc:  # noqa: BLE001 - surfaced by start()
+        except BaseException as exc:
             self._failure = exc
             log.exception("control api: the server stopped")
 

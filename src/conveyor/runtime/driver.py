@@ -102,7 +102,7 @@ class Driver:
     """Runs one connector on a SparkSession.
 
     Threads: the control API's request threads call the operations (serialised by one
-    lock, ``_ops``); one driver thread per task runs its Spark job; the herder thread acts
+    lock, ``operations``); one driver thread per task runs its Spark job; the herder thread acts
     on the connector's reconfiguration requests.
 
     Args:
@@ -150,7 +150,7 @@ class Driver:
         self.target_state = manifest.spec.state
         self.tasks: dict[int, TaskHandle] = {}
         self._lock = threading.Condition()
-        self._ops = threading.RLock()
+        self.operations = threading.RLock()
         self.lifecycle = Lifecycle(self._lock)
         self.reconfiguration_requested = threading.Event()
         self.metrics_registry = CollectorRegistry()
@@ -201,7 +201,7 @@ class Driver:
             self._ensure_spark(spec.tasks_max)
             self._launcher = TaskLauncher(self._spark, self._spec_for, self._lock, lambda: self.lifecycle.stopping,
                                           self._resume_action, self.name)
-            with self._ops:  # a stop that came while Spark started has run, or runs after this
+            with self.operations:  # a stop that came while Spark started has run, or runs after this
                 if self.target_state is ConnectorState.STOPPED or not self.lifecycle.may_start_connector():
                     self.connector_state = TaskState.STOPPED
                 else:
@@ -389,7 +389,7 @@ class Driver:
 
     def set_state(self, target: ConnectorState) -> dict[str, Any]:
         """Move to ``running``, ``paused`` or ``stopped`` (see the module table)."""
-        with self._ops:
+        with self.operations:
             self._check_not_stopping()
             previous, self.target_state = self.target_state, target
             if target is ConnectorState.STOPPED:
@@ -425,7 +425,7 @@ class Driver:
             OperationError: 404 for an unknown ``task_id``; 400 with neither argument; 409
                 while stopping.
         """
-        with self._ops:
+        with self.operations:
             self._check_not_stopping()
             with self._lock:
                 if task_id is not None:
@@ -481,7 +481,7 @@ class Driver:
         Raises:
             OperationError: 404 for an unknown task; 409 while stopping.
         """
-        with self._ops:
+        with self.operations:
             self._check_not_stopping()
             handle = self.tasks.get(task_id)
             if handle is None:
@@ -491,7 +491,7 @@ class Driver:
 
     def _restart_task(self, handle: TaskHandle) -> None:
         """A running task drains (closing commit; the launcher runs it again); a task whose
-        run ended is launched again. Called with ``_ops`` held."""
+        run ended is launched again. Called with ``operations`` held."""
         assert self._launcher is not None
         if handle.done.is_set():
             with self._lock:
@@ -524,7 +524,7 @@ class Driver:
         Raises:
             OperationError: 409 while stopping or in the ``stopped`` state.
         """
-        with self._ops:
+        with self.operations:
             self._check_not_stopping()
             if self.target_state is ConnectorState.STOPPED:
                 raise OperationError(HTTPStatus.CONFLICT,
@@ -592,7 +592,7 @@ class Driver:
         Raises:
             OperationError: 400 with the invalid keys, or 409 when the class changed.
         """
-        with self._ops:
+        with self.operations:
             self._check_not_stopping()
             if spec.connector_class != self.manifest.spec.connector_class:
                 raise OperationError(HTTPStatus.CONFLICT, "spec.class cannot change on a running driver")
@@ -627,7 +627,7 @@ class Driver:
             if not self.reconfiguration_requested.wait(1.0):
                 continue
             self.reconfiguration_requested.clear()
-            with self._ops:
+            with self.operations:
                 if self.lifecycle.stopping or self.connector is None or self.connector_state is TaskState.STOPPED:
                     continue
                 try:
@@ -697,7 +697,7 @@ class Driver:
                 if self.stop_result is None:
                     return {"name": self.name, "stopped": True}
                 return self._finish_deletion(connector_deleted, delete_offsets)
-        with self._ops:
+        with self.operations:
             log.info("stopping connector %s (connector_deleted=%s, delete_offsets=%s)", self.name,
                      connector_deleted, delete_offsets)
             running = self.connector is not None
@@ -724,7 +724,7 @@ class Driver:
         first did not do -- the connector-deleted path, the offsets' deletion -- runs now; the
         first stop's report, completed, is returned."""
         assert self.stop_result is not None
-        with self._ops:
+        with self.operations:
             result = self.stop_result
             if connector_deleted and not result["connector_deleted"]:
                 log.info("connector %s: deleted after it stopped: running the connector-deleted stop path", self.name)
@@ -778,7 +778,7 @@ class Driver:
         threading.Thread(target=self._stop_tasks_of_failed_connector, name="connector-failed", daemon=True).start()
 
     def _stop_tasks_of_failed_connector(self) -> None:
-        with self._ops:  # ordered with restarts, reconfigurations and stops
+        with self.operations:  # ordered with restarts, reconfigurations and stops
             if self.connector_state is TaskState.FAILED:  # not restarted in between
                 self._stop_tasks(connector_deleted=False)
 

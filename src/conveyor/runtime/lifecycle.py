@@ -25,7 +25,7 @@ trigger                from                        effect
 =====================  ==========================  ==========================================
 
 Who waits for what: a stop that arrives during start-up runs at once on whatever exists (the
-driver's ``_ops`` lock orders it against the connector's start), and the start, seeing the
+driver's ``operations`` lock orders it against the connector's start), and the start, seeing the
 stop began, does not start the connector. A second stop waits for ``STOPPED`` and then does
 what it asks that the first did not (see ``Driver.stop``); the driver is not closed before it
 is done (``wait_later_stops``), so a connector-deleted stop that arrives during a SIGTERM stop
@@ -95,7 +95,7 @@ class Lifecycle:
 
     def may_start_connector(self) -> bool:
         """Whether the start may go on to start the connector; call it under the lock that
-        orders the start against a stop (the driver's ``_ops``)."""
+        orders the start against a stop (the driver's ``operations``)."""
         return self._phase is Phase.STARTING and not self._start_cancelled
 
     def started(self) -> None:

@@ -18,8 +18,14 @@ Connector can do that.
 from __future__ import annotations
 
 import re
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
 
-from conveyor.manifest import ConnectorSpec
+from conveyor.manifest import ConnectorSpec, with_mounted_config
+from conveyor.runtime.operation_error import OperationError
+
+if TYPE_CHECKING:
+    from conveyor.runtime.driver import Driver
 
 _REFERENCE = re.compile(r"\$\{(secret|configmap|env):")
 #: The spec fields only a new driver takes (the manifest's names).
@@ -50,3 +56,17 @@ def live_change_refusal(running: ConnectorSpec, written: ConnectorSpec, resolved
         return ("spec.config of a connector that resolves credentials (configFrom, ${secret:...}, ${env:...}) "
                 "cannot change on a running driver: a driver started with it takes it")
     return None
+
+
+def apply_written_spec(driver: Driver, written: ConnectorSpec, source: str = "PUT /config") -> dict[str, Any]:
+    """Give the running ``driver`` the new ``written`` spec (``PUT /config``, Kafka Connect's
+    ``PUT /connectors/<name>/config``): references resolved, then :meth:`Driver.reconfigure`.
+
+    Raises:
+        OperationError: 409 when :func:`live_change_refusal` refuses it.
+        ManifestError: a reference names a source that is not mounted.
+    """
+    spec = with_mounted_config(written, source=source)
+    if refusal := live_change_refusal(driver.manifest.spec, written, spec):
+        raise OperationError(HTTPStatus.CONFLICT, refusal)
+    return driver.reconfigure(spec)

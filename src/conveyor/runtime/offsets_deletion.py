@@ -108,6 +108,23 @@ def delete_source_offsets(kafka: KafkaProperties, connector: str, namespace: str
     Raises:
         OffsetsDeletionError: reading the topics, fencing or writing failed.
     """
+    return write_source_offsets(kafka, connector, namespace, config, None, timeout_s)
+
+
+def write_source_offsets(kafka: KafkaProperties, connector: str, namespace: str, config: Mapping[str, Any],
+                         updates: Mapping[bytes, bytes | None] | None, timeout_s: float = 60.0) -> dict[str, Any]:
+    """Write source offsets of ``connector`` to its offsets topic, as its tasks would.
+
+    ``updates`` maps offsets-topic keys (:func:`~conveyor.runtime.offsets_topic.offset_key`)
+    to values (``None``: a tombstone); every other live spelling of an updated source partition
+    is tombstoned. ``updates=None`` tombstones every offset of the connector and its
+    task-count record (:func:`delete_source_offsets`). When the connector has exactly-once
+    tasks (or had: a task-count record exists), the task ids of its last generation are fenced
+    first and everything is written in one transaction of its leader producer (KIP-618).
+
+    Raises:
+        OffsetsDeletionError: reading the topics, fencing or writing failed.
+    """
     from conveyor.runtime.fencing import (
         TASK_COUNT_PREFIX,
         fence,
@@ -115,13 +132,13 @@ def delete_source_offsets(kafka: KafkaProperties, connector: str, namespace: str
         read_task_count,
         transactional_id,
     )
-    from conveyor.runtime.offsets_topic import live_offset_keys
+    from conveyor.runtime.offsets_topic import decode_key, live_offset_keys, partition_id
     from conveyor.runtime.settings import parse_source_settings
 
     try:
         settings = parse_source_settings(config)
     except ConfigError as exc:
-        raise OffsetsDeletionError(f"cannot delete the source offsets of {connector}: {exc}") from None
+        raise OffsetsDeletionError(f"cannot write the source offsets of {connector}: {exc}") from None
     offsets_topic, config_topic = settings.offsets_storage_topic, settings.config_storage_topic
     try:
         live = live_offset_keys(kafka, offsets_topic, connector, timeout_s)
@@ -129,9 +146,15 @@ def delete_source_offsets(kafka: KafkaProperties, connector: str, namespace: str
         transactional = settings.exactly_once or task_count is not None
         if task_count is not None:
             fence(kafka, [transactional_id(namespace, connector, i) for i in range(task_count.task_count)], timeout_s)
-        writes: list[tuple[str, bytes, int | None]] = [(offsets_topic, key, part) for key, (part, _) in live.items()]
-        if task_count is not None:
-            writes.append((config_topic, (TASK_COUNT_PREFIX + connector).encode(), None))
+        if updates is None:
+            writes: list[_Write] = [(offsets_topic, key, part, None) for key, (part, _) in live.items()]
+            if task_count is not None:
+                writes.append((config_topic, (TASK_COUNT_PREFIX + connector).encode(), None, None))
+        else:
+            touched = {partition_id(decode_key(key)[1]) for key in updates}
+            writes = [(offsets_topic, key, part, None) for key, (part, pid) in live.items()
+                      if pid in touched and key not in updates]
+            writes += [(offsets_topic, key, None, value) for key, value in updates.items()]
         if writes:
             if transactional:
                 _write_in_transaction(kafka, leader_transactional_id(namespace, connector), writes, timeout_s)
@@ -139,21 +162,25 @@ def delete_source_offsets(kafka: KafkaProperties, connector: str, namespace: str
                 _write(kafka, writes, timeout_s)
     except KafkaException as exc:
         raise OffsetsDeletionError(
-            f"could not delete the source offsets of {connector} in {offsets_topic}: {exc.args[0].str()}"
+            f"could not write the source offsets of {connector} in {offsets_topic}: {exc.args[0].str()}"
         ) from None
     except TimeoutError as exc:
-        raise OffsetsDeletionError(f"could not delete the source offsets of {connector}: {exc}") from None
+        raise OffsetsDeletionError(f"could not write the source offsets of {connector}: {exc}") from None
     partitions = len({pid for _, pid in live.values()})
-    log.info("connector %s: tombstoned %d offset key(s) of %d source partition(s) in %s%s", connector, len(live),
-             partitions, offsets_topic, " and its task-count record" if task_count is not None else "")
+    if updates is None:
+        log.info("connector %s: tombstoned %d offset key(s) of %d source partition(s) in %s%s", connector, len(live),
+                 partitions, offsets_topic, " and its task-count record" if task_count is not None else "")
     return {"offsets_topic": offsets_topic, "source_partitions": partitions, "tombstones": len(live),
             "task_count_record": task_count is not None}
 
 
-def _produce_all(producer: Producer, writes: list[tuple[str, bytes, int | None]],
-                 on_delivery: Any = None) -> None:
-    for topic, key, partition in writes:
-        kwargs: dict[str, Any] = {"key": key, "value": None}
+#: (topic, key, topic partition or None for the key's murmur2 partition, value or None for a tombstone)
+_Write = tuple[str, bytes, "int | None", "bytes | None"]
+
+
+def _produce_all(producer: Producer, writes: list[_Write], on_delivery: Any = None) -> None:
+    for topic, key, partition, value in writes:
+        kwargs: dict[str, Any] = {"key": key, "value": value}
         if partition is not None:
             kwargs["partition"] = partition
         if on_delivery is not None:
@@ -166,20 +193,23 @@ def _produce_all(producer: Producer, writes: list[tuple[str, bytes, int | None]]
                 producer.poll(0.1)
 
 
-def _write(kafka: KafkaProperties, writes: list[tuple[str, bytes, int | None]], timeout_s: float) -> None:
-    producer = Producer(client_config(kafka, {"enable.idempotence": True, "linger.ms": 5}))
+# Keys without a partition go where Kafka Connect's Java producer puts them (murmur2).
+_PRODUCER = {"partitioner": "murmur2_random"}
+
+
+def _write(kafka: KafkaProperties, writes: list[_Write], timeout_s: float) -> None:
+    producer = Producer(client_config(kafka, {**_PRODUCER, "enable.idempotence": True, "linger.ms": 5}))
     errors: list[KafkaError] = []
     _produce_all(producer, writes, lambda err, _msg: errors.append(err) if err is not None else None)
     left = producer.flush(timeout_s)
     if errors:
         raise KafkaException(errors[0])
     if left:
-        raise TimeoutError(f"{left} tombstone(s) not acknowledged within {timeout_s:.0f}s")
+        raise TimeoutError(f"{left} offsets record(s) not acknowledged within {timeout_s:.0f}s")
 
 
-def _write_in_transaction(kafka: KafkaProperties, tid: str, writes: list[tuple[str, bytes, int | None]],
-                          timeout_s: float) -> None:
-    producer = Producer(client_config(kafka, {"transactional.id": tid}))
+def _write_in_transaction(kafka: KafkaProperties, tid: str, writes: list[_Write], timeout_s: float) -> None:
+    producer = Producer(client_config(kafka, {**_PRODUCER, "transactional.id": tid}))
     producer.init_transactions(timeout_s)
     producer.begin_transaction()
     _produce_all(producer, writes)
@@ -210,6 +240,6 @@ def delete_offsets_reported(kafka: KafkaProperties, connector: str, connector_ty
     except OffsetsDeletionError as exc:
         log.error("connector %s: deleting offsets failed: %s", connector, exc)
         return None, str(exc)
-    except Exception as exc:  # noqa: BLE001 - reported in the stop result, never lost
+    except Exception as exc:
         log.exception("connector %s: deleting offsets failed", connector)
         return None, f"{type(exc).__name__}: {exc}"

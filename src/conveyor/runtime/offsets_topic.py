@@ -45,6 +45,11 @@ def partition_id(partition: Mapping[str, Any]) -> str:
     return json.dumps(partition, sort_keys=True, separators=(",", ":"))
 
 
+def decode_partition_id(pid: str) -> dict[str, Any]:
+    """The source partition a :func:`partition_id` stands for."""
+    return dict(json.loads(pid))
+
+
 def decode_key(key: bytes | None) -> tuple[str, dict[str, Any]]:
     """``(connector, source partition)`` of an offsets-topic key.
 

@@ -198,3 +198,10 @@ class RecordingSinkConnector(SinkConnector):
 
     def cleanup_report(self) -> list[str]:
         return [f"journal marker for {self.config.get('name', 'connector')}"] if self.deleted else []
+
+
+class OffsetsRefusingSinkConnector(RecordingSinkConnector):
+    """A recording sink whose ``alter_offsets`` refuses every change (KIP-875 tests)."""
+
+    def alter_offsets(self, config: Mapping[str, Any], offsets: Mapping[Any, int | None]) -> bool:
+        raise ValueError("offsets are immutable here")

@@ -51,8 +51,9 @@ def running_connector(manifest: ConnectorManifest, spark: Any, stop_timeout_s: f
 
 
 def control_request(url: str, path: str, method: str = "GET", token: str | None = None,
-                    timeout_s: float = 120.0) -> tuple[int, Any]:
+                    timeout_s: float = 120.0, body: Any = None) -> tuple[int, Any]:
     """Call a driver's control API: ``(HTTP status, JSON answer)``, an error status included.
+    ``body`` is sent as JSON; an empty answer (202, 204) is ``None``.
 
     ``token`` defaults to what the ``conveyor`` commands would send
     (:func:`conveyor.runtime.control_auth.find_token`: the file a local ``conveyor run`` wrote
@@ -68,9 +69,11 @@ def control_request(url: str, path: str, method: str = "GET", token: str | None 
     from conveyor.runtime.control_auth import authorization_header, find_token
 
     token = token if token is not None else find_token(url)
-    request = urllib.request.Request(f"{url.rstrip('/')}{path}", method=method,
-                                     data=b"" if method in ("POST", "PUT") else None,
-                                     headers=authorization_header(token))
+    headers = authorization_header(token)
+    data = b"" if method in ("POST", "PUT") else None
+    if body is not None:
+        data, headers = json.dumps(body).encode(), {**headers, "Content-Type": "application/json"}
+    request = urllib.request.Request(f"{url.rstrip('/')}{path}", method=method, data=data, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             return resp.status, json.loads(resp.read() or b"null")

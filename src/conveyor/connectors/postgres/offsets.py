@@ -94,3 +94,15 @@ def delete_connector(conn: psycopg.Connection, qualified_name: str, connector: s
         sql.SQL("DELETE FROM {} WHERE connector = %s").format(table_identifier(qualified_name)), (connector,)
     )
     return cur.rowcount
+
+
+def delete_partitions(cur: psycopg.Cursor, qualified_name: str, connector: str,
+                      partitions: Iterable[TopicPartition]) -> None:
+    """Delete the stored offsets of ``partitions`` (a reset: they resume from Kafka's committed
+    offset, or ``auto.offset.reset``)."""
+    for tp in sorted(partitions):
+        cur.execute(
+            sql.SQL('DELETE FROM {} WHERE connector = %s AND topic = %s AND "partition" = %s').format(
+                table_identifier(qualified_name)),
+            (connector, tp.topic, tp.partition),
+        )

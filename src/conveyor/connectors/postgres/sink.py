@@ -138,6 +138,34 @@ class PostgresSinkConnector(SinkConnector):
     def cleanup_report(self) -> list[str]:
         return list(self._cleanup)
 
+    def alter_offsets(self, config: Mapping[str, Any], changes: Mapping[TopicPartition, int | None]) -> bool:
+        """With ``exactly.once``, write the new offsets to ``offsets.table`` (they win over the
+        consumer group's when tasks open their partitions), and delete the rows of reset
+        partitions, in one transaction. Control API thread, connector stopped (KIP-875).
+
+        Returns:
+            ``True`` with ``exactly.once`` (the table now agrees), ``False`` without (nothing
+            is kept outside Kafka).
+
+        Raises:
+            ConfigError: invalid configuration.
+            ConnectError: the database cannot be reached or written.
+        """
+        cfg = load_config(config)
+        if not (cfg.exactly_once and cfg.name):
+            return False
+        try:
+            with db.connect(cfg) as conn:
+                offsets.ensure_table(conn, cfg.offsets_table)
+                with conn.transaction(), conn.cursor() as cur:
+                    offsets.store(cur, cfg.offsets_table, cfg.name,
+                                  {tp: offset for tp, offset in changes.items() if offset is not None})
+                    offsets.delete_partitions(cur, cfg.offsets_table, cfg.name,
+                                              [tp for tp, offset in changes.items() if offset is None])
+        except psycopg.Error as exc:
+            raise ConnectError(f"cannot alter the stored offsets of connector {cfg.name!r}: {exc}") from exc
+        return True
+
 
 class PostgresSinkTask(SinkTask):
     """Writes the records of its assigned partitions. Every hook runs on the task's
