@@ -353,6 +353,25 @@ class ConnectWorker(Endpoint):
             ``(status, body, headers)``: the body parsed as JSON when it is JSON, else the text
             (``None`` when empty); the headers with lower-case names.
         """
+        status, text, headers = self.rest_text(method, path, json_body, raw_body, timeout=timeout)
+        body: Any = text or None
+        if text:
+            try:
+                body = json.loads(text)
+            except ValueError:
+                pass
+        return status, body, headers
+
+    def rest_text(
+        self,
+        method: str,
+        path: str,
+        json_body: Any = None,
+        raw_body: str | bytes | None = None,
+        *,
+        timeout: float = 60.0,
+    ) -> tuple[int, str, dict[str, str]]:
+        """:meth:`rest` without parsing: ``(status, the body's exact text, headers)``."""
         if not self.port:
             raise RuntimeError(f"{type(self).__name__} is not started")
         headers = {"Accept": "application/json"}
@@ -368,18 +387,9 @@ class ConnectWorker(Endpoint):
             conn.request(method, path, body=data, headers=headers)
             resp = conn.getresponse()
             raw = resp.read()
-            resp_headers = {k.lower(): v for k, v in resp.getheaders()}
-            status = resp.status
+            return resp.status, raw.decode("utf-8", "replace"), {k.lower(): v for k, v in resp.getheaders()}
         finally:
             conn.close()
-        text = raw.decode("utf-8", "replace")
-        body: Any = text or None
-        if text:
-            try:
-                body = json.loads(text)
-            except ValueError:
-                pass
-        return status, body, resp_headers
 
     def put_connector(self, name: str, config: Mapping[str, str]) -> dict:
         """Create or reconfigure connector ``name`` (``PUT /connectors/<name>/config``).
