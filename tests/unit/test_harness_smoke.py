@@ -44,6 +44,33 @@ def test_pom_pins_kafka_and_logging():
         assert f"<artifactId>{artifact}</artifactId>" in pom
 
 
+def test_connect_pom_pins_the_runtime_and_the_brokers_logging():
+    from conveyor.testing.connect import render_pom as render_connect_pom
+
+    pom = render_connect_pom()
+    for artifact in ("connect-runtime", "connect-file", "connect-json"):
+        assert f"<artifactId>{artifact}</artifactId>\n      <version>{KAFKA_VERSION}</version>" in pom
+    for artifact in ("slf4j-api", "log4j-slf4j2-impl", "log4j-core", "maven-dependency-plugin"):
+        assert f"<artifactId>{artifact}</artifactId>" in pom
+    assert "reload4j" not in pom
+
+
+def test_connect_worker_properties():
+    from conveyor.testing.connect import ConnectWorker
+
+    worker = ConnectWorker("127.0.0.1:9092", group_id="g", offset_storage_topic="connect-offsets",
+                           extra_properties={"value.converter.schemas.enable": "true"})
+    worker.port = 8083
+    props = worker.worker_properties()
+    assert props["bootstrap.servers"] == "127.0.0.1:9092" and props["group.id"] == "g"
+    assert (props["config.storage.topic"], props["offset.storage.topic"], props["status.storage.topic"]) == (
+        "g-configs", "connect-offsets", "g-status")
+    assert props["listeners"] == "http://127.0.0.1:8083"
+    assert props["value.converter.schemas.enable"] == "true" and props["key.converter.schemas.enable"] == "false"
+    assert props["offset.storage.replication.factor"] == "1" and props["offset.flush.interval.ms"] == "1000"
+    assert ConnectWorker("b:1").group_id != ConnectWorker("b:1").group_id  # unique unless given
+
+
 def test_cluster_id_is_a_kafka_uuid():
     for _ in range(50):
         cid = _random_cluster_id()

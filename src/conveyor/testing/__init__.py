@@ -8,12 +8,14 @@ is cheap and needs neither Java nor pyspark):
 * :mod:`conveyor.testing.kafka` - :class:`KafkaBroker` (a real single-node KRaft broker from the
   Maven Central jars), :class:`ExternalKafka`, :func:`start_or_reuse_kafka`
   (``$CONVEYOR_KAFKA_BOOTSTRAP``), :func:`kafka_libs`.
+* :mod:`conveyor.testing.connect` - :class:`ConnectWorker` (a real Apache Kafka Connect
+  distributed worker from the Maven Central jars, beside Conveyor), :func:`connect_libs`.
 * :mod:`conveyor.testing.postgres` - :class:`PostgresServer` (a real PostgreSQL from Debian's
   packages), :class:`ExternalPostgres`, :func:`start_or_reuse_postgres`
   (``$CONVEYOR_POSTGRES_URL``).
 * :mod:`conveyor.testing.spark` - :func:`local_spark_session`.
 * :mod:`conveyor.testing.pytest_plugin` - pytest fixtures ``kafka_broker``, ``kafka_bootstrap``,
-  ``topic_factory``, ``postgres_server``, ``postgres_url``, ``pg_database``, ``spark``; enable
+  ``topic_factory``, ``connect_worker``, ``postgres_server``, ``postgres_url``, ``pg_database``, ``spark``; enable
   with ``pytest_plugins = ["conveyor.testing.pytest_plugin"]`` in a ``conftest.py``.
 * ``python -m conveyor.testing up [--kafka] [--postgres] [--env-file PATH]`` / ``resolve`` - run the components in
   the foreground for development; pre-resolve the Kafka jars.

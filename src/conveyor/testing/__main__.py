@@ -10,9 +10,10 @@
     Exits 1 if a component cannot start or dies while running. Always starts fresh ones: the
     CONVEYOR_* variables of the calling environment are ignored.
 
-``python -m conveyor.testing resolve``
+``python -m conveyor.testing resolve [--connect]``
     Resolve the Apache Kafka jars from Maven Central into the cache (what CI does up front) and
-    print their directory.
+    print their directory; with ``--connect`` also the Apache Kafka Connect worker's jars
+    (``conveyor.testing.connect``), printing their directory on a second line.
 
 ``python -m conveyor.testing images [--target runtime|operator ...]``
     Build the Dockerfile's images on a Debian base with buildah (``conveyor.testing.images``; as
@@ -117,6 +118,10 @@ def _resolve(args: argparse.Namespace) -> int:
 
     try:
         print(kafka_libs(args.kafka_version))
+        if args.connect:
+            from conveyor.testing.connect import connect_libs
+
+            print(connect_libs(args.kafka_version))
     except ComponentUnavailable as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -159,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     up.set_defaults(func=_up)
     res = sub.add_parser("resolve", help="resolve the Apache Kafka jars into the cache and print their directory")
     res.add_argument("--kafka-version", default=KAFKA_VERSION)
+    res.add_argument("--connect", action="store_true",
+                     help="also resolve the Apache Kafka Connect worker's jars (same version)")
     res.set_defaults(func=_resolve)
     img = sub.add_parser("images", help="build the Dockerfile's images with buildah (cached) and print "
                                         "<ref> <archive> <bytes> per image")

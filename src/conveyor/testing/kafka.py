@@ -173,10 +173,31 @@ def kafka_libs(version: str = KAFKA_VERSION, *, timeout: float = 1800.0) -> Path
     Raises:
         ComponentUnavailable: mvn is missing or the resolution failed.
     """
-    base = _kafka_dir(version)
+    return resolve_libs(
+        _kafka_dir(version), render_pom(version), f"kafka_{SCALA_BINARY_VERSION}-{version}.jar",
+        component="kafka", what=f"Apache Kafka {version}", timeout=timeout,
+    )
+
+
+def resolve_libs(base: Path, pom: str, marker_jar: str, *, component: str, what: str, timeout: float) -> Path:
+    """Resolve the runtime dependencies of ``pom`` into ``base/libs`` once (see :func:`kafka_libs`).
+
+    Args:
+        base: the cache directory (``<cache>/kafka-<version>``, ...); ``pom.xml`` is written there.
+        pom: the POM whose runtime dependencies are wanted.
+        marker_jar: a jar file name that must be among the resolved ones.
+        component: ``ComponentUnavailable``'s component name.
+        what: what is being resolved, for messages (``"Apache Kafka 4.1.1"``).
+        timeout: seconds allowed for Maven.
+
+    Returns:
+        ``base/libs``; reused as long as ``base/libs.ok`` holds the POM's digest.
+
+    Raises:
+        ComponentUnavailable: mvn is missing or the resolution failed.
+    """
     libs = base / "libs"
     stamp = base / "libs.ok"
-    pom = render_pom(version)
     digest = hashlib.sha256(pom.encode()).hexdigest()
 
     def ready() -> bool:
@@ -192,18 +213,18 @@ def kafka_libs(version: str = KAFKA_VERSION, *, timeout: float = 1800.0) -> Path
         mvn = shutil.which("mvn")
         if not mvn:
             raise ComponentUnavailable(
-                "kafka",
-                f"cannot resolve the Apache Kafka {version} jars: mvn (Maven) is not installed",
+                component,
+                f"cannot resolve the {what} jars: mvn (Maven) is not installed",
                 hint="apt-get install maven",
             )
-        java_home = _support.find_java_home(17, component="kafka")
+        java_home = _support.find_java_home(17, component=component)
         (base / "pom.xml").write_text(pom)
         staging = Path(tempfile.mkdtemp(prefix="libs.tmp-", dir=base))
         cmd = [
             mvn, "-q", "-B", "-f", str(base / "pom.xml"),
             "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
         ]
-        log.info("resolving Apache Kafka %s jars from Maven Central into %s", version, libs)
+        log.info("resolving %s jars from Maven Central into %s", what, libs)
         try:
             out = subprocess.run(
                 cmd, cwd=base, check=False, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
@@ -212,16 +233,16 @@ def kafka_libs(version: str = KAFKA_VERSION, *, timeout: float = 1800.0) -> Path
         except subprocess.TimeoutExpired:
             shutil.rmtree(staging, ignore_errors=True)
             raise ComponentUnavailable(
-                "kafka", f"resolving the Apache Kafka {version} jars with mvn took more than {timeout:.0f}s"
+                component, f"resolving the {what} jars with mvn took more than {timeout:.0f}s"
             ) from None
-        jar = staging / f"kafka_{SCALA_BINARY_VERSION}-{version}.jar"
+        jar = staging / marker_jar
         if out.returncode != 0 or not jar.is_file():
             shutil.rmtree(staging, ignore_errors=True)
             output = "\n".join((out.stdout + out.stderr).splitlines()[-40:])
             raise ComponentUnavailable(
-                "kafka",
+                component,
                 f"`{' '.join(cmd[:5])} dependency:copy-dependencies` failed (exit {out.returncode}) "
-                f"resolving Apache Kafka {version}",
+                f"resolving {what}",
                 hint="check network access to https://repo.maven.apache.org (or ~/.m2/settings.xml mirrors)",
                 log_tail=output,
             )

@@ -10,6 +10,9 @@ Session-scoped (started lazily by the first test that needs them, stopped at ses
   :class:`~conveyor.testing.kafka.KafkaBroker`, or :class:`~conveyor.testing.kafka.ExternalKafka`
   when ``$CONVEYOR_KAFKA_BOOTSTRAP`` is set.
 * ``kafka_bootstrap`` -> ``str``: its ``bootstrap.servers``.
+* ``connect_worker`` -> :class:`~conveyor.testing.connect.ConnectWorker`: a real Apache Kafka
+  Connect distributed worker (same version as the broker) on the session's Kafka, with its own
+  group and internal topics; ``worker.rest(...)``, ``worker.put_connector(...)``.
 * ``postgres_server`` -> :class:`~conveyor.testing.postgres.PostgresEndpoint`: a started
   :class:`~conveyor.testing.postgres.PostgresServer`, or
   :class:`~conveyor.testing.postgres.ExternalPostgres` when ``$CONVEYOR_POSTGRES_URL`` is set.
@@ -114,6 +117,20 @@ def topic_factory(kafka_broker, request) -> Iterator[Callable[..., str]]:
             kafka_broker.delete_topic(topic, timeout=10)
         except Exception as e:  # noqa: BLE001 - cleanup only
             log.warning("could not delete topic %s: %s", topic, e)
+
+
+@pytest.fixture(scope="session")
+def connect_worker(kafka_bootstrap):
+    """A started Apache Kafka Connect distributed worker (:class:`~conveyor.testing.connect.ConnectWorker`)
+    on the session's Kafka, stopped at the end of the session. Tests share it: use unique
+    connector names and delete the connectors they create."""
+    from conveyor.testing.connect import ConnectWorker
+
+    worker = _start(lambda: ConnectWorker(kafka_bootstrap).start())
+    try:
+        yield worker
+    finally:
+        worker.stop()
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------
