@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from conveyor import spark_security, spark_volumes
 from conveyor.api.redaction import redact_value, remember_resolved
+from conveyor.connect_config import spec_fields_from_config
 
 API_VERSION = "conveyor.dev/v1alpha1"
 KIND = "Connector"
@@ -351,6 +352,17 @@ class ConnectorSpec(_Model):
         default_factory=DeletionPolicySpec, alias="deletionPolicy",
         description="What deleting the Connector cleans up.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _connect_spec_keys(cls, data: Any) -> Any:
+        """``tasks.max`` / ``connector.class`` pasted into ``config`` (:mod:`conveyor.connect_config`)."""
+        if not isinstance(data, Mapping):
+            return data
+        updates, refused = spec_fields_from_config(data)
+        if refused:
+            raise _KeysRefused(refused)
+        return {**data, **updates}
 
     def secret_names(self) -> list[str]:
         """Every Secret the pods mount (configFrom and Kafka credentials), in order, once."""

@@ -22,6 +22,9 @@ TOKENS = ControlTokens.generate()
 
 
 class _Connector:
+    def version(self) -> str:
+        return "1.2.3"
+
     def task_class(self) -> type:
         return TaskHandle  # any class: only its name is shown
 
@@ -116,9 +119,10 @@ def test_the_connector_list_and_its_expansions(call):
 def test_status_is_connects_document_without_conveyors_extras(call):
     status, doc = call("GET", "/connectors/c1/status")
     assert status == 200
-    assert doc == {"name": "c1", "connector": {"state": "RUNNING", "worker_id": "w:8083"},
-                   "tasks": [{"id": 0, "state": "RUNNING", "worker_id": "w:8083"},
-                             {"id": 1, "state": "FAILED", "worker_id": "w:8083", "trace": "boom"}],
+    assert doc == {"name": "c1", "connector": {"state": "RUNNING", "worker_id": "w:8083", "version": "1.2.3"},
+                   "tasks": [{"id": 0, "state": "RUNNING", "worker_id": "w:8083", "version": "1.2.3"},
+                             {"id": 1, "state": "FAILED", "worker_id": "w:8083", "version": "1.2.3",
+                              "trace": "boom"}],
                    "type": "sink"}
     assert call("GET", "/connectors/c1/tasks/1/status") == (200, doc["tasks"][1])
 
@@ -171,7 +175,7 @@ def test_state_changes_answer_202_and_204_without_a_body(call, driver):
 def test_restart_with_flags_answers_202_with_the_restarting_marks(call, driver):
     status, doc = call("POST", "/connectors/c1/restart?includeTasks=true&onlyFailed=true")
     assert status == 202 and doc["tasks"][1] == {"id": 1, "state": "RESTARTING", "worker_id": "w:8083",
-                                                 "trace": "boom"}
+                                                 "version": "1.2.3", "trace": "boom"}
     assert "restarted" not in doc and driver.calls == [("restart", (True, True))]
 
 
@@ -228,8 +232,19 @@ def test_plugins_their_config_keys_and_validation(call):
     assert bad["value"]["errors"] and bad["value"]["value"] == "sometimes"
     status, doc = call("PUT", "/connector-plugins/noop-sink/config/validate", {"connector.class": "archive-sink"})
     assert status == 400 and "does not match request type noop-sink" in doc["message"]
+    status, doc = call("PUT", "/connector-plugins/Nope/config/validate", {"name": "v"})
+    assert status == 500 and "Failed to find any class that implements Connector and which name matches Nope" \
+        in doc["message"]
 
 
-def test_malformed_json_is_a_400(call):
+def test_malformed_json_is_a_500_on_connects_paths_as_connect_answers_and_a_400_on_conveyors(call):
     status, doc = call("PUT", "/connectors/c1/config", raw=b"{not json")
-    assert status == 400 and doc["error_code"] == 400
+    assert status == 500 and doc["error_code"] == 500 and "malformed JSON" in doc["message"]
+    status, doc = call("PUT", "/config", raw=b"{not json")
+    assert status == 400 and "malformed JSON" in doc["message"]
+
+
+def test_unknown_paths_and_methods_answer_in_jerseys_words(call):
+    assert call("GET", "/no/such/path") == (404, {"error_code": 404, "message": "HTTP 404 Not Found"})
+    assert call("DELETE", "/") == (405, {"error_code": 405, "message": "HTTP 405 Method Not Allowed"})
+    assert call("POST", "/connectors/c1") == (405, {"error_code": 405, "message": "HTTP 405 Method Not Allowed"})

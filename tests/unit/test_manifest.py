@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from conveyor.manifest import ConnectorManifest, ConnectorState, ManifestError
@@ -72,3 +74,48 @@ def test_env_references_are_substituted(tmp_path):
     assert m.spec.config["connection.url"] == "postgresql://h/db"
     with pytest.raises(ManifestError, match=r"spec\.kafka\.bootstrapServers: environment variable BROKER is not set"):
         ConnectorManifest.load(f, environ={"PGHOST": "h"})
+
+
+def _pasted(spec_patch: dict, config: dict) -> ConnectorManifest:
+    spec = {k: v for k, v in GOOD["spec"].items() if k != "tasksMax"} | spec_patch
+    return ConnectorManifest.from_dict({**GOOD, "spec": {**spec, "config": config}})
+
+
+def test_a_pasted_connect_config_sets_tasks_max_when_the_spec_does_not():
+    assert _pasted({}, {"topics": "t", "tasks.max": "4"}).spec.tasks_max == 4
+    assert _pasted({"tasksMax": 2}, {"topics": "t", "tasks.max": "4"}).spec.tasks_max == 2  # kubectl scale wins
+
+
+def test_tasks_max_overridden_by_the_spec_is_named_in_a_warning():
+    from conveyor.connect_config import tasks_max_overridden
+
+    assert tasks_max_overridden({"tasks.max": "4"}, 2) == "spec.config.tasks.max (4) is overridden by spec.tasksMax (2)"
+    assert tasks_max_overridden({"tasks.max": "2"}, 2) is None
+    assert tasks_max_overridden({}, 2) is None
+
+
+@pytest.mark.parametrize(("spec_patch", "config", "message"), [
+    ({}, {"tasks.max": "many"}, "spec.config.tasks.max: must be a whole number from 1 to 1000 (got 'many')"),
+    ({}, {"tasks.max": "0"}, "spec.config.tasks.max: must be a whole number"),
+    ({}, {"connector.class": "noop-sink"}, "spec.config.connector.class: noop-sink is not the connector spec.class "
+                                           "names (postgres-sink)"),
+    ({}, {"connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector"}, "a Java connector"),
+    ({"class": "file-sink"}, {"connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector"},
+     "is not the connector spec.class names (file-sink)"),
+])
+def test_a_pasted_connect_config_that_disagrees_with_the_spec_is_refused_naming_the_field(spec_patch, config,
+                                                                                       message):
+    with pytest.raises(ManifestError, match=re.escape(message)):
+        _pasted(spec_patch, {"topics": "t", **config})
+
+
+@pytest.mark.parametrize(("cls", "named"), [
+    ("postgres-sink", "postgres-sink"),
+    ("postgres-sink", "conveyor.connectors.postgres.sink.PostgresSinkConnector"),
+    ("postgres-sink", "conveyor.connectors.postgres.sink:PostgresSinkConnector"),
+    ("file-sink", "org.apache.kafka.connect.file.FileStreamSinkConnector"),
+    ("file-sink", "FileStreamSink"),
+    ("file-source", "FileStreamSourceConnector"),
+])
+def test_connector_class_naming_the_same_connector_is_accepted(cls, named):
+    assert _pasted({"class": cls}, {"topics": "t", "connector.class": named}).spec.connector_class == cls

@@ -32,8 +32,8 @@ from conveyor.api import Connector, SinkConnector
 from conveyor.runtime.plugins import connector_entry_points, load_connector_class
 
 #: ``ConnectorStateInfo``'s keys for the connector and for each task, in Connect's order.
-_TASK_KEYS = ("id", "state", "worker_id", "trace")
-_CONNECTOR_KEYS = ("state", "worker_id", "trace")
+_TASK_KEYS = ("id", "state", "worker_id", "version", "trace")
+_CONNECTOR_KEYS = ("state", "worker_id", "version", "trace")
 
 
 def connect_string(value: Any) -> str:
@@ -66,16 +66,13 @@ def _strip(entry: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: entry[k] for k in keys if k in entry and (k != "trace" or entry[k])}
 
 
-def connector_state_info(status: Mapping[str, Any]) -> dict[str, Any]:
+def connector_state_info(status: Mapping[str, Any], version: str) -> dict[str, Any]:
     """Connect's ``ConnectorStateInfo`` from Conveyor's status document (``Driver.status()``),
-    without Conveyor's extras (assignment, lag, counters, ``spark``, ``unassigned_lag``)."""
-    return {"name": status["name"], "connector": _strip(status["connector"], _CONNECTOR_KEYS),
-            "tasks": [task_state(t) for t in status["tasks"]], "type": status["type"]}
-
-
-def task_state(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """Connect's ``TaskState`` ``{"id", "state", "worker_id"[, "trace"]}`` of one task entry."""
-    return _strip(entry, _TASK_KEYS)
+    without Conveyor's extras (assignment, lag, counters, ``spark``, ``unassigned_lag``);
+    ``version`` is the connector's (Connect 4.1 shows the plugin version of each, KIP-1136)."""
+    return {"name": status["name"], "connector": _strip({**status["connector"], "version": version}, _CONNECTOR_KEYS),
+            "tasks": [_strip({**t, "version": version}, _TASK_KEYS) for t in status["tasks"]],
+            "type": status["type"]}
 
 
 def connector_info(name: str, config: Mapping[str, str], task_ids: list[int], connector_type: str
@@ -101,7 +98,8 @@ def connector_type_of(cls: type[Connector]) -> str:
     return "sink" if issubclass(cls, SinkConnector) else "source"
 
 
-def _version_of(cls: type[Connector]) -> str:
+def plugin_version(cls: type[Connector]) -> str:
+    """The ``version()`` of a new instance of ``cls``; ``"undefined"`` when it cannot be built."""
     try:
         return str(cls().version())
     except Exception:  # noqa: BLE001 - a plugin that cannot even be built has an undefined version
@@ -122,7 +120,7 @@ def installed_connectors() -> dict[str, type[Connector]]:
 def plugin_infos() -> list[dict[str, str]]:
     """Connect's ``GET /connector-plugins`` (``connectorsOnly=true``): ``[{"class", "type", "version"}]``,
     sorted by class name as Connect sorts them."""
-    plugins = [{"class": class_name(cls), "type": connector_type_of(cls), "version": _version_of(cls)}
+    plugins = [{"class": class_name(cls), "type": connector_type_of(cls), "version": plugin_version(cls)}
                for cls in installed_connectors().values()]
     return sorted(plugins, key=lambda p: p["class"])
 

@@ -53,6 +53,12 @@ CLUSTER_ID_TIMEOUT_S = 10.0
 _cluster_ids: dict[str, str] = {}
 
 
+def is_connect_path(path: str) -> bool:
+    """Whether ``path`` belongs to Kafka Connect's API (whose errors follow Connect's, 500 for
+    a malformed body included) rather than Conveyor's own."""
+    return path == "/" or path.startswith(("/connectors", "/connector-plugins"))
+
+
 def _no_content(status: HTTPStatus) -> Response:
     return Response(status_code=int(status))
 
@@ -70,8 +76,16 @@ def _stopped(driver: Driver) -> bool:
     return driver.connector_state is TaskState.STOPPED
 
 
+def _version(driver: Driver) -> str:
+    if driver.connector is not None:
+        return str(driver.connector.version())
+    from conveyor.runtime.preflight import connector_class
+
+    return docs.plugin_version(connector_class(driver.manifest.spec.connector_class)[0])
+
+
 def _state_info(driver: Driver, status: dict[str, Any] | None = None) -> dict[str, Any]:
-    info = docs.connector_state_info(status or driver.status())
+    info = docs.connector_state_info(status or driver.status(), _version(driver))
     if _stopped(driver):  # Connect's stopped connector has no tasks (KIP-875)
         info["tasks"] = []
     return info
@@ -312,11 +326,16 @@ def _plugin_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any)
 def _validate(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     from conveyor.runtime.preflight import PreflightError, validate_config
 
-    cls = _plugin(p["plugin"])
     named = body.get("connector.class")
-    if named is not None and docs.find_plugin(str(named)) is not cls:
+    cls = docs.find_plugin(p["plugin"])
+    if named is not None and (cls is None or docs.find_plugin(str(named)) is not cls):
         raise OperationError(HTTPStatus.BAD_REQUEST,
                              f"Included connector type {named} does not match request type {p['plugin']}")
+    if cls is None:
+        known = ", ".join(plugin["class"] for plugin in docs.plugin_infos())
+        raise OperationError(HTTPStatus.INTERNAL_SERVER_ERROR,
+                             f"Failed to find any class that implements Connector and which name matches "
+                             f"{p['plugin']}, available connectors are: {known}")
     config = {k: v for k, v in body.items() if k not in _SPEC_KEYS}
     errors: dict[str, str] = {}
     try:

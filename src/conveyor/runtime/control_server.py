@@ -39,7 +39,9 @@ kubelet's probes, which cannot carry a secret without putting it in the pod spec
 counts, never a configuration value.
 
 Errors are Kafka Connect's error document, ``{"error_code": <status>, "message": str}``
-(an unknown path 404, a known path with another method 405). Every driver call runs on a
+(an unknown path 404 ``HTTP 404 Not Found``, a known path with another method 405 ``HTTP 405
+Method Not Allowed``, as Connect's Jersey answers). Kafka Connect's own REST API is served
+beside these (:mod:`conveyor.runtime.connect_rest`). Every driver call runs on a
 worker thread of its own (up to :data:`MAX_CONCURRENT_CALLS`): long-polls, drains and a
 stop of many minutes never hold the event loop or one another.
 """
@@ -69,7 +71,7 @@ from starlette.routing import Route
 
 from conveyor.api.redaction import redact_data
 from conveyor.manifest import ConnectorSpec, ConnectorState
-from conveyor.runtime.connect_rest import CONNECT_ENDPOINTS
+from conveyor.runtime.connect_rest import CONNECT_ENDPOINTS, is_connect_path
 from conveyor.runtime.control_auth import AUTH_SCHEME, REALM, ControlTokens, Role
 from conveyor.runtime.live_config import apply_written_spec
 from conveyor.runtime.operation_error import OperationError
@@ -245,7 +247,12 @@ def _call(driver: Driver, tokens: ControlTokens, call: Call, method: str, reads_
         if (refused := _refusal(tokens, roles, request)) is not None:
             return refused
         try:
-            body = await _read_body(request) if reads_body else None
+            try:
+                body = await _read_body(request) if reads_body else None
+            except json.JSONDecodeError as exc:
+                # Kafka Connect answers a malformed body with 500 (Jackson's parse error); so do its paths here.
+                status = HTTPStatus.INTERNAL_SERVER_ERROR if is_connect_path(request.url.path) else HTTPStatus.BAD_REQUEST
+                return _error(status, f"malformed JSON in the request body: {exc}")
             result = await anyio.to_thread.run_sync(
                 call, driver, request.query_params, request.path_params, body, abandon_on_cancel=True)
         except _BodyError as exc:
@@ -265,9 +272,9 @@ def _call(driver: Driver, tokens: ControlTokens, call: Call, method: str, reads_
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    message = (f"no such endpoint: {request.method} {request.url.path}" if exc.status_code == HTTPStatus.NOT_FOUND
-               else f"{request.method} is not allowed on {request.url.path}" if exc.status_code == 405
-               else str(exc.detail))
+    status = HTTPStatus(exc.status_code)
+    message = (f"HTTP {status.value} {status.phrase}" if status in (HTTPStatus.NOT_FOUND, HTTPStatus.METHOD_NOT_ALLOWED)
+               else str(exc.detail))  # Jersey's words, as Kafka Connect answers
     return _error(exc.status_code, message, dict(exc.headers or {}))
 
 

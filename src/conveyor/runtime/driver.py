@@ -192,7 +192,7 @@ class Driver:
         log.info("starting connector %s (%s)", self.name, spec.connector_class)
         cls, self.connector_type = connector_class(spec.connector_class)
         connector = self._new_connector(cls)
-        validate_config(connector, self.connector_type, dict(spec.config), self.name)
+        validate_config(connector, self.connector_type, dict(spec.config), self.name, spec.tasks_max)
         self.kafka = kafka_properties(spec)
         check_kafka(self.kafka)
         self._prepare_kafka()

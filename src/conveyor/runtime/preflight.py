@@ -19,6 +19,7 @@ from conveyor.api import (
     SinkConnector,
     SourceConnector,
 )
+from conveyor.connect_config import tasks_max_overridden
 from conveyor.runtime import config_keys
 from conveyor.runtime.kafka_clients import KafkaProperties, bootstrap_servers, client_config, describe
 from conveyor.runtime.log_repeats import CollapseRepeats
@@ -63,10 +64,12 @@ def config_field(key: str) -> str:
     return f"spec.config.{key}" if key else "spec.config"
 
 
-def validate_config(connector: Connector, connector_type: str, config: dict[str, Any], name: str) -> None:
+def validate_config(connector: Connector, connector_type: str, config: dict[str, Any], name: str,
+                    tasks_max: int | None = None) -> None:
     """The connector's own validation plus the runtime's keys, converters and transforms.
 
-    Keys that nothing reads are logged as warnings with the closest known key, and listed
+    A ``tasks.max`` in ``config`` that ``tasks_max`` (``spec.tasksMax``) overrides, and keys
+    that nothing reads, are logged as warnings with the closest known key, and listed
     with it under the errors when there are errors (:mod:`conveyor.runtime.config_keys`).
 
     Raises:
@@ -96,6 +99,8 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
         else:
             errors.update(_pipeline_errors(config, source.key_converter, source.value_converter))
             errors.update(_exactly_once_errors(connector, config, source))
+    if tasks_max is not None and (overridden := tasks_max_overridden(config, tasks_max)):
+        log.warning("connector %s: %s", name, overridden)
     unknown = _unknown_keys(connector, connector_type, config)
     for key, suggestion in unknown.items():
         log.warning("connector %s: %s; it is ignored", name, config_keys.describe(key, suggestion))
