@@ -110,9 +110,11 @@ class DriverClient:
         query = urlencode({"pod": pod, "timeout_s": timeout_s})
         return self._call("POST", f"/drain?{query}", timeout_s=timeout_s + 30)
 
-    def restart(self) -> dict[str, Any]:
-        """Restart the connector's tasks (Kafka Connect's ``restart?includeTasks=true``)."""
-        return self._call("POST", "/restart?include_tasks=true", timeout_s=self.timeout_s + 120)
+    def restart(self, only_failed: bool = False) -> dict[str, Any]:
+        """Kafka Connect's restart with ``includeTasks``: every task, or only the FAILED ones
+        (and the connector only if FAILED) with ``only_failed``."""
+        query = "include_tasks=true" + ("&only_failed=true" if only_failed else "")
+        return self._call("POST", f"/restart?{query}", timeout_s=self.timeout_s + 120)
 
     def restart_task(self, task_id: int) -> dict[str, Any]:
         return self._call("POST", f"/tasks/{int(task_id)}/restart", timeout_s=self.timeout_s + 120)

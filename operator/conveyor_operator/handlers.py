@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from datetime import datetime, timezone
 from typing import Any
 
 import kopf
@@ -35,7 +36,7 @@ from kubernetes import client
 from kubernetes import config as kube_config
 
 from conveyor.manifest import ConnectorManifest, ManifestError
-from conveyor_operator import GROUP, PLURAL, VERSION, connector_classes, names, network_policy, render
+from conveyor_operator import GROUP, PLURAL, VERSION, auto_restart, connector_classes, names, network_policy, render
 from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
 from conveyor_operator.control_secret import ControlSecrets
@@ -302,6 +303,7 @@ def restart(body: kopf.Body, name: str, namespace: str, retry: int, **_: Any) ->
     except (DriverUnreachable, DriverRefused) as exc:
         raise kopf.TemporaryError(f"restart not delivered: {exc}", delay=backoff(retry)) from None
     shared_kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART)
+    shared_kube().patch_connector_status(namespace, name, {"autoRestart": None})  # a manual restart resets the count
     shared_kube().event(body, "Normal", "Restarted", message=f"tasks restarted: {result}")
 
 
@@ -356,9 +358,12 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
     }.items() if v is not None} for t in report.get("tasks", [])]
     failed = [t["id"] for t in tasks if t["state"] == "FAILED"]
     wanted = _STATE_OF.get((body.get("spec") or {}).get("state", "running"), "RUNNING")
-    if connector.get("state") == "FAILED" or failed:
+    failing = connector.get("state") == "FAILED" or bool(failed)
+    restarts = _auto_restart(body, status, failing, name, namespace)
+    if failing:
         what = "connector" if connector.get("state") == "FAILED" else f"tasks {failed}"
-        conditions.set(C.DEGRADED, True, "Failed", f"{what} FAILED (see status.connector/tasks trace)")
+        note = restarts.pop("note", "")
+        conditions.set(C.DEGRADED, True, "Failed", f"{what} FAILED (see status.connector/tasks trace){note}")
         conditions.set(C.READY, False, "Failed", f"{what} FAILED")
     elif connector.get("state") == wanted and all(t["state"] == wanted for t in tasks):
         conditions.set(C.DEGRADED, False, "AsExpected")
@@ -370,7 +375,33 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
         entry["workerId"] = connector["worker_id"]
     if connector.get("trace"):
         entry["trace"] = _short(connector["trace"])
-    write_status(namespace, name, conditions, connector=entry, tasks=tasks)
+    restarts.pop("note", None)
+    write_status(namespace, name, conditions, connector=entry, tasks=tasks, **restarts)
+
+
+def _auto_restart(body: kopf.Body, status: kopf.Status, failing: bool, name: str, namespace: str) -> dict[str, Any]:
+    """``spec.autoRestart`` (:mod:`conveyor_operator.auto_restart`): restart what failed when
+    due. Returns the status fields to write (``autoRestart`` when it changed) and a ``note``
+    for the Degraded message."""
+    try:
+        spec = parse(body).spec.auto_restart
+    except ManifestError:
+        return {}
+    current = status.get("autoRestart")
+    decision = auto_restart.decide(spec, current, failing, name, datetime.now(timezone.utc))
+    if decision.gave_up:
+        return {"note": f"; gave up after {current['count']} automatic restart(s) (spec.autoRestart.maxRestarts)"}
+    if decision.restart:
+        try:
+            driver_client(name, namespace).restart(only_failed=True)
+        except (DriverUnreachable, DriverRefused) as exc:
+            log.warning("connector %s/%s: automatic restart not delivered: %s", namespace, name, exc)
+            return {}
+        count = decision.status["count"] if decision.status else 0
+        shared_kube().event(body, "Normal", "AutoRestarted",
+                            message=f"automatic restart {count} of the failed connector/tasks (spec.autoRestart)")
+        return {"autoRestart": decision.status, "note": f"; automatic restart {count} made"}
+    return {} if decision.status == current else {"autoRestart": decision.status}
 
 
 def _report_pod_problem(body: kopf.Body, conditions: Conditions, namespace: str, name: str) -> bool:

@@ -74,6 +74,14 @@ class EvictionEntry(_Model):
     complete: bool = Field(description="Every task finished its closing commit in time.")
 
 
+class AutoRestartStatus(_Model):
+    """Automatic restarts so far (Strimzi's ``status.autoRestart``)."""
+
+    count: int = Field(description="Automatic restarts since the connector last ran without failing.")
+    connector_name: str = Field(alias="connectorName", description="The connector restarted.")
+    last_restart_timestamp: str = Field(alias="lastRestartTimestamp", description="RFC 3339 time of the last one.")
+
+
 class ConnectorStatus(_Model):
     """Observed state of a Connector."""
 
@@ -88,6 +96,9 @@ class ConnectorStatus(_Model):
     )
     config_hash: str | None = Field(
         None, alias="configHash", description="Hash of the rendered connector manifest the driver runs."
+    )
+    auto_restart: AutoRestartStatus | None = Field(
+        None, alias="autoRestart", description="Automatic restarts (spec.autoRestart); absent when none are counted."
     )
     evictions: list[EvictionEntry] = Field(
         default_factory=list, description="Latest pod evictions turned into closing-aware commits (newest last, 10 kept)."

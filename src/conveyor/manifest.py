@@ -323,6 +323,15 @@ class DeletionPolicySpec(_Model):
     )
 
 
+class AutoRestartSpec(_Model):
+    enabled: bool = Field(True, description="Restart a FAILED connector or its FAILED tasks automatically.")
+    max_restarts: int | None = Field(
+        None, alias="maxRestarts", ge=0,
+        description="Restarts in a row before giving up (unset: no limit). The count resets once the connector has "
+        "run without failing for the current back-off; a manual restart resets it too.",
+    )
+
+
 class ConnectorSpec(_Model):
     connector_class: str = Field(
         alias="class",
@@ -351,6 +360,11 @@ class ConnectorSpec(_Model):
     deletion_policy: DeletionPolicySpec = Field(
         default_factory=DeletionPolicySpec, alias="deletionPolicy",
         description="What deleting the Connector cleans up.",
+    )
+    auto_restart: AutoRestartSpec | None = Field(
+        None, alias="autoRestart",
+        description="Automatic restarts of a FAILED connector or tasks by the operator, as Strimzi's autoRestart: "
+        "after 0, 2, 6, 12, 20, 30, 42 and 56 minutes, then every 60 (min(n*n+n, 60) minutes after the n-th).",
     )
 
     @model_validator(mode="before")

@@ -541,6 +541,49 @@ def test_a_connector_that_cannot_start_is_degraded_not_crash_looping(kube_api, k
             driver.stop()
 
 
+def test_auto_restart_restarts_a_failed_task_and_counts_it_in_the_status(kube_api, kube_namespace, operator, api,
+                                                                          kafka_bootstrap, tmp_path):
+    """spec.autoRestart, as Strimzi's: the first restart of a FAILED task is immediate, counted in
+    status.autoRestart with an Event; the task fails again (same records) and waits its back-off."""
+    name, topic = _name("autorestart"), _name("autorestart-topic")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    produce(kafka_bootstrap, topic, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(5)])
+    port = free_port()
+    with operator(port, env={"CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS": "1"}):
+        api.create_connector(connector(name, kube_namespace, "conveyor.testing.faults:FaultySinkConnector",
+                                       kafka_bootstrap, {
+            "topics": topic, "key.converter": "string", "value.converter": "string",
+            "faulty.connector.class": "noop-sink", "faulty.journal.path": str(tmp_path / "journal.jsonl"),
+            "faulty.fail.task": "0", "faulty.fail.after.records": "2"}, autoRestart={"maxRestarts": 3}))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        driver = LocalDriver(api, kube_namespace, name, tmp_path, port)
+        try:
+            restarted = eventually(lambda: (api.get_connector(kube_namespace, name).get("status") or {})
+                                   .get("autoRestart"), timeout_s=120, message="status.autoRestart")
+            assert restarted["count"] == 1 and restarted["connectorName"] == name
+            assert api.events(kube_namespace, name, "AutoRestarted")
+            eventually(lambda: driver.status()["tasks"][0]["attempt"] >= 1, message="task 0 run again")
+            eventually(lambda: driver.status()["tasks"][0]["state"] == "FAILED", message="fails again")
+            eventually(lambda: (api.condition(kube_namespace, name, "Degraded") or {}).get("reason") == "Failed",
+                       message="Degraded again")
+            time.sleep(5)  # the next restart is due 2 minutes after the first
+            assert api.get_connector(kube_namespace, name)["status"]["autoRestart"] == restarted
+
+            api.custom.patch_namespaced_custom_object(   # a manual restart resets the count
+                "conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
+                {"metadata": {"annotations": {"conveyor.dev/restart": "true"}}})
+            eventually(lambda: api.events(kube_namespace, name, "Restarted"), message="manual restart")
+            again = eventually(lambda: (api.get_connector(kube_namespace, name)["status"].get("autoRestart") or {})
+                               .get("lastRestartTimestamp", restarted["lastRestartTimestamp"])
+                               != restarted["lastRestartTimestamp"]
+                               and api.get_connector(kube_namespace, name)["status"]["autoRestart"],
+                               timeout_s=60, message="the count reset, then a new first restart")
+            assert again["count"] == 1
+        finally:
+            driver.stop()
+
+
 # --- the control API's credentials ---------------------------------------------------------------
 
 def test_the_control_secret_is_created_once_owned_and_authenticates_the_operator(
