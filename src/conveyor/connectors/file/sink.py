@@ -1,0 +1,158 @@
+"""The file sink (entry point ``file-sink``): Kafka Connect's ``FileStreamSinkConnector`` and
+``FileStreamSinkTask`` (connect-file 4.1.1), with the same key and the same output.
+
+* ``task_configs(max_tasks)`` returns ``max_tasks`` copies of the connector's configuration,
+  as Kafka Connect does: with ``tasks.max`` above 1 several tasks append to the same path
+  (each on its executor's file system), lines of different tasks interleaved.
+* Each record becomes one line: ``String.valueOf(record.value())`` and ``\\n``, as
+  ``PrintStream.println`` prints it (:func:`.java_text.java_string`: ``{a=1, b=x}`` for a
+  schemaless JSON object, ``Struct{...}``, ``null``, ``1.0E7``...), UTF-8, a lone surrogate
+  written ``?``. Keys, headers and timestamps are not written.
+* The file is opened for appending (created if missing, its directory is not) in ``start``;
+  failing that, the task fails with Kafka Connect's "Couldn't find or create file ..." message.
+  Without ``file`` lines go to the task's standard output.
+* Lines are buffered (1 MiB) and flushed by ``flush``, which the default ``pre_commit``
+  calls before every commit: offsets are committed only for lines already handed to the
+  operating system (not fsynced: a machine crash can lose lines whose offsets were committed,
+  as with Kafka Connect). Kafka Connect's unbuffered ``PrintStream`` writes each line at once;
+  either way a task failure before a commit redelivers, and may duplicate, lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from conveyor.api import ConnectError, SinkConnector, SinkRecord, SinkTask, TopicPartition, parse_config
+from conveyor.connectors.file.config import FileSinkConfig
+from conveyor.connectors.file.java_text import java_string
+
+VERSION = "0.1.0"
+#: Size of the file object's buffer: lines reach the file when it fills, and at every ``flush``.
+WRITE_BUFFER = 1 << 20
+
+log = logging.getLogger(__name__)
+
+
+def render_lines(records: Sequence[SinkRecord]) -> bytes:
+    """The bytes ``println(record.value())`` writes for each record, UTF-8."""
+    if not records:
+        return b""
+    text = "\n".join([java_string(r.value, r.value_schema) for r in records]) + "\n"
+    return text.encode("utf-8", "replace")  # Java's encoder writes '?' for a lone surrogate
+
+
+class FileSinkConnector(SinkConnector):
+    """Entry point ``file-sink``: Kafka Connect's ``FileStreamSinkConnector``. Every hook runs
+    on the driver's control thread; no I/O."""
+
+    config_model = FileSinkConfig
+
+    def __init__(self) -> None:
+        self._config: dict[str, Any] = {}
+
+    def version(self) -> str:
+        return VERSION
+
+    def start(self, config: Mapping[str, Any]) -> None:
+        cfg = parse_config(FileSinkConfig, config)
+        self._config = dict(config)
+        log.info("Starting file sink connector writing to %s", cfg.path or "standard output")
+
+    def task_class(self) -> type[FileSinkTask]:
+        return FileSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, Any]]:
+        """``max_tasks`` copies of the connector's configuration, as Kafka Connect."""
+        return [dict(self._config) for _ in range(max_tasks)]
+
+
+class FileSinkTask(SinkTask):
+    """Appends one line per record. Every hook runs on the task's runner thread in a Spark
+    Python worker."""
+
+    def __init__(self) -> None:
+        self._path: str | None = None
+        self._file: Any = None
+        self.lines_written = 0
+
+    def version(self) -> str:
+        return VERSION
+
+    def start(self, config: Mapping[str, Any]) -> None:
+        """Open ``file`` for appending (created if missing).
+
+        Raises:
+            ConfigError: an invalid configuration.
+            ConnectError: the file cannot be opened or created (its directory is missing, a
+                permission, a directory of that name).
+        """
+        cfg = parse_config(FileSinkConfig, config)
+        self._path = cfg.path
+        if self._path is None:
+            self._file = _StandardOutput()
+            return
+        try:
+            self._file = open(self._path, "ab", buffering=WRITE_BUFFER)  # noqa: SIM115 - kept open until stop
+        except OSError as exc:
+            raise ConnectError(f"Couldn't find or create file '{self._path}' for FileStreamSinkTask: {exc}") from exc
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        """Write the records' lines to the file object (buffered: they reach the file when its
+        1 MiB buffer fills, and at ``flush``).
+
+        Raises:
+            ConnectError: writing failed.
+        """
+        data = render_lines(records)
+        if not data:
+            return
+        try:
+            self._file.write(data)
+        except OSError as exc:
+            raise ConnectError(f"writing to {self._describe()} failed: {exc}") from exc
+        self.lines_written += len(records)
+
+    def flush(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Flush the file object: every line put so far reaches the file before the offsets
+        ``pre_commit`` returns are committed, so they never run ahead of it.
+
+        Raises:
+            ConnectError: writing failed (the commit is then skipped).
+        """
+        try:
+            self._file.flush()
+        except OSError as exc:
+            raise ConnectError(f"flushing {self._describe()} failed: {exc}") from exc
+
+    def stop(self, connector_deleted: bool = False) -> None:
+        """Close the file, writing what is buffered (standard output is only flushed). Nothing
+        is deleted, also when the connector is."""
+        if self._file is None:
+            return
+        handle, self._file = self._file, None
+        handle.close()
+
+    def _describe(self) -> str:
+        return f"file '{self._path}'" if self._path is not None else "standard output"
+
+
+class _StandardOutput:
+    """The worker's standard output as a byte sink; ``close`` only flushes it."""
+
+    def write(self, data: bytes) -> None:
+        stream = sys.stdout
+        buffer = getattr(stream, "buffer", None)
+        if buffer is None:
+            stream.write(data.decode("utf-8"))
+            return
+        stream.flush()  # keep order with text already printed
+        buffer.write(data)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+    def close(self) -> None:
+        self.flush()
