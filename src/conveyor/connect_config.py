@@ -26,7 +26,7 @@ CONNECT_EQUIVALENTS = {
 MAX_TASKS = 1000
 
 
-def _equivalent(name: str) -> str:
+def conveyor_name(name: str) -> str:
     """``name`` as Conveyor names it: a Connect class (full or simple name, or without the
     ``Connector`` suffix, as Connect's aliases) maps to its equivalent; anything else is kept."""
     for java, conveyor in CONNECT_EQUIVALENTS.items():
@@ -72,7 +72,7 @@ def spec_fields_from_config(spec: Mapping[str, Any]) -> tuple[dict[str, Any], di
     given = spec.get("class", spec.get("connector_class"))
     if "connector.class" in config and given is not None:
         named = str(config["connector.class"])
-        if _canonical(_equivalent(named)) != _canonical(str(given)):
+        if _canonical(conveyor_name(named)) != _canonical(str(given)):
             hint = (" (a Java connector: Conveyor runs the Python connector spec.class names)"
                     if _looks_like_java(named) else "")
             refused["config.connector.class"] = (f"{named} is not the connector spec.class names ({given}){hint}: "

@@ -378,6 +378,11 @@ class ConnectorSpec(_Model):
             raise _KeysRefused(refused)
         return {**data, **updates}
 
+    def connect_config(self, name: str) -> dict[str, Any]:
+        """The configuration Kafka Connect gives ``Connector.start``: ``config`` with
+        ``connector.class``, ``tasks.max`` and ``name`` (the last two as strings)."""
+        return {**self.config, "connector.class": self.connector_class, "tasks.max": str(self.tasks_max), "name": name}
+
     def secret_names(self) -> list[str]:
         """Every Secret the pods mount (configFrom and Kafka credentials), in order, once."""
         names = [s.name for s in self.config_from if s.secret_ref is not None]

@@ -143,7 +143,7 @@ class Comparison:
 
 
 def _connector_config(topic: str, file: str) -> dict[str, str]:
-    return {"topics": topic, "file": file, "tasks.max": "1",
+    return {"topics": topic, "file": file, "tasks.max": "1", "offset.flush.interval.ms": "1000",
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter.schemas.enable": "false"}
@@ -169,7 +169,7 @@ def test_the_same_requests_get_the_same_answers_from_kafka_connect_and_conveyor(
                                                 **_connector_config(topic, str(connect_file))})
     manifest = connector_manifest(conveyor_name, "file-sink", kafka_bootstrap,
                                   {k: v for k, v in _connector_config(topic, str(conveyor_file)).items()
-                                   if k != "tasks.max"} | {"offset.flush.interval.ms": "1000"})
+                                   if k != "tasks.max"})
     try:
         with running_connector(manifest, spark) as driver:
             both = Comparison(Side(connect_worker.url, connect_name, str(connect_file)),

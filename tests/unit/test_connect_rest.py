@@ -149,7 +149,7 @@ def test_info_config_and_tasks_are_strings_as_connect_stores_them(call):
     ("PUT", "/connectors/nope/pause", "Unknown connector nope"),
     ("PUT", "/connectors/nope/resume", "Unknown connector nope"),
     ("PUT", "/connectors/nope/stop", "Unknown connector nope"),
-    ("POST", "/connectors/nope/restart", "Unknown connector nope"),
+    ("POST", "/connectors/nope/restart", "Unknown connector: nope"),
     ("POST", "/connectors/nope/restart?includeTasks=true", "Unknown connector: nope"),
     ("POST", "/connectors/nope/tasks/0/restart", "Unknown connector: nope"),
     ("POST", "/connectors/c1/tasks/99/restart", "Unknown task: c1-99"),

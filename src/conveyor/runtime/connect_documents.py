@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from conveyor.api import Connector, SinkConnector
+from conveyor.connect_config import conveyor_name
 from conveyor.runtime.plugins import connector_entry_points, load_connector_class
 
 #: ``ConnectorStateInfo``'s keys for the connector and for each task, in Connect's order.
@@ -127,7 +128,9 @@ def plugin_infos() -> list[dict[str, str]]:
 
 def find_plugin(name: str) -> type[Connector] | None:
     """The connector class called ``name``: its entry-point name, full class name, simple class
-    name, or simple name without the ``Connector`` suffix (Connect's plugin aliases)."""
+    name, or simple name without the ``Connector`` suffix (Connect's plugin aliases); Apache
+    Kafka's FileStream connectors name ``file-sink`` / ``file-source``."""
+    name = conveyor_name(name)
     for entry_point, cls in installed_connectors().items():
         simple = cls.__name__
         if name in (entry_point, class_name(cls), simple, simple.removesuffix("Connector")):

@@ -224,11 +224,10 @@ def _flag(q: QueryParams, name: str) -> bool:
 
 def _restart(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any] | Response:
     include_tasks, only_failed = _flag(q, "includeTasks"), _flag(q, "onlyFailed")
+    _check_connector(driver, p, "Unknown connector: {c}")
     if not (include_tasks or only_failed):
-        _check_connector(driver, p, "Unknown connector {c}")
         driver.restart()
         return _no_content(HTTPStatus.NO_CONTENT)
-    _check_connector(driver, p, "Unknown connector: {c}")
     return HTTPStatus.ACCEPTED, _state_info(driver, driver.restart(include_tasks=include_tasks,
                                                                    only_failed=only_failed))
 

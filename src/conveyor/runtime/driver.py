@@ -253,7 +253,7 @@ class Driver:
         """
         spec = self.manifest.spec
         try:
-            connector.start({**spec.config, "name": self.name})
+            connector.start(spec.connect_config(self.name))
         except Exception as exc:
             raise DriverError(f"connector {self.name} failed to start: {exc}") from exc
         self.connector = connector
@@ -568,7 +568,7 @@ class Driver:
         cls, _ = connector_class(self.manifest.spec.connector_class)
         connector = self._new_connector(cls)
         try:
-            connector.start({**self.manifest.spec.config, "name": self.name})
+            connector.start(self.manifest.spec.connect_config(self.name))
             self.connector = connector
             configs = self._task_configs()
         except Exception as exc:  # noqa: BLE001 - reported as the connector's FAILED state

@@ -68,6 +68,11 @@ class FileSinkConnector(SinkConnector):
         """``max_tasks`` copies of the connector's configuration, as Kafka Connect."""
         return [dict(self._config) for _ in range(max_tasks)]
 
+    def alter_offsets(self, config: Mapping[str, Any], offsets: Mapping[TopicPartition, int | None]) -> bool:
+        """``True``: the sink keeps no offsets of its own, so the consumer group's are all there is
+        (as Kafka Connect's ``FileStreamSinkConnector.alterOffsets``)."""
+        return True
+
 
 class FileSinkTask(SinkTask):
     """Appends one line per record. Every hook runs on the task's runner thread in a Spark

@@ -37,7 +37,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from conveyor.api import (
@@ -125,6 +125,32 @@ class FileSourceConnector(SourceConnector):
     def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport:
         """SUPPORTED, as Kafka Connect answers for a file (always one here)."""
         return ExactlyOnceSupport.SUPPORTED
+
+    def alter_offsets(self, config: Mapping[str, Any],
+                      offsets: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]]) -> bool:
+        """Check offsets written through the offsets API, as Kafka Connect's
+        ``FileStreamSourceConnector.alterOffsets``: a reset (``None``) of anything is allowed;
+        otherwise the partition holds ``filename`` and the offset a non-negative integer
+        ``position``. The task checks the position against the file when it starts.
+
+        Raises:
+            ConnectError: an offset or partition of another shape (Connect's messages).
+        """
+        for partition, offset in offsets:
+            if offset is None:
+                continue
+            if POSITION_FIELD not in offset:
+                raise ConnectError(f"Offset objects should either be null or contain the key '{POSITION_FIELD}'")
+            position = offset[POSITION_FIELD]
+            if isinstance(position, bool) or not isinstance(position, int):
+                raise ConnectError(f"The value for the '{POSITION_FIELD}' key in the offset is expected to be a "
+                                   "Long value")
+            if position < 0:
+                raise ConnectError(f"The value for the '{POSITION_FIELD}' key in the offset should be a "
+                                   "non-negative value")
+            if FILENAME_FIELD not in partition:
+                raise ConnectError(f"Partition objects should contain the key '{FILENAME_FIELD}'")
+        return True
 
 
 class FileSourceTask(SourceTask):
