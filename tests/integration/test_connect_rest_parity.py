@@ -27,8 +27,8 @@ pytestmark = pytest.mark.integration
 #: and the answers are printed, nothing compared.
 KNOWN_DIFFERENCES: dict[tuple[str, str], tuple[str, str]] = {
     ("PUT", "/connectors/{c}/topics/reset"): (
-        "none", "Conveyor answers 403 as a worker with topic.tracking.allow.reset=false: its topics are the "
-        "ones its tasks hold"),
+        "none", ("Conveyor answers 403 as a worker with topic.tracking.allow.reset=false: its topics are the "
+        "ones its tasks hold")),
     ("DELETE", "/connectors/{c}"): ("none", "deleting a connector is the Connector resource's (409 here)"),
     ("POST", "/connectors"): ("none", "creating a connector is the Connector resource's (409 here)"),
     ("PATCH", "/connectors/{c}/offsets#malformed"): (
@@ -54,8 +54,8 @@ def _shape_diffs(connect: Any, conveyor: Any, where: str = "$") -> list[str]:
     if connect is None or conveyor is None or connect == [] or conveyor == []:
         return []
     if isinstance(connect, dict) and isinstance(conveyor, dict):
-        diffs = [f"{where}: keys only in Connect {sorted(connect.keys() - conveyor.keys())}, "
-                 f"only in Conveyor {sorted(conveyor.keys() - connect.keys())}"] if connect.keys() != conveyor.keys() \
+        diffs = [(f"{where}: keys only in Connect {sorted(connect.keys() - conveyor.keys())}, "
+                 f"only in Conveyor {sorted(conveyor.keys() - connect.keys())}")] if connect.keys() != conveyor.keys() \
             else []
         return diffs + [d for k in connect.keys() & conveyor.keys() for d in _shape_diffs(connect[k], conveyor[k],
                                                                                         f"{where}.{k}")]
