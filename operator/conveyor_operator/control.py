@@ -116,5 +116,17 @@ class DriverClient:
         query = "include_tasks=true" + ("&only_failed=true" if only_failed else "")
         return self._call("POST", f"/restart?{query}", timeout_s=self.timeout_s + 120)
 
+    def offsets(self, connector: str) -> dict[str, Any]:
+        """Kafka Connect's ``GET /connectors/<name>/offsets`` document."""
+        return self._call("GET", f"/connectors/{quote(connector)}/offsets", timeout_s=self.timeout_s + 60)
+
+    def alter_offsets(self, connector: str, offsets: dict[str, Any]) -> dict[str, Any]:
+        """KIP-875's ``PATCH /connectors/<name>/offsets``; Connect's ``{"message"}``."""
+        return self._call("PATCH", f"/connectors/{quote(connector)}/offsets", offsets, timeout_s=self.timeout_s + 60)
+
+    def reset_offsets(self, connector: str) -> dict[str, Any]:
+        """KIP-875's ``DELETE /connectors/<name>/offsets``; Connect's ``{"message"}``."""
+        return self._call("DELETE", f"/connectors/{quote(connector)}/offsets", timeout_s=self.timeout_s + 60)
+
     def restart_task(self, task_id: int) -> dict[str, Any]:
         return self._call("POST", f"/tasks/{int(task_id)}/restart", timeout_s=self.timeout_s + 120)

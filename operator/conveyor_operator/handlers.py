@@ -439,4 +439,4 @@ def _short(trace: str | None, limit: int = TRACE_SUMMARY_CHARS) -> str | None:
     return summary if len(summary) <= limit else summary[:limit - 1] + "…"
 
 
-from conveyor_operator import deletion, eviction  # noqa: E402,F401 - registers their handlers
+from conveyor_operator import deletion, eviction, offsets  # noqa: E402,F401 - registers their handlers

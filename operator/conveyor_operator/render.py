@@ -131,7 +131,7 @@ def spec_hash(manifest: ConnectorManifest) -> str:
     """Hash of what a running driver cannot change in place (class, Kafka, Spark, secrets,
     shutdown, and the executor pods ``tasksMax`` needs): a change rolls the Deployment."""
     spec = spec_dict(manifest)
-    for live in ("config", "tasksMax", "state", "deletionPolicy", "autoRestart"):
+    for live in ("config", "tasksMax", "state", "deletionPolicy", "autoRestart", "listOffsets", "alterOffsets"):
         spec.pop(live, None)
     spec["executorPods"] = executor_instances(manifest)
     if manifest.spec.spark.executor.instances == 0:  # local[tasksMax] in the driver pod, sized per task

@@ -323,6 +323,18 @@ class DeletionPolicySpec(_Model):
     )
 
 
+class ConfigMapTarget(_Model):
+    to_config_map: NameReference = Field(
+        alias="toConfigMap", description="ConfigMap that receives the offsets (key offsets.json); created if missing."
+    )
+
+
+class ConfigMapSource(_Model):
+    from_config_map: NameReference = Field(
+        alias="fromConfigMap", description="ConfigMap whose key offsets.json holds the offsets to write."
+    )
+
+
 class AutoRestartSpec(_Model):
     enabled: bool = Field(True, description="Restart a FAILED connector or its FAILED tasks automatically.")
     max_restarts: int | None = Field(
@@ -360,6 +372,16 @@ class ConnectorSpec(_Model):
     deletion_policy: DeletionPolicySpec = Field(
         default_factory=DeletionPolicySpec, alias="deletionPolicy",
         description="What deleting the Connector cleans up.",
+    )
+    list_offsets: ConfigMapTarget | None = Field(
+        None, alias="listOffsets",
+        description="Where the annotation conveyor.dev/connector-offsets=list writes the connector's offsets "
+        "(Kafka Connect's GET /connectors/<name>/offsets document, as Strimzi's KafkaConnector listOffsets).",
+    )
+    alter_offsets: ConfigMapSource | None = Field(
+        None, alias="alterOffsets",
+        description="Offsets the annotation conveyor.dev/connector-offsets=alter writes (KIP-875 PATCH); the "
+        "connector must be stopped (spec.state: stopped). reset needs no ConfigMap.",
     )
     auto_restart: AutoRestartSpec | None = Field(
         None, alias="autoRestart",

@@ -584,6 +584,66 @@ def test_auto_restart_restarts_a_failed_task_and_counts_it_in_the_status(kube_ap
             driver.stop()
 
 
+def test_offsets_are_listed_altered_and_reset_through_the_connector_as_strimzi_does(
+    kube_api, kube_namespace, operator, api, kafka_bootstrap, tmp_path
+):
+    """KIP-875 through the resource: conveyor.dev/connector-offsets=list writes the offsets to the
+    spec.listOffsets ConfigMap; alter (from spec.alterOffsets) and reset wait for the connector to be
+    stopped, then change the consumer group; every step is an Event and the annotation goes."""
+    name, topic = _name("offsets"), _name("offsets-topic")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    produce(kafka_bootstrap, topic, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(40)])
+    group, port = f"connect-{name}", free_port()
+
+    def annotate(value: str, key: str = "conveyor.dev/connector-offsets") -> None:
+        api.custom.patch_namespaced_custom_object("conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
+                                                  {"metadata": {"annotations": {key: value}}})
+        eventually(lambda: key not in (api.get_connector(kube_namespace, name)["metadata"].get("annotations") or {}),
+                   message=f"annotation {value} handled")
+
+    with operator(port):
+        api.create_connector(connector(name, kube_namespace, "noop-sink", kafka_bootstrap, {
+            "topics": topic, "offset.flush.interval.ms": "300", "key.converter": "string",
+            "value.converter": "string"}, listOffsets={"toConfigMap": {"name": f"{name}-listed"}},
+            alterOffsets={"fromConfigMap": {"name": f"{name}-wanted"}}))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        driver = LocalDriver(api, kube_namespace, name, tmp_path, port)
+        try:
+            driver.wait_running()
+            eventually(lambda: sum(committed_offsets(kafka_bootstrap, group, topic, 2).values()) == 40,
+                       message="40 committed")
+            annotate("list")
+            listed = json.loads(api.core.read_namespaced_config_map(f"{name}-listed", kube_namespace)
+                                .data["offsets.json"])
+            assert sorted((o["partition"]["kafka_partition"], o["offset"]["kafka_offset"]) for o in listed["offsets"]) \
+                == sorted(committed_offsets(kafka_bootstrap, group, topic, 2).items())
+            assert api.events(kube_namespace, name, "OffsetsListed")
+
+            wanted = {"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0},
+                                   "offset": {"kafka_offset": 1}}]}
+            api.core.create_namespaced_config_map(kube_namespace, client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name=f"{name}-wanted"), data={"offsets.json": json.dumps(wanted)}))
+            api.custom.patch_namespaced_custom_object(   # alter while running: it waits, and says why
+                "conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
+                {"metadata": {"annotations": {"strimzi.io/connector-offsets": "alter"}}})
+            waiting = eventually(lambda: api.events(kube_namespace, name, "OffsetsWaiting"), message="waiting")
+            assert "spec.state" in waiting[0].message
+            before = committed_offsets(kafka_bootstrap, group, topic, 2)
+            api.custom.patch_namespaced_custom_object("conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
+                                                      {"spec": {"state": "stopped"}})
+            eventually(lambda: api.events(kube_namespace, name, "OffsetsAltered"), timeout_s=90, message="altered")
+            assert committed_offsets(kafka_bootstrap, group, topic, 2) == {**before, 0: 1}
+
+            annotate("reset")
+            assert api.events(kube_namespace, name, "OffsetsReset")
+            assert committed_offsets(kafka_bootstrap, group, topic, 2) == {}
+            annotate("rewind")
+            assert "not one of list, alter, reset" in api.events(kube_namespace, name, "OffsetsFailed")[0].message
+        finally:
+            driver.stop()
+
+
 # --- the control API's credentials ---------------------------------------------------------------
 
 def test_the_control_secret_is_created_once_owned_and_authenticates_the_operator(
