@@ -26,8 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s [%(name)s] %(message)s")
 
-    from conveyor_operator import handlers  # noqa: F401 - registers the handlers
-    from conveyor_operator import metrics
+    from conveyor_operator import handlers, metrics  # noqa: F401 - importing handlers registers them
     from conveyor_operator.settings import OperatorSettings
 
     if args.metrics_port:

@@ -28,8 +28,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import kopf
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client import gc_collector, platform_collector, process_collector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    gc_collector,
+    platform_collector,
+    process_collector,
+    start_http_server,
+)
 
 REGISTRY = CollectorRegistry()
 process_collector.ProcessCollector(registry=REGISTRY)

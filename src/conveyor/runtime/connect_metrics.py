@@ -68,57 +68,57 @@ CONNECTOR_TASK: list[tuple[str, str, _Value]] = [
      lambda r, v: v.ratios.get(TaskState.RUNNING, 0.0)),
 ]
 SINK_TASK: list[tuple[str, str, _Value]] = [
-    ("offset_commit_completion_rate", "The average per-second number of offset commit completions that were "
-     "completed successfully.", lambda r, v: v.rates["commits"]),
-    ("offset_commit_completion_total", "The total number of offset commit completions that were completed "
-     "successfully.", lambda r, v: r.commits),
-    ("offset_commit_seq_no", "The current sequence number for offset commits (Conveyor commits synchronously: "
-     "the number of commits).", lambda r, v: r.commits),
-    ("offset_commit_skip_rate", "The average per-second number of offset commit completions that were received "
-     "too late and skipped/ignored (never: Conveyor's commits are synchronous).", lambda r, v: 0.0),
-    ("offset_commit_skip_total", "The total number of offset commit completions that were received too late and "
-     "skipped/ignored (never: Conveyor's commits are synchronous).", lambda r, v: 0.0),
+    ("offset_commit_completion_rate", ("The average per-second number of offset commit completions that were "
+     "completed successfully."), lambda r, v: v.rates["commits"]),
+    ("offset_commit_completion_total", ("The total number of offset commit completions that were completed "
+     "successfully."), lambda r, v: r.commits),
+    ("offset_commit_seq_no", ("The current sequence number for offset commits (Conveyor commits synchronously: "
+     "the number of commits)."), lambda r, v: r.commits),
+    ("offset_commit_skip_rate", ("The average per-second number of offset commit completions that were received "
+     "too late and skipped/ignored (never: Conveyor's commits are synchronous)."), lambda r, v: 0.0),
+    ("offset_commit_skip_total", ("The total number of offset commit completions that were received too late and "
+     "skipped/ignored (never: Conveyor's commits are synchronous)."), lambda r, v: 0.0),
     ("partition_count", "The number of topic partitions assigned to this task.", lambda r, v: len(r.assignment)),
     ("put_batch_avg_time_ms", "The average time taken by this task to put a batch of sinks records.",
      lambda r, v: r.batch_time_avg_ms),
     ("put_batch_max_time_ms", "The maximum time taken by this task to put a batch of sinks records.",
      lambda r, v: r.batch_time_max_ms),
-    ("sink_record_active_count", "The number of records that have been read from Kafka but not yet completely "
-     "committed/flushed/acknowledged by the sink task.", lambda r, v: v.active[0]),
-    ("sink_record_active_count_avg", "The average number of records that have been read from Kafka but not yet "
-     "completely committed/flushed/acknowledged by the sink task.", lambda r, v: v.active[1]),
-    ("sink_record_active_count_max", "The maximum number of records that have been read from Kafka but not yet "
-     "completely committed/flushed/acknowledged by the sink task.", lambda r, v: v.active[2]),
-    ("sink_record_lag_max", "The maximum lag in terms of number of records that the sink task is behind the "
-     "log end, for any topic partition.", lambda r, v: max(r.lag.values(), default=0)),
-    ("sink_record_read_rate", "The average per-second number of records read from Kafka for this task before "
-     "transformations are applied.", lambda r, v: v.rates["records_read"]),
-    ("sink_record_read_total", "The total number of records read from Kafka by this task since it was last "
-     "restarted.", lambda r, v: r.records_read),
-    ("sink_record_send_rate", "The average per-second number of records output from the transformations and "
-     "sent/put to this task.", lambda r, v: v.rates["records_put"]),
-    ("sink_record_send_total", "The total number of records output from the transformations and sent/put to "
-     "this task since it was last restarted.", lambda r, v: r.records_put),
+    ("sink_record_active_count", ("The number of records that have been read from Kafka but not yet completely "
+     "committed/flushed/acknowledged by the sink task."), lambda r, v: v.active[0]),
+    ("sink_record_active_count_avg", ("The average number of records that have been read from Kafka but not yet "
+     "completely committed/flushed/acknowledged by the sink task."), lambda r, v: v.active[1]),
+    ("sink_record_active_count_max", ("The maximum number of records that have been read from Kafka but not yet "
+     "completely committed/flushed/acknowledged by the sink task."), lambda r, v: v.active[2]),
+    ("sink_record_lag_max", ("The maximum lag in terms of number of records that the sink task is behind the "
+     "log end, for any topic partition."), lambda r, v: max(r.lag.values(), default=0)),
+    ("sink_record_read_rate", ("The average per-second number of records read from Kafka for this task before "
+     "transformations are applied."), lambda r, v: v.rates["records_read"]),
+    ("sink_record_read_total", ("The total number of records read from Kafka by this task since it was last "
+     "restarted."), lambda r, v: r.records_read),
+    ("sink_record_send_rate", ("The average per-second number of records output from the transformations and "
+     "sent/put to this task."), lambda r, v: v.rates["records_put"]),
+    ("sink_record_send_total", ("The total number of records output from the transformations and sent/put to "
+     "this task since it was last restarted."), lambda r, v: r.records_put),
 ]
 SOURCE_TASK: list[tuple[str, str, _Value]] = [
-    ("poll_batch_avg_time_ms", "The average time in milliseconds taken by this task to poll for a batch of "
-     "source records.", lambda r, v: r.batch_time_avg_ms),
-    ("poll_batch_max_time_ms", "The maximum time in milliseconds taken by this task to poll for a batch of "
-     "source records.", lambda r, v: r.batch_time_max_ms),
-    ("source_record_active_count", "The number of records that have been produced by this task but not yet "
-     "completely written to Kafka.", lambda r, v: v.active[0]),
-    ("source_record_active_count_avg", "The average number of records that have been produced by this task but "
-     "not yet completely written to Kafka.", lambda r, v: v.active[1]),
-    ("source_record_active_count_max", "The maximum number of records that have been produced by this task but "
-     "not yet completely written to Kafka.", lambda r, v: v.active[2]),
-    ("source_record_poll_rate", "The average per-second rate of records produced/polled (before "
-     "transformation) by this task.", lambda r, v: v.rates["records_read"]),
-    ("source_record_poll_total", "The total number of records produced/polled (before transformation) by this "
-     "task.", lambda r, v: r.records_read),
+    ("poll_batch_avg_time_ms", ("The average time in milliseconds taken by this task to poll for a batch of "
+     "source records."), lambda r, v: r.batch_time_avg_ms),
+    ("poll_batch_max_time_ms", ("The maximum time in milliseconds taken by this task to poll for a batch of "
+     "source records."), lambda r, v: r.batch_time_max_ms),
+    ("source_record_active_count", ("The number of records that have been produced by this task but not yet "
+     "completely written to Kafka."), lambda r, v: v.active[0]),
+    ("source_record_active_count_avg", ("The average number of records that have been produced by this task but "
+     "not yet completely written to Kafka."), lambda r, v: v.active[1]),
+    ("source_record_active_count_max", ("The maximum number of records that have been produced by this task but "
+     "not yet completely written to Kafka."), lambda r, v: v.active[2]),
+    ("source_record_poll_rate", ("The average per-second rate of records produced/polled (before "
+     "transformation) by this task."), lambda r, v: v.rates["records_read"]),
+    ("source_record_poll_total", ("The total number of records produced/polled (before transformation) by this "
+     "task."), lambda r, v: r.records_read),
     ("source_record_write_rate", "The average per-second number of records written to Kafka for this task.",
      lambda r, v: v.rates["records_written"]),
-    ("source_record_write_total", "The number of records output written to Kafka for this task since it was "
-     "last restarted.", lambda r, v: r.records_written),
+    ("source_record_write_total", ("The number of records output written to Kafka for this task since it was "
+     "last restarted."), lambda r, v: r.records_written),
     ("transaction_size_avg", "The average number of records in the transactions the task has committed so far.",
      lambda r, v: r.transaction_size_avg),
     ("transaction_size_max", "The number of records in the largest transaction the task has committed so far.",
@@ -134,8 +134,8 @@ TASK_ERROR: list[tuple[str, str, _Value]] = [
     ("total_errors_logged", "The number of errors that were logged.", lambda r, v: r.errors_logged),
     ("total_record_errors", "The number of record processing errors in this task.",
      lambda r, v: r.records_skipped),
-    ("total_record_failures", "The number of record processing failures in this task (errors and retried "
-     "attempts).", lambda r, v: r.records_skipped + r.retries),
+    ("total_record_failures", ("The number of record processing failures in this task (errors and retried "
+     "attempts)."), lambda r, v: r.records_skipped + r.retries),
     ("total_records_skipped", "The number of records skipped due to errors.", lambda r, v: r.records_skipped),
     ("total_retries", "The number of operations retried.", lambda r, v: r.retries),
 ]
