@@ -1,7 +1,9 @@
 """``conveyor-operator``: run the operator (kopf, standalone: one replica, no peering).
 
 Watches every namespace, or those in ``CONVEYOR_OPERATOR_WATCH_NAMESPACES``; serves
-kopf's liveness probe on ``--liveness`` (default ``http://0.0.0.0:8080/healthz``).
+kopf's liveness probe on ``--liveness`` (default ``http://0.0.0.0:8080/healthz``) and the
+operator's Prometheus metrics (:mod:`conveyor_operator.metrics`) on ``--metrics-port``
+(``CONVEYOR_OPERATOR_METRICS_PORT``, default 8081; 0: none) at ``/metrics``.
 """
 
 from __future__ import annotations
@@ -19,11 +21,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--liveness", default=os.environ.get("CONVEYOR_OPERATOR_LIVENESS",
                                                              "http://0.0.0.0:8080/healthz"))
     parser.add_argument("--log-level", default=os.environ.get("CONVEYOR_OPERATOR_LOG_LEVEL", "INFO"))
+    parser.add_argument("--metrics-port", type=int,
+                        default=int(os.environ.get("CONVEYOR_OPERATOR_METRICS_PORT") or 8081))
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s [%(name)s] %(message)s")
 
-    from conveyor_operator import handlers  # noqa: F401 - registers the handlers
+    from conveyor_operator import handlers, metrics  # noqa: F401 - importing handlers registers them
     from conveyor_operator.settings import OperatorSettings
+
+    if args.metrics_port:
+        metrics.serve(args.metrics_port)
 
     namespaces = OperatorSettings.from_env().watch_namespaces
     asyncio.run(kopf.operator(

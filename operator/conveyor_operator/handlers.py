@@ -10,6 +10,8 @@ create / update / resume    validate (images and ServiceAccounts against the
                             and state changes to a running driver (``PUT /config``,
                             ``POST /state``) or roll it
 timer                       ``GET /status`` of the driver into ``.status``
+(metrics)                   each create / update / resume is counted and timed
+                            (:mod:`conveyor_operator.metrics`)
 ``conveyor.dev/restart``    restart the tasks; ``conveyor.dev/restart-task: "<id>"``
                             restarts one; the annotation is removed when done
 delete (finalizer)          ``POST /stop?connector_deleted=true`` to the driver, or a
@@ -36,7 +38,17 @@ from kubernetes import client
 from kubernetes import config as kube_config
 
 from conveyor.manifest import ConnectorManifest, ManifestError
-from conveyor_operator import GROUP, PLURAL, VERSION, auto_restart, connector_classes, names, network_policy, render
+from conveyor_operator import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    auto_restart,
+    connector_classes,
+    metrics,
+    names,
+    network_policy,
+    render,
+)
 from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
 from conveyor_operator.control_secret import ControlSecrets
@@ -169,6 +181,7 @@ def write_status(namespace: str, name: str, conditions: Conditions, **fields: An
 def _reject(body: kopf.Body, conditions: Conditions, reason: str, message: str) -> None:
     """An invalid spec: say so in conditions and an Event, and do not retry (the next
     edit of the Connector triggers a new reconciliation)."""
+    metrics.reject()
     conditions.set(C.DEGRADED, True, reason, message)
     conditions.set(C.READY, False, reason, message)
     conditions.set(C.PROGRESSING, False, reason, message)
@@ -180,6 +193,7 @@ def _reject(body: kopf.Body, conditions: Conditions, reason: str, message: str) 
 @kopf.on.create(*RESOURCE)
 @kopf.on.update(*RESOURCE)
 @kopf.on.resume(*RESOURCE)
+@metrics.observe_reconcile
 def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, **_: Any) -> None:
     """Render and apply what runs the connector; push live changes to its driver."""
     if meta.get("deletionTimestamp"):

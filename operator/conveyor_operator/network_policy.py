@@ -7,8 +7,10 @@ connector's own pods" is exactly the label ``conveyor.dev/connector=<name>``:
 ``NetworkPolicy <name>-driver``        driver pod: the control API
                                        (``settings.control_port``) from the
                                        connector's own pods (executors' ``preStop``
-                                       drain, their task runners) and from the
-                                       operator's pods; Spark's driver RPC
+                                       drain, their task runners), from the
+                                       operator's pods and from
+                                       ``settings.network_policy_metrics_peers``
+                                       (Prometheus: ``GET /metrics``); Spark's driver RPC
                                        (:data:`~conveyor_operator.render.SPARK_DRIVER_PORT`)
                                        and block manager
                                        (:data:`~conveyor_operator.render.SPARK_BLOCK_MANAGER_PORT`)
@@ -91,7 +93,7 @@ def network_policies(manifest: ConnectorManifest, uid: str, settings: OperatorSe
     operator = operator_peer(settings)
     control: dict[str, Any] = {"ports": _tcp(settings.control_port)}
     if operator is not None:
-        control["from"] = [own_pods, operator]
+        control["from"] = [own_pods, operator, *settings.network_policy_metrics_peers]
 
     def policy(component: str, ingress: list[dict[str, Any]]) -> dict[str, Any]:
         return {

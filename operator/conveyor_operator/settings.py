@@ -3,9 +3,10 @@ Helm chart sets from ``values.yaml``."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -83,14 +84,22 @@ class OperatorSettings(BaseModel):
         description="Labels (key=value) of the operator's pods, admitted to the drivers' control API; the chart "
                     "passes its operator's selector labels.",
     )
+    network_policy_metrics_peers: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="NetworkPolicy peers (JSON list, e.g. Prometheus's namespace) also admitted to the drivers' "
+                    "control port, to scrape GET /metrics; the chart passes metrics.scrapers. Only meaningful "
+                    "with the operator's namespace and labels set (otherwise every source is admitted).",
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OperatorSettings:
-        """Settings from ``CONVEYOR_OPERATOR_<FIELD>`` variables (comma lists for lists; an
-        empty variable leaves a field whose default is None unset).
+        """Settings from ``CONVEYOR_OPERATOR_<FIELD>`` variables (comma lists for lists of
+        strings, JSON for lists of objects; an empty variable leaves a field whose default is
+        None unset).
 
         Raises:
             pydantic.ValidationError: a variable has a value of the wrong type.
+            json.JSONDecodeError: a list of objects that is not JSON.
         """
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
@@ -100,6 +109,8 @@ class OperatorSettings(BaseModel):
                 continue
             if field.annotation == list[str]:
                 values[name] = [item.strip() for item in raw.split(",") if item.strip()]
+            elif field.annotation == list[dict[str, Any]]:
+                values[name] = json.loads(raw) if raw.strip() else []
             else:
                 values[name] = raw
         return cls.model_validate(values)

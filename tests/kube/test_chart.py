@@ -365,15 +365,18 @@ def test_one_spark_driver_cluster_role_name_everywhere(helm, namespace, sets, ex
     assert env["CONVEYOR_OPERATOR_SPARK_DRIVER_CLUSTER_ROLE"] == expected
 
 
-def test_operator_pod_network_policy_admits_nothing(helm):
-    """The operator only calls out; its pod accepts no connection (the kubelet's liveness probe
-    comes from the node, which CNIs admit). Egress is not restricted."""
+def test_operator_pod_network_policy_admits_only_its_metrics_port(helm):
+    """The operator only calls out; its pod accepts no connection but to its metrics port (the
+    kubelet's liveness probe comes from the node, which CNIs admit). Egress is not restricted.
+    With the operator's metrics off it admits nothing (tests/kube/test_chart_metrics.py: scrapers)."""
     docs = _render(helm)
     policy = _one(docs, "NetworkPolicy")
     deployment = _one(docs, "Deployment")
     assert policy["metadata"]["namespace"] == NAMESPACE
     assert policy["spec"] == {"podSelector": {"matchLabels": deployment["spec"]["selector"]["matchLabels"]},
-                              "policyTypes": ["Ingress"], "ingress": []}
+                              "policyTypes": ["Ingress"], "ingress": [{"ports": [{"protocol": "TCP", "port": 8081}]}]}
+    policy = _one(_render(helm, "metrics.operator.enabled=false"), "NetworkPolicy")
+    assert policy["spec"]["ingress"] == []
     assert not [d for d in _render(helm, "networkPolicy.enabled=false") if d["kind"] == "NetworkPolicy"]
 
 

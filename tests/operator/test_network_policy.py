@@ -2,6 +2,8 @@
 bridge CNI does not enforce NetworkPolicy, so these are checked as objects: here what they admit,
 in tests/kube that the API server takes them as the operator applies them."""
 
+import json
+
 import pytest
 from conveyor_operator import names, network_policy, render
 from conveyor_operator.settings import OperatorSettings
@@ -130,3 +132,22 @@ def test_settings_from_the_environment():
     assert settings.network_policy_operator_namespace == "ops"
     assert settings.network_policy_operator_labels == ["a=1", "b=2"]
     assert OperatorSettings.from_env({}).network_policy is True
+
+
+def test_metrics_scrapers_are_admitted_to_the_drivers_control_port_only():
+    """The chart's metrics.scrapers (CONVEYOR_OPERATOR_NETWORK_POLICY_METRICS_PEERS, JSON) join the
+    control port's sources, so that Prometheus can scrape GET /metrics; Spark's ports stay closed to them."""
+    prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                  "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    settings = OperatorSettings.from_env({
+        "CONVEYOR_OPERATOR_NETWORK_POLICY_OPERATOR_NAMESPACE": "conveyor-system",
+        "CONVEYOR_OPERATOR_NETWORK_POLICY_OPERATOR_LABELS": ",".join(OPERATOR_LABELS),
+        "CONVEYOR_OPERATOR_NETWORK_POLICY_METRICS_PEERS": json.dumps([prometheus]),
+    })
+    assert settings.network_policy_metrics_peers == [prometheus]
+    control, spark = policies(settings)["orders-driver"]["spec"]["ingress"]
+    assert control["from"] == [own("driver", "executor"), OPERATOR, prometheus]
+    assert prometheus not in spark["from"]
+    assert OperatorSettings.from_env({"CONVEYOR_OPERATOR_NETWORK_POLICY_METRICS_PEERS": ""}
+                                     ).network_policy_metrics_peers == []
+    assert OperatorSettings().network_policy_metrics_peers == []

@@ -54,6 +54,20 @@ app.kubernetes.io/part-of: conveyor
 {{- end }}
 
 {{/*
+Labels of the metrics objects (PodMonitors, the Grafana dashboard ConfigMap): the operator's, with
+the metrics component.
+*/}}
+{{- define "conveyor.metricsLabels" -}}
+helm.sh/chart: {{ include "conveyor.chart" . }}
+app.kubernetes.io/name: {{ include "conveyor.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: metrics
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: conveyor
+{{- end }}
+
+{{/*
 Labels that select the operator pod (immutable in the Deployment's selector).
 */}}
 {{- define "conveyor.selectorLabels" -}}

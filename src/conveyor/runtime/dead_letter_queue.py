@@ -55,6 +55,7 @@ class DeadLetterQueue(Reporter):
         self._task_id = task_id
         self._headers_enabled = context_headers_enabled
         self.sent = 0
+        self.failures = 0  # records the producer could not write (Connect's deadletterqueue-produce-failures)
         self._closed = threading.Event()
         self._poller = threading.Thread(target=self._poll, name=f"dlq-{connector}-{task_id}", daemon=True)
         self._poller.start()
@@ -75,6 +76,7 @@ class DeadLetterQueue(Reporter):
             if err is None:
                 future.set_result(None)
             else:
+                self.failures += 1
                 future.set_exception(KafkaException(err))
 
         self._producer.produce(

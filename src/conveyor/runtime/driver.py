@@ -47,7 +47,7 @@ from conveyor.api import Connector, ConnectorContext
 from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState, ManifestError
 from conveyor.runtime.control_auth import ControlTokens
 from conveyor.runtime.lifecycle import Lifecycle
-from conveyor.runtime.metrics import TaskMetricsCollector
+from conveyor.runtime.metrics import register_collectors
 from conveyor.runtime.offsets_deletion import delete_offsets_reported
 from conveyor.runtime.operation_error import OperationError
 from conveyor.runtime.preflight import (
@@ -154,7 +154,7 @@ class Driver:
         self.lifecycle = Lifecycle(self._lock)
         self.reconfiguration_requested = threading.Event()
         self.metrics_registry = CollectorRegistry()
-        self.metrics_registry.register(TaskMetricsCollector(self))
+        register_collectors(self.metrics_registry, self)  # conveyor_* and kafka_connect_*
         self.server: Any = None
         self.control_url = ""
         self.worker_id = ""

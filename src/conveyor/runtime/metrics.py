@@ -1,7 +1,10 @@
 """Prometheus metrics of a driver, built from the task runners' latest reports at scrape time.
 
-Names follow Kafka Connect's sink-task metrics (``sink-record-read-total`` →
-``conveyor_sink_record_read_total``), labelled ``connector`` and ``task``.
+Two collectors (:func:`register_collectors`): Conveyor's own ``conveyor_*`` families here,
+whose names follow Kafka Connect's sink-task metrics (``sink-record-read-total`` →
+``conveyor_sink_record_read_total``), labelled ``connector`` and ``task``; and Kafka Connect's
+``kafka_connect_*`` families as Strimzi's JMX exporter rules name them
+(:mod:`conveyor.runtime.connect_metrics`).
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, CollectorRegistry
 
+from conveyor.runtime.connect_metrics import ConnectMetricsCollector
 from conveyor.runtime.protocol import TaskState
 
 if TYPE_CHECKING:
@@ -67,3 +71,9 @@ class TaskMetricsCollector(Collector):
         yield partitions
         yield state
         yield connector_state
+
+
+def register_collectors(registry: CollectorRegistry, driver: Driver) -> None:
+    """Register the driver's collectors: ``conveyor_*`` and ``kafka_connect_*``."""
+    registry.register(TaskMetricsCollector(driver))
+    registry.register(ConnectMetricsCollector(driver))

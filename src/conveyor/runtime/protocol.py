@@ -115,6 +115,16 @@ class TaskReport:
     for the partitions it closed; ``closing_commit_error`` says why the latest closing commit
     did not land (``None`` when it did), in which case those partitions resume from
     ``committed``.
+
+    The fields after ``source_offsets`` feed Kafka Connect's task metrics
+    (:mod:`conveyor.runtime.connect_metrics`); each has a default, so a report of an older
+    runner still parses. ``batch_*``, ``commit_time_*`` and ``transaction_size_*`` are over the
+    runner's last minute (:mod:`conveyor.runtime.task_meter`), ``None`` when nothing happened
+    in it: a batch is one ``put()`` (sink) or one ``poll()`` (source), its time in
+    milliseconds; ``records_dropped`` are source records polled but never written (a
+    transformation dropped them, or their error was tolerated); ``retries``,
+    ``errors_logged``, ``dlq_failures`` and ``last_error_ms`` (epoch milliseconds, 0: none)
+    come from the task's error handling (:mod:`conveyor.runtime.tolerance`).
     """
 
     task_id: int
@@ -138,6 +148,20 @@ class TaskReport:
     records_written: int = 0
     transactions: int = 0
     source_offsets: dict[str, Any] = field(default_factory=dict)
+    batch_size_avg: float | None = None
+    batch_size_max: float | None = None
+    batch_time_avg_ms: float | None = None
+    batch_time_max_ms: float | None = None
+    commit_time_avg_ms: float | None = None
+    commit_time_max_ms: float | None = None
+    transaction_size_avg: float | None = None
+    transaction_size_max: float | None = None
+    transaction_size_min: float | None = None
+    records_dropped: int = 0
+    retries: int = 0
+    errors_logged: int = 0
+    dlq_failures: int = 0
+    last_error_ms: int = 0
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

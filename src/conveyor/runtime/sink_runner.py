@@ -356,6 +356,7 @@ class SinkTaskRunner(TaskRunner):
     def _deliver(self, batch: list[InternalSinkRecord], offsets: dict[TopicPartition, int]) -> None:
         """``put`` a batch; on RetriableError keep it for redelivery with consumption paused."""
         assert self.task and self.context
+        started = time.monotonic()
         try:
             self.task.put(batch)
         except RetriableError as exc:
@@ -370,6 +371,7 @@ class SinkTaskRunner(TaskRunner):
             return
         except Exception as exc:  # noqa: BLE001 - the task fails
             raise TaskFailed(f"put() failed: {exc}") from exc
+        self.meter.batch(len(batch), time.monotonic() - started)
         if self._retry_batch is not None:
             self._retry_batch, self._retry_offsets = None, {}
             self._pause_for_retry(False)
@@ -382,6 +384,13 @@ class SinkTaskRunner(TaskRunner):
     # ------------------------------------------------------------------ commits
 
     def _commit(self, closing: bool, partitions: Sequence[TopicPartition] | None = None) -> None:
+        """:meth:`_commit_offsets`, timed when it completes (Connect's ``offset-commit-*-time-ms``)."""
+        commits, started = self.commits, time.monotonic()
+        self._commit_offsets(closing, partitions)
+        if self.commits > commits:
+            self.meter.commit(time.monotonic() - started)
+
+    def _commit_offsets(self, closing: bool, partitions: Sequence[TopicPartition] | None = None) -> None:
         """``pre_commit`` then commit what it returned, validated as Kafka Connect does
         (``WorkerSinkTask.commitOffsets``): only assigned partitions, never past what was
         consumed and put. Synchronous."""

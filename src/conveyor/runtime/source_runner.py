@@ -213,6 +213,7 @@ class SourceTaskRunner(TaskRunner):
 
     def _poll(self) -> list[SourceRecord]:
         assert self.task is not None
+        started = time.monotonic()
         try:
             records = self.task.poll()
         except RetriableError as exc:
@@ -223,6 +224,8 @@ class SourceTaskRunner(TaskRunner):
             return []
         except Exception as exc:  # noqa: BLE001 - the task fails
             raise TaskFailed(f"poll() failed: {exc}") from exc
+        if records is not None:  # as Connect, a poll that returned a (maybe empty) batch
+            self.meter.batch(len(records), time.monotonic() - started)
         records = records or []
         self.records_polled += len(records)
         return records
@@ -241,6 +244,7 @@ class SourceTaskRunner(TaskRunner):
             pending = _Pending(record, pid, done=converted is None)
             self._offsets.sent(pending)
             if converted is None:
+                self.meter.records_dropped += 1
                 self._call_commit_record(record, None)
             else:
                 topic, key, value = converted
@@ -343,7 +347,8 @@ class SourceTaskRunner(TaskRunner):
         if self._offset_flush is None:
             changed = self._offsets.committable()
             if changed:
-                flush: dict[str, Any] = {"offsets": changed, "remaining": len(changed), "error": None}
+                flush: dict[str, Any] = {"offsets": changed, "remaining": len(changed), "error": None,
+                                         "started": time.monotonic()}
                 self._offset_flush = flush
 
                 def on_delivery(err: KafkaError | None, _msg: Any) -> None:
@@ -371,6 +376,7 @@ class SourceTaskRunner(TaskRunner):
             return
         self._committed(flush["offsets"])
         self.commits += 1
+        self.meter.commit(time.monotonic() - flush["started"])
         self._call_commit()
 
     def _committed(self, offsets: Mapping[str, PartitionOffset]) -> None:
@@ -401,6 +407,7 @@ class SourceTaskRunner(TaskRunner):
         """Offsets of this transaction's records go in with them; then ``commit_record``
         for each written record and ``commit()``."""
         assert self.producer and self.settings and self.reader and self.task
+        started = time.monotonic()
         latest = {pending.partition_id: (pending.partition, pending.offset) for pending in self._txn_records}
         for partition, offset in latest.values():
             self.producer.produce(self.settings.offsets_storage_topic,
@@ -415,6 +422,8 @@ class SourceTaskRunner(TaskRunner):
         self._in_txn = False
         self.transactions += 1
         records, self._txn_records = self._txn_records, []
+        self.meter.commit(time.monotonic() - started)
+        self.meter.transaction(sum(1 for pending in records if pending.metadata is not None))  # written ones
         self._offsets.drop_in_flight()
         self._committed(latest)
         for pending in records:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conveyor.runtime.protocol import Action, Directive, TaskReport, TaskSpec, TaskState
+from conveyor.runtime.report_window import ReportWindow
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,8 @@ class TaskHandle:
     Attributes:
         drains: how many runs of this task ended ``DRAINED`` (a drain waits for it to grow).
         last_drain: the final report of the latest drained run (its closing commit).
+        window: the reports of the last minute, for Kafka Connect's rates and ratios
+            (:mod:`conveyor.runtime.report_window`).
     """
 
     task_id: int
@@ -39,6 +42,7 @@ class TaskHandle:
     trace: str | None = None
     drains: int = 0
     last_drain: TaskReport | None = None
+    window: ReportWindow = field(default_factory=ReportWindow)
 
     @property
     def pod(self) -> str:
@@ -80,6 +84,7 @@ class TaskHandle:
         if report.attempt != self.attempt:
             return False
         self.report = report
+        self.window.add(report)
         if not self.state.is_final or report.state.is_final:
             self.state = report.state
         self.trace = report.trace
@@ -151,6 +156,7 @@ class TaskLauncher:
                 final = TaskReport(handle.task_id, handle.attempt, TaskState.FAILED, "", trace=trace_of(exc))
             with self._lock:
                 handle.report = final
+                handle.window.add(final)
                 handle.state = final.state
                 handle.trace = final.trace
                 relaunch = final.state is TaskState.DRAINED

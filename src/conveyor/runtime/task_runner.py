@@ -22,6 +22,7 @@ from typing import Any
 from conveyor.runtime.control_link import ControlLink
 from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, current_pod
 from conveyor.runtime.task_handles import trace_of
+from conveyor.runtime.task_meter import TaskMeter
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class TaskRunner(abc.ABC):
         self.state = TaskState.UNASSIGNED
         self.trace: str | None = None
         self.task: Any = None
+        self.meter = TaskMeter()  # batches, commits, transactions: Kafka Connect's windowed task metrics
         self.link = ControlLink(spec.control_url, spec.task_id, lambda: self._report_cache,
                                 token=spec.control_token)
         self._report_cache: TaskReport | None = None
@@ -182,9 +184,11 @@ class TaskRunner(abc.ABC):
         now = time.monotonic()
         if not fresh and self._report_cache is not None and now - self._report_at < REPORT_INTERVAL_S:
             return self._report_cache
+        tolerance = getattr(self, "tolerance", None)  # set by the subclass's _start
         report = self._build_report(
             task_id=self.spec.task_id, attempt=self.spec.attempt, state=self.state, worker_id=self.worker_id,
-            trace=self.trace, pod=self.pod,
+            trace=self.trace, pod=self.pod, **self.meter.report_fields(),
+            **(tolerance.report_fields() if tolerance is not None else {}),
         )
         self._report_cache, self._report_at = report, now
         return report

@@ -104,6 +104,7 @@ class LogReporter(Reporter):
     def __init__(self, connector: str, task_id: int, include_messages: bool) -> None:
         self._where = f"{connector}-{task_id}"
         self._include = include_messages
+        self.logged = 0
 
     def report(self, failed: FailedRecord, stage: Stage, cls_name: str, error: BaseException) -> Future[None]:
         extra = f" key={failed.key!r} value={failed.value!r}" if self._include else ""
@@ -111,6 +112,7 @@ class LogReporter(Reporter):
             "task %s: error in stage %s (%s) for record %s-%d@%d: %s%s",
             self._where, stage.value, cls_name, failed.topic, failed.partition, failed.offset, error, extra,
         )
+        self.logged += 1
         return _done()
 
 
@@ -123,6 +125,8 @@ class ToleranceOperator:
         self.retry_delay_max_ms = settings.errors_retry_delay_max_ms
         self.reporters = reporters
         self.failed_count = 0  # records that failed and were tolerated (skipped)
+        self.retries = 0  # operations retried (errors.retry.timeout)
+        self.last_error_ms = 0  # when a record last failed for good (epoch milliseconds)
         self.pending: list[Future[None]] = []
 
     def retry(self, operation: Callable[[], T], first_error: BaseException) -> T:
@@ -139,6 +143,7 @@ class ToleranceOperator:
             if deadline is not None and time.monotonic() + delay > deadline:
                 raise first_error
             time.sleep(delay)
+            self.retries += 1
             try:
                 return operation()
             except RetriableError as exc:
@@ -158,6 +163,7 @@ class ToleranceOperator:
             ToleranceExceeded: when ``errors.tolerance=none``; the message names the
                 record's topic, partition and offset.
         """
+        self.last_error_ms = int(time.time() * 1000)
         if self.tolerance is ErrorTolerance.NONE:  # the task fails: the record is not skipped, nor counted so
             raise ToleranceExceeded(
                 f"Tolerance exceeded in error handler: stage {stage.value} ({cls_name}) failed for record "
@@ -185,6 +191,15 @@ class ToleranceOperator:
                 fut.result(timeout=max(0.0, deadline - time.monotonic()))
             except Exception as exc:  # noqa: BLE001 - any failure blocks the commit
                 raise ConnectError(f"could not report a failed record: {exc}") from exc
+
+
+    def report_fields(self) -> dict[str, int]:
+        """The :class:`~conveyor.runtime.protocol.TaskReport` fields of the task's error handling
+        (Kafka Connect's ``task-error-metrics``): ``errors_logged`` by ``errors.log.enable``,
+        ``dlq_failures`` of the dead-letter queue's producer, ``retries``, ``last_error_ms``."""
+        return {"retries": self.retries, "last_error_ms": self.last_error_ms,
+                "errors_logged": sum(getattr(r, "logged", 0) for r in self.reporters),
+                "dlq_failures": sum(getattr(r, "failures", 0) for r in self.reporters)}
 
 
 def class_name(obj: Any) -> str:
