@@ -272,3 +272,29 @@ def test_kill_9_mid_run_then_restart_is_exactly_once(boundary, kafka_bootstrap, 
     counts = _seqs(msgs)
     assert len(counts) == 100000 and set(counts.values()) == {1}, "read_committed: every change exactly once"
     assert offset_key(name, {"stream": "s0"})
+
+
+def test_topic_creation_makes_the_topic_a_source_writes_to_with_its_groups_settings(kafka_bootstrap, spark):
+    """KIP-158: a topic that does not exist is created on first use, with the settings of the
+    first topic.creation group that includes it (here 3 partitions, compacted)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    topic = f"created-compact-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    assert topic not in admin.list_topics(timeout=10).topics
+    config = _config(topic, **{"records.per.stream": "20",
+                               "topic.creation.default.replication.factor": "1",
+                               "topic.creation.default.partitions": "1",
+                               "topic.creation.groups": "compacted",
+                               "topic.creation.compacted.include": "created-compact-.*",
+                               "topic.creation.compacted.partitions": "3",
+                               "topic.creation.compacted.cleanup.policy": "compact"})
+    with running_connector(connector_manifest(_name(), SEQUENCE, kafka_bootstrap, config), spark):
+        assert len(consume_all(kafka_bootstrap, topic, 20)) == 20
+    try:
+        assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        described = admin.describe_configs([resource])[resource].result(30)
+        assert described["cleanup.policy"].value == "compact"
+    finally:
+        admin.delete_topics([topic])

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 RUNTIME_KEYS = frozenset({"name", "connector.class", "tasks.max", "transforms", "predicates", "header.converter"})
 #: Prefixes whose keys go to a converter, a transformation or a Kafka client.
 RUNTIME_PREFIXES = ("key.converter.", "value.converter.", "header.converter.", "transforms.", "predicates.",
-                    "consumer.override.", "producer.override.", "admin.override.", "errors.")
+                    "consumer.override.", "producer.override.", "admin.override.", "errors.", "topic.creation.")
 
 
 def model_keys(model: type[BaseModel]) -> set[str]:

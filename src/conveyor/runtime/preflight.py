@@ -24,8 +24,12 @@ from conveyor.runtime import config_keys
 from conveyor.runtime.kafka_clients import KafkaProperties, bootstrap_servers, client_config, describe
 from conveyor.runtime.log_repeats import CollapseRepeats
 from conveyor.runtime.plugins import PluginError, load_connector_class
+from conveyor.runtime.topic_creation import topic_groups
 
 log = logging.getLogger(__name__)
+
+#: ``header.converter`` values that leave header bytes as they are, as Conveyor always does.
+PASS_THROUGH_HEADER_CONVERTERS = ("org.apache.kafka.connect.converters.ByteArrayConverter", "bytes", "bytearray")
 log.addFilter(CollapseRepeats())  # librdkafka's logs come through it
 
 
@@ -99,8 +103,16 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
         else:
             errors.update(_pipeline_errors(config, source.key_converter, source.value_converter))
             errors.update(_exactly_once_errors(connector, config, source))
+            try:
+                topic_groups(config)
+            except ConfigError as exc:
+                errors.update(exc.errors)
     if tasks_max is not None and (overridden := tasks_max_overridden(config, tasks_max)):
         log.warning("connector %s: %s", name, overridden)
+    if config.get("header.converter") not in (None, *PASS_THROUGH_HEADER_CONVERTERS):
+        log.warning("connector %s: spec.config.header.converter %s is not supported: headers reach tasks and Kafka "
+                    "as their raw bytes (Kafka Connect's ByteArray header handling); it is ignored",
+                    name, config["header.converter"])
     unknown = _unknown_keys(connector, connector_type, config)
     for key, suggestion in unknown.items():
         log.warning("connector %s: %s; it is ignored", name, config_keys.describe(key, suggestion))

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from conveyor.api import (
     ConnectError,
@@ -50,6 +51,7 @@ from conveyor.runtime.source_context import RunnerSourceContext
 from conveyor.runtime.source_partitions import PartitionOffset, SourcePartitions
 from conveyor.runtime.task_runner import TaskFailed, TaskFenced, TaskRunner
 from conveyor.runtime.tolerance import FailedRecord, LogReporter, Reporter, Stage, ToleranceOperator, class_name
+from conveyor.runtime.topic_creation import TopicCreator, topic_groups
 from conveyor.transforms.chain import TransformationChain
 
 log = logging.getLogger(__name__)
@@ -91,6 +93,7 @@ class SourceTaskRunner(TaskRunner):
         self.settings: SourceSettings | None = None
         self.task: SourceTask | None = None
         self.producer: Producer | None = None
+        self.topic_creator: TopicCreator | None = None
         self.reader: TopicOffsetReader | None = None
         self._offsets = SourcePartitions()
         self._offset_flush: dict[str, Any] | None = None
@@ -123,6 +126,8 @@ class SourceTaskRunner(TaskRunner):
         self.key_converter = load_converter(spec.connector_config, "key", self.settings.key_converter)
         self.value_converter = load_converter(spec.connector_config, "value", self.settings.value_converter)
         self.chain = TransformationChain.from_config(spec.connector_config)
+        groups = topic_groups(spec.connector_config)
+        self.topic_creator = None if groups is None else TopicCreator(AdminClient(client_config(spec.kafka)), groups)
         began = time.monotonic()
         self.producer = Producer(self._producer_config())
         if self.exactly_once:
@@ -309,6 +314,8 @@ class SourceTaskRunner(TaskRunner):
             kwargs["timestamp"] = record.timestamp
         if record.headers:
             kwargs["headers"] = [(h.key, h.value) for h in record.headers]
+        if self.topic_creator is not None:
+            self.topic_creator.ensure(topic)
         while True:
             try:
                 self.producer.produce(topic, **kwargs)
