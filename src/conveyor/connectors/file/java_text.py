@@ -58,6 +58,7 @@ from conveyor.connectors.file.java_numbers import (
 
 _MASK32 = 0xFFFFFFFF
 _MASK64 = (1 << 64) - 1
+_TWO_63 = 1 << 63
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
@@ -74,6 +75,8 @@ def java_string(value: Any, schema: Schema | None = None) -> str:
     """``String.valueOf(value)`` for a Connect value with its schema (``None``: schemaless)."""
     if type(value) is str:
         return value
+    if type(value) is dict and schema is None and (text := _flat_dict_string(value)) is not None:
+        return text
     if value is None:
         return "null"
     if value is True:
@@ -106,6 +109,28 @@ def java_string(value: Any, schema: Schema | None = None) -> str:
             [f"{java_string(k, key_schema)}={java_string(v, value_schema)}" for k, v in _map_items(value, key_schema)]
         ) + "}"
     return str(value)
+
+
+def _flat_dict_string(value: dict[Any, Any]) -> str | None:
+    """The common case, fast: a schemaless JSON object whose key sequence was seen before (its
+    ``HashMap`` order remembered); ``None`` for anything else (the general path handles it)."""
+    keys = tuple(value)
+    order = _STRING_KEY_ORDERS.get(keys)
+    if order is None:
+        return None
+    values = list(value.values())
+    parts = []
+    for i in order:
+        item = values[i]
+        kind = type(item)
+        if kind is str:
+            text = item
+        elif kind is int and -_TWO_63 <= item < _TWO_63:
+            text = str(item)
+        else:
+            text = java_string(item)
+        parts.append(f"{keys[i]}={text}")
+    return "{" + ", ".join(parts) + "}"
 
 
 def _map_items(value: Mapping[Any, Any], key_schema: Schema | None) -> list[tuple[Any, Any]]:
