@@ -542,6 +542,24 @@ def test_exactly_once_stores_offsets_with_rows_and_rewinds_in_open(pg_database: 
     assert context3.rewinds == []
 
 
+def test_alter_offsets_rewrites_the_offsets_table_so_tasks_resume_there(pg_database: str) -> None:
+    """KIP-875 with exactly.once: the connector's alter_offsets hook writes the new offsets to the
+    table (which wins over Kafka's in open) and deletes the rows of reset partitions."""
+    create_orders(pg_database)
+    task, _ = start_task(eo_config(pg_database), [TP0, TP1])
+    try:
+        task.put([rec(0, {"id": 1}), rec(0, {"id": 2}, partition=1)])
+        task.pre_commit({TP0: 1, TP1: 1})
+    finally:
+        task.stop()
+    assert PostgresSinkConnector().alter_offsets(eo_config(pg_database), {TP0: 7, TP1: None}) is True
+    assert sql(pg_database, 'SELECT topic, "partition", next_offset FROM conveyor_sink_offsets') == [("orders", 0, 7)]
+    task2, context2 = start_task(eo_config(pg_database), [TP0, TP1])
+    task2.stop()
+    assert context2.rewinds == [{TP0: 7}]
+    assert PostgresSinkConnector().alter_offsets({"connection.url": pg_database}, {TP0: 1}) is False  # at least once
+
+
 def test_exactly_once_offsets_table_in_a_schema_and_atomic_failure(pg_database: str) -> None:
     create_orders(pg_database)
     sql(pg_database, "CREATE SCHEMA sink_state")
