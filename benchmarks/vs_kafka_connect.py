@@ -110,14 +110,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from sink_throughput import PAD, PARTITIONS, make_topic  # the same topic as the sink benchmark's
 
 from conveyor.runtime.driver import Driver
 from conveyor.testing.connect import JSON_CONVERTER, ConnectWorker
 from conveyor.testing.kafka import start_or_reuse as start_or_reuse_kafka
-from conveyor.testing.runs import connector_manifest, produce
+from conveyor.testing.runs import connector_manifest
 
-PARTITIONS = 6
-PAD = "p" * 150
 SOURCE_EXTRA_LINES = 16
 WARMUP_RECORDS = 200_000
 POLL_S = 0.02
@@ -472,17 +471,6 @@ def conveyor_fresh(bootstrap: str, cls: str, tasks: int, config: dict[str, Any],
 
 
 # -------------------------------------------------------------------------------- data
-
-
-def make_topic(bootstrap: str, records: int) -> str:
-    """The sink topic: ``records`` JSON values of ~200 bytes (as ``sink_throughput.py``)."""
-    topic = f"bench-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-    items = [(str(i).encode(), json.dumps({"id": i, "name": f"order-{i}", "pad": PAD}).encode())
-             for i in range(records)]
-    produce(bootstrap, topic, items)
-    return topic
 
 
 def make_source_file(path: Path, records: int) -> None:

@@ -36,8 +36,9 @@ from typing import Any
 import kopf
 from kubernetes import client
 from kubernetes import config as kube_config
+from pydantic import ValidationError
 
-from conveyor.manifest import ConnectorManifest, ManifestError
+from conveyor.manifest import AutoRestartSpec, ConnectorManifest, ManifestError
 from conveyor_operator import (
     GROUP,
     PLURAL,
@@ -397,9 +398,10 @@ def _auto_restart(body: kopf.Body, status: kopf.Status, failing: bool, name: str
     """``spec.autoRestart`` (:mod:`conveyor_operator.auto_restart`): restart what failed when
     due. Returns the status fields to write (``autoRestart`` when it changed) and a ``note``
     for the Degraded message."""
+    raw = (body.get("spec") or {}).get("autoRestart")
     try:
-        spec = parse(body).spec.auto_restart
-    except ManifestError:
+        spec = None if raw is None else AutoRestartSpec.model_validate(raw)
+    except ValidationError:  # the CRD's schema admitted it; reconcile reports an invalid spec
         return {}
     current = status.get("autoRestart")
     decision = auto_restart.decide(spec, current, failing, name, datetime.now(timezone.utc))

@@ -14,6 +14,7 @@ the two, so a migrated configuration never silently runs the wrong connector or 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import Any
@@ -36,11 +37,16 @@ def conveyor_name(name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=1)
+def _installed() -> dict[str, str]:
+    # Scanning the installed distributions costs milliseconds; manifests are parsed often.
+    return {ep.name: ep.value for ep in entry_points(group="conveyor.connectors")}
+
+
 def _canonical(name: str) -> str:
     """An entry-point name resolved to its ``module:Class``; a dotted ``module.Class`` path
     written with a colon; so that two spellings of one connector compare equal."""
-    installed = {ep.name: ep.value for ep in entry_points(group="conveyor.connectors")}
-    value = installed.get(name, name)
+    value = _installed().get(name, name)
     if ":" not in value and "." in value:
         module, _, attr = value.rpartition(".")
         value = f"{module}:{attr}"

@@ -31,6 +31,7 @@ from conveyor.api import TopicPartition as ApiTopicPartition
 from conveyor.runtime.kafka_clients import KafkaProperties, client_config
 from conveyor.runtime.offsets_deletion import (
     OffsetsDeletionError,
+    delete_offsets,
     delete_sink_offsets,
     sink_group,
     write_source_offsets,
@@ -235,8 +236,6 @@ def alter_source_offsets(kafka: KafkaProperties, cls: type[Connector], config: M
 def reset_offsets(kafka: KafkaProperties, cls: type[Connector], config: Mapping[str, Any], namespace: str) -> str:
     """Remove every offset of the connector (the group, or tombstones in the offsets topic)
     after the connector's hook agreed to a reset of all of them. Returns Connect's message."""
-    from conveyor.runtime.offsets_deletion import delete_offsets
-
     name = str(config["name"])
     if issubclass(cls, SinkConnector):
         current: Any = {ApiTopicPartition(e["partition"][KAFKA_TOPIC_KEY], e["partition"][KAFKA_PARTITION_KEY]): None
