@@ -15,7 +15,7 @@ from conveyor.api.connector import (
     SinkConnector,
     SourceConnector,
 )
-from conveyor.api.converters import Converter
+from conveyor.api.converters import Converter, HeaderConverter
 from conveyor.api.errors import ConfigError, ConnectError, DataError, RetriableError
 from conveyor.api.records import Header, RecordMetadata, SinkRecord, SourceRecord, TimestampType, TopicPartition
 from conveyor.api.schema import Field, Schema, SchemaAndValue, SchemaType
@@ -37,6 +37,7 @@ __all__ = [
     "ExactlyOnceSupport",
     "Field",
     "Header",
+    "HeaderConverter",
     "OffsetStorageReader",
     "Predicate",
     "RecordMetadata",

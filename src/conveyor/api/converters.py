@@ -8,6 +8,9 @@ Configured per connector with Kafka Connect's keys, the class name or a Conveyor
 
 ``configure`` receives the keys under ``key.converter.`` / ``value.converter.`` with
 the prefix removed.
+
+Header values go through a :class:`HeaderConverter`, configured with ``header.converter``
+(Kafka Connect's key) and the keys under ``header.converter.``.
 """
 
 from __future__ import annotations
@@ -37,3 +40,30 @@ class Converter(abc.ABC):
     @abc.abstractmethod
     def from_connect_data(self, topic: str, headers: Sequence[Header], schema: Schema | None, value: Any) -> bytes | None:
         """Schema and value to write to ``topic`` → bytes (``None`` for a null value)."""
+
+
+class HeaderConverter(abc.ABC):
+    """Serialises header values (Kafka Connect's ``HeaderConverter``); one instance per task.
+
+    Configured with ``header.converter``. Without it, Conveyor passes header bytes through
+    untouched: a :class:`~conveyor.api.Header` then holds the raw ``bytes`` (or ``None``)
+    and no schema. (Kafka Connect's worker default is ``SimpleHeaderConverter``; name it to
+    get typed header values.)
+
+    Called on the task's thread: for a sink, on every consumed record's headers before
+    transformations; for a source, on every header of a record being written, except a
+    header with no schema whose value is ``bytes`` or ``None``, which is written as it is.
+    Raises :class:`~conveyor.api.errors.DataError` for bytes or data it cannot convert;
+    ``errors.tolerance`` decides what follows (stage ``HEADER_CONVERTER``).
+    """
+
+    def configure(self, config: Mapping[str, Any]) -> None:  # noqa: B027
+        """Receive the keys under ``header.converter.``, prefix removed."""
+
+    @abc.abstractmethod
+    def to_connect_header(self, topic: str, header_key: str, value: bytes | None) -> SchemaAndValue:
+        """A header's bytes read from ``topic`` → schema and value. ``None`` → ``(None, None)``."""
+
+    @abc.abstractmethod
+    def from_connect_header(self, topic: str, header_key: str, schema: Schema | None, value: Any) -> bytes | None:
+        """A header's schema and value to write to ``topic`` → bytes (``None`` for a null value)."""

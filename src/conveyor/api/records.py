@@ -29,10 +29,19 @@ class TopicPartition:
 
 @dataclass(frozen=True, slots=True)
 class Header:
-    """A record header: a key and its raw bytes (``None`` for a null header)."""
+    """A record header (Kafka Connect's ``Header``).
+
+    Attributes:
+        key: the header's name.
+        value: without a ``header.converter``, the raw ``bytes`` (``None`` for a null
+            header); with one, the value it read (e.g. ``int``, ``str``, ``list``), shaped
+            as ``schema`` says, as keys and values are.
+        schema: the value's Connect schema, or ``None`` (always ``None`` for raw bytes).
+    """
 
     key: str
-    value: bytes | None
+    value: Any
+    schema: Schema | None = None
 
 
 class TimestampType(str, enum.Enum):
