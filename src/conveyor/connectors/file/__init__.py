@@ -4,8 +4,8 @@ FileStream connector moves between Kafka Connect and Conveyor with its offsets.
 
 Modules: :mod:`.config` (keys), :mod:`.sink` and :mod:`.source` (connectors and tasks, and
 where they knowingly differ from Kafka Connect), :mod:`.lines` (line splitting and byte
-positions), :mod:`.java_text` / :mod:`.java_numbers` (``String.valueOf`` of Connect values,
-as the sink prints them).
+positions), :mod:`.java_text` (``String.valueOf`` of Connect values, as the sink prints them;
+numbers through :mod:`conveyor.converters.java_numbers`).
 """
 
 from conveyor.connectors.file.config import FileSinkConfig, FileSourceConfig

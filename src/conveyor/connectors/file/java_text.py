@@ -14,7 +14,7 @@ Connect value (Java)            Conveyor value (Python)          text
                                                                  as Jackson's ``longValue()``)
 ``Double`` / ``Float``          ``float`` (``FLOAT32`` schema:   ``Double.toString`` /
                                 a float)                         ``Float.toString``
-                                                                 (:mod:`.java_numbers`)
+                                                                 (``converters.java_numbers``)
 ``BigDecimal`` (Decimal)        ``decimal.Decimal``              ``BigDecimal.toString``
 ``java.util.Date`` (Timestamp,  ``datetime`` / ``date`` /        ``Thu Jan 01 00:00:00 UTC 1970``
 Date, Time)                     ``time``                         (the JVM's zone taken as UTC;
@@ -49,7 +49,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from conveyor.api import Schema, SchemaType
-from conveyor.connectors.file.java_numbers import (
+from conveyor.converters.java_numbers import (
     big_decimal_to_string,
     double_to_string,
     float_to_string,

@@ -10,12 +10,18 @@
   ``-0.0``.
 * ``BigDecimal`` (:func:`big_decimal_to_string`): ``BigDecimal.toString``, the same
   "to-scientific-string" rule as Python's ``str(Decimal)``, without a negative zero.
+
+And the other way (for Kafka Connect's ``Values.parseString``): :func:`parse_big_decimal` is
+``new BigDecimal(String)``, :func:`big_decimal_float_value` its ``floatValue()``,
+:func:`to_float32` Java's ``(float)`` cast of a double, and :class:`Float32` a ``float`` that
+stands for a Java ``Float``.
 """
 
 from __future__ import annotations
 
 import decimal
 import math
+import re
 import struct
 from collections.abc import Callable
 
@@ -156,3 +162,74 @@ def _layout(sign: str, digits: str, exponent: int) -> str:
             return f"{sign}{whole}.{fraction}"
         return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
     return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
+
+
+# --- parsing -------------------------------------------------------------------------
+
+_BIG_DECIMAL = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?)(\d+))?")  # \d: any Unicode digit
+_INT32 = range(-(1 << 31), 1 << 31)
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+class Float32(float):
+    """A Java ``Float``: a ``float`` whose value is a 32-bit float."""
+
+    __slots__ = ()
+    __repr__ = float.__repr__
+
+
+def to_float32(value: float) -> float:
+    """Java's ``(float) value``: the nearest 32-bit float (ties to even), infinite beyond its range."""
+    try:
+        return _F32.unpack(_F32.pack(value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def parse_big_decimal(text: str) -> tuple[int, int] | None:
+    """``new BigDecimal(text)`` as (unscaled value, scale), or ``None`` where Java throws
+    NumberFormatException: an optional sign, digits with at most one point, an optional
+    exponent of at most 10 digits; exponent and scale within an int."""
+    match = _BIG_DECIMAL.fullmatch(text)
+    if not match or any(ord(c) > 0xFFFF for c in text):  # Java reads UTF-16 units: no astral digits
+        return None
+    sign, whole, fraction, exp_sign, exp_digits = match.groups()
+    fraction = fraction or ""
+    if not whole and not fraction:
+        return None
+    exponent = 0
+    if exp_digits is not None:
+        exponent = int(exp_digits)
+        if len(str(exponent)) > 10:
+            return None
+        exponent = -exponent if exp_sign == "-" else exponent
+        if exponent not in _INT32:
+            return None
+    scale = len(fraction) - exponent
+    if scale not in _INT32:
+        return None
+    unscaled = int(whole + fraction)
+    return (-unscaled if sign == "-" else unscaled), scale
+
+
+def big_decimal_float_value(unscaled: int, scale: int) -> float:
+    """``BigDecimal.floatValue()`` of ``unscaled × 10^-scale``: the nearest float, ties to even."""
+    sign = -1.0 if unscaled < 0 else 1.0
+    n = abs(unscaled)
+    adjusted = len(str(n)) - 1 - scale
+    if n == 0 or adjusted < -46:  # below half the smallest float
+        return sign * 0.0
+    if adjusted > 39:
+        return sign * math.inf
+    num, den = (n * 10**-scale, 1) if scale <= 0 else (n, 10**scale)
+    e2 = max(num.bit_length() - den.bit_length() - 24, -149)  # 24 bits of mantissa, or subnormal
+    while True:
+        a, b = (num, den << e2) if e2 >= 0 else (num << -e2, den)
+        mantissa, remainder = divmod(a, b)
+        if mantissa < 1 << 24:
+            break
+        e2 += 1
+    if 2 * remainder > b or (2 * remainder == b and mantissa & 1):
+        mantissa += 1
+    result = math.ldexp(mantissa, e2)
+    return sign * (math.inf if result > _FLOAT32_MAX else result)
