@@ -28,8 +28,6 @@ from conveyor.runtime.topic_creation import topic_groups
 
 log = logging.getLogger(__name__)
 
-#: ``header.converter`` values that leave header bytes as they are, as Conveyor always does.
-PASS_THROUGH_HEADER_CONVERTERS = ("org.apache.kafka.connect.converters.ByteArrayConverter", "bytes", "bytearray")
 log.addFilter(CollapseRepeats())  # librdkafka's logs come through it
 
 
@@ -109,10 +107,6 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
                 errors.update(exc.errors)
     if tasks_max is not None and (overridden := tasks_max_overridden(config, tasks_max)):
         log.warning("connector %s: %s", name, overridden)
-    if config.get("header.converter") not in (None, *PASS_THROUGH_HEADER_CONVERTERS):
-        log.warning("connector %s: spec.config.header.converter %s is not supported: headers reach tasks and Kafka "
-                    "as their raw bytes (Kafka Connect's ByteArray header handling); it is ignored",
-                    name, config["header.converter"])
     unknown = _unknown_keys(connector, connector_type, config)
     for key, suggestion in unknown.items():
         log.warning("connector %s: %s; it is ignored", name, config_keys.describe(key, suggestion))
@@ -197,6 +191,7 @@ def _pipeline_errors(config: dict[str, Any], key_default: str, value_default: st
     """Configuration errors of the converters and transformations, found on the driver
     so that a typo fails the start instead of every task."""
     from conveyor.converters import load_converter
+    from conveyor.converters.header_converters import load_header_converter
     from conveyor.transforms.chain import TransformationChain
 
     errors: dict[str, str] = {}
@@ -205,6 +200,10 @@ def _pipeline_errors(config: dict[str, Any], key_default: str, value_default: st
             load_converter(config, side, default)  # type: ignore[arg-type]
         except ConfigError as exc:
             errors.update(exc.errors)
+    try:
+        load_header_converter(config)
+    except ConfigError as exc:
+        errors.update(exc.errors)
     try:
         TransformationChain.from_config(config).close()
     except ConfigError as exc:

@@ -63,8 +63,9 @@ from typing import Any
 from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from conveyor.api import ConnectError, Header, RetriableError, SinkTask, TopicPartition
+from conveyor.api import ConnectError, Header, HeaderConverter, RetriableError, SinkTask, TopicPartition
 from conveyor.converters import ByteArrayConverter, load_converter
+from conveyor.converters.header_converters import load_header_converter, to_connect_headers
 from conveyor.runtime.dead_letter_queue import DeadLetterQueue
 from conveyor.runtime.kafka_clients import client_config
 from conveyor.runtime.log_repeats import CollapseRepeats
@@ -187,6 +188,7 @@ class SinkTaskRunner(TaskRunner):
         self.context = RunnerSinkContext(spec.task_config, RunnerErrantRecordReporter(self.tolerance, self.task))
         self.key_converter = load_converter(spec.connector_config, "key", self.settings.key_converter)
         self.value_converter = load_converter(spec.connector_config, "value", self.settings.value_converter)
+        self.header_converter = load_header_converter(spec.connector_config)
         self.chain = TransformationChain.from_config(spec.connector_config)
         self.task.initialize(self.context)
         self.task.start(spec.task_config)
@@ -258,6 +260,7 @@ class SinkTaskRunner(TaskRunner):
         key_raw = isinstance(key_conv, ByteArrayConverter)
         value_raw = isinstance(value_conv, ByteArrayConverter)
         key_to_connect, value_to_connect = key_conv.to_connect_data, value_conv.to_connect_data
+        header_conv = self.header_converter
         transform = not chain.is_empty
         new_record, lazy = object.__new__, LazySinkRecord
         records: list[InternalSinkRecord] = []
@@ -298,6 +301,10 @@ class SinkTaskRunner(TaskRunner):
                                                            exc)
                     if value is _FAILED:
                         continue
+            if header_conv is not None:
+                typed_headers = self._to_connect_headers(header_conv, msg, topic)
+                if typed_headers is _FAILED:
+                    continue
             record = new_record(lazy)
             record.topic = topic
             record.kafka_partition = partition
@@ -307,6 +314,8 @@ class SinkTaskRunner(TaskRunner):
             record.value = value
             record.value_schema = value_schema
             record.raw = msg
+            if header_conv is not None:
+                record.headers = typed_headers
             if transform:
                 record = self._transform(record, msg)
                 if record is None:
@@ -328,6 +337,19 @@ class SinkTaskRunner(TaskRunner):
             self._tolerate(msg, stage, class_name(converter), final)
             return _FAILED, None
         return sv.value, sv.schema
+
+    def _to_connect_headers(self, converter: HeaderConverter, msg: Message, topic: str) -> Any:
+        """The message's headers through ``header.converter``: retried per
+        ``errors.retry.timeout``, then tolerated (``_FAILED``) or the task fails."""
+        assert self.tolerance is not None
+        try:
+            return to_connect_headers(converter, topic, msg.headers())
+        except Exception as exc:  # noqa: BLE001 - tolerance decides
+            try:
+                return self.tolerance.retry(lambda: to_connect_headers(converter, topic, msg.headers()), exc)
+            except Exception as final:  # noqa: BLE001
+                self._tolerate(msg, Stage.HEADER_CONVERTER, class_name(converter), final)
+                return _FAILED
 
     def _transform(self, record: InternalSinkRecord, msg: Message) -> InternalSinkRecord | None:
         assert self.tolerance is not None

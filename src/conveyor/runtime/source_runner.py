@@ -41,6 +41,7 @@ from conveyor.api import (
     SourceTask,
 )
 from conveyor.converters import load_converter
+from conveyor.converters.header_converters import load_header_converter, to_kafka_headers
 from conveyor.runtime.fencing import read_task_count, transactional_id
 from conveyor.runtime.kafka_clients import client_config
 from conveyor.runtime.offsets_topic import TopicOffsetReader, offset_key, offset_value, read_offsets
@@ -125,6 +126,7 @@ class SourceTaskRunner(TaskRunner):
         self.tolerance = ToleranceOperator(self.settings, reporters)
         self.key_converter = load_converter(spec.connector_config, "key", self.settings.key_converter)
         self.value_converter = load_converter(spec.connector_config, "value", self.settings.value_converter)
+        self.header_converter = load_header_converter(spec.connector_config)
         self.chain = TransformationChain.from_config(spec.connector_config)
         groups = topic_groups(spec.connector_config)
         self.topic_creator = None if groups is None else TopicCreator(AdminClient(client_config(spec.kafka)), groups)
@@ -252,8 +254,8 @@ class SourceTaskRunner(TaskRunner):
                 self.meter.records_dropped += 1
                 self._call_commit_record(record, None)
             else:
-                topic, key, value = converted
-                self._produce(pending, outgoing, topic, key, value)  # type: ignore[arg-type]
+                topic, key, value, headers = converted
+                self._produce(pending, outgoing, topic, key, value, headers)  # type: ignore[arg-type]
             if self.exactly_once:
                 self._txn_records.append(pending)
                 if transaction is not None and transaction.after_record(record):
@@ -269,7 +271,10 @@ class SourceTaskRunner(TaskRunner):
             self._tolerate(record, Stage.TRANSFORMATION, cls, exc)
             return None
 
-    def _convert(self, original: SourceRecord, record: SourceRecord) -> tuple[str, bytes | None, bytes | None] | None:
+    def _convert(self, original: SourceRecord,
+                 record: SourceRecord) -> tuple[str, bytes | None, bytes | None, list | None] | None:
+        """The record's topic, key, value and headers as the producer takes them; ``None``
+        when a converter failed and ``errors.tolerance`` skipped the record."""
         headers = list(record.headers)
         try:
             key = self.key_converter.from_connect_data(record.topic, headers, record.key_schema, record.key)
@@ -281,7 +286,14 @@ class SourceTaskRunner(TaskRunner):
         except Exception as exc:  # noqa: BLE001
             self._tolerate(original, Stage.VALUE_CONVERTER, class_name(self.value_converter), exc)
             return None
-        return record.topic, key, value
+        if not headers:
+            return record.topic, key, value, None
+        try:
+            kafka_headers = to_kafka_headers(self.header_converter, record.topic, headers)
+        except Exception as exc:  # noqa: BLE001
+            self._tolerate(original, Stage.HEADER_CONVERTER, class_name(self.header_converter), exc)
+            return None
+        return record.topic, key, value, kafka_headers
 
     def _tolerate(self, record: SourceRecord, stage: Stage, cls_name: str, error: BaseException) -> None:
         failed = FailedRecord(record.topic, record.kafka_partition if record.kafka_partition is not None else -1, -1,
@@ -292,7 +304,7 @@ class SourceTaskRunner(TaskRunner):
             raise TaskFailed(str(exc)) from exc
 
     def _produce(self, pending: _Pending, record: SourceRecord, topic: str, key: bytes | None,
-                 value: bytes | None) -> None:
+                 value: bytes | None, headers: list | None) -> None:
         assert self.producer is not None
 
         def on_delivery(err: KafkaError | None, msg: Any) -> None:
@@ -312,8 +324,8 @@ class SourceTaskRunner(TaskRunner):
             kwargs["partition"] = record.kafka_partition
         if record.timestamp is not None:
             kwargs["timestamp"] = record.timestamp
-        if record.headers:
-            kwargs["headers"] = [(h.key, h.value) for h in record.headers]
+        if headers:
+            kwargs["headers"] = headers
         if self.topic_creator is not None:
             self.topic_creator.ensure(topic)
         while True:

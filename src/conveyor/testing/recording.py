@@ -118,7 +118,7 @@ class RecordingSinkTask(SinkTask):
                 "put",
                 records=[
                     {"topic": r.topic, "partition": r.kafka_partition, "offset": r.kafka_offset, "key": r.key,
-                     "value": r.value, "original_topic": r.original_topic}
+                     "value": r.value, "original_topic": r.original_topic, **_headers(r)}
                     for r in kept
                 ],
                 closing=self.context.is_closing(),
@@ -205,3 +205,10 @@ class OffsetsRefusingSinkConnector(RecordingSinkConnector):
 
     def alter_offsets(self, config: Mapping[str, Any], offsets: Mapping[Any, int | None]) -> bool:
         raise ValueError("offsets are immutable here")
+
+
+def _headers(record: SinkRecord) -> dict[str, Any]:
+    """``{"headers": [[key, value, schema type or None], ...]}`` when the record has headers."""
+    if not record.headers:
+        return {}
+    return {"headers": [[h.key, h.value, None if h.schema is None else h.schema.type.value] for h in record.headers]}

@@ -16,7 +16,10 @@ holds. Config keys:
 * ``timing.path``: when set, the task appends ``{"first_poll": t, "last_done": t,
   "records": n}`` at ``stop`` (wall-clock seconds): its first ``poll`` and the
   ``commit_record`` with metadata of its last record (with exactly-once delivery: once
-  its transaction committed). For benchmarks.
+  its transaction committed). For benchmarks;
+* ``record.headers``: ``typed`` gives each record the headers ``seq`` (its number, an
+  ``int32`` schema), ``note`` (``"n=<seq>"``, no schema) and ``raw`` (``b"\\x00<seq % 256>"``,
+  no schema): what a ``header.converter`` writes.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ from typing import Any
 from conveyor.api import (
     ConnectorTransactionBoundaries,
     ExactlyOnceSupport,
+    Header,
     RecordMetadata,
+    Schema,
+    SchemaType,
     SourceConnector,
     SourceRecord,
     SourceTask,
@@ -60,6 +66,7 @@ class SequenceSourceTask(SourceTask):
         self.first_poll: float | None = None
         self.last_done: float | None = None
         self.done_records = 0
+        self.typed_headers = config.get("record.headers") == "typed"
 
     def poll(self) -> list[SourceRecord]:
         if self.timing and self.first_poll is None:
@@ -77,6 +84,7 @@ class SequenceSourceTask(SourceTask):
                 out.append(SourceRecord(
                     source_partition={"stream": stream}, source_offset={"seq": seq}, topic=self.topic,
                     key=f"{stream}-{seq}", value={"stream": stream, "seq": seq},
+                    headers=_typed_headers(seq) if self.typed_headers else (),
                 ))
             self.next_seq[stream] = max(start, end)
         if not out:
@@ -113,6 +121,13 @@ class SequenceSourceTask(SourceTask):
     def _write(self, event: dict[str, Any]) -> None:
         with open(self.journal, "a", encoding="utf-8") as fh:  # type: ignore[arg-type]
             fh.write(json.dumps(event) + "\n")
+
+
+_INT32 = Schema(SchemaType.INT32)
+
+
+def _typed_headers(seq: int) -> tuple[Header, ...]:
+    return Header("seq", seq, _INT32), Header("note", f"n={seq}"), Header("raw", bytes([0, seq % 256]))
 
 
 class SequenceSourceConnector(SourceConnector):
