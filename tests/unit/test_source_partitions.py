@@ -40,6 +40,18 @@ def test_ids_are_the_canonical_partition_ids_cached_or_not():
     assert partitions.id_of({"tags": ["a", "b"]}) == partition_id({"tags": ["a", "b"]})  # unhashable: not cached
 
 
+def test_a_partition_object_reused_and_then_changed_in_place_gets_its_new_id():
+    partitions = SourcePartitions()
+    partition = {"schema": "public", "table": "orders"}
+    assert partitions.id_of(partition) == partitions.id_of(partition) == partition_id(partition)
+    partition["table"] = "customers"  # the same object, changed: the identity shortcut must not answer
+    assert partitions.id_of(partition) == partition_id({"schema": "public", "table": "customers"})
+    tags = {"tags": ["a"]}
+    partitions.id_of(tags)
+    tags["tags"].append("b")  # mutable values are never cached, by identity or otherwise
+    assert partitions.id_of(tags) == partition_id({"tags": ["a", "b"]})
+
+
 def test_only_the_acknowledged_prefix_of_a_partition_is_committable():
     partitions = SourcePartitions()
     first, second, third = (send(partitions, {"file": "a"}, i) for i in range(3))

@@ -46,21 +46,29 @@ class SourcePartitions:
 
     def __init__(self) -> None:
         self._ids: dict[Any, str] = {}
+        self._last: tuple[Any, dict[str, Any], str] | None = None  # (partition object, its items then, id)
         self._in_flight: dict[str, collections.deque[InFlight]] = {}
         self._committable: dict[str, PartitionOffset] = {}
         self._recently_committed: collections.OrderedDict[str, Offset] = collections.OrderedDict()
 
     def id_of(self, partition: Mapping[str, Any]) -> str:
         """The canonical id of ``partition`` (:func:`~conveyor.runtime.offsets_topic.partition_id`)."""
+        last = self._last
+        # Sources usually hand the same partition object to a run of records: an identity check
+        # plus an equality check (it may have been changed in place) beats hashing its items.
+        if last is not None and last[0] is partition and last[1] == partition:
+            return last[2]
         try:
             cache_key: Any = frozenset(partition.items())
-        except TypeError:  # unhashable values: no cache
+        except TypeError:  # unhashable (mutable) values: no cache
             return partition_id(partition)
         pid = self._ids.get(cache_key)
         if pid is None:
             if len(self._ids) >= PARTITION_ID_CACHE:
                 self._ids.clear()
             pid = self._ids[cache_key] = partition_id(partition)
+        if isinstance(partition, dict):
+            self._last = (partition, dict(partition), pid)
         return pid
 
     def sent(self, record: InFlight) -> None:

@@ -67,14 +67,16 @@ def _is_fenced(err: KafkaError) -> bool:
 
 
 class _Pending:
-    """One record in flight: what ``commit_record`` gets once it is done."""
+    """One record in flight: what ``commit_record`` gets once it is done. ``done``: acknowledged
+    or never to be written; ``written``: acknowledged by the broker."""
 
-    __slots__ = ("done", "metadata", "partition_id", "record")
+    __slots__ = ("done", "metadata", "partition_id", "record", "written")
 
     def __init__(self, record: SourceRecord, pid: str, done: bool) -> None:
         self.record = record
         self.partition_id = pid
         self.done = done
+        self.written = False
         self.metadata: RecordMetadata | None = None
 
     @property
@@ -101,6 +103,7 @@ class SourceTaskRunner(TaskRunner):
         self._txn_records: list[_Pending] = []
         self._acked: collections.deque[_Pending] = collections.deque()
         self._send_error: BaseException | None = None
+        self._wants_commit_record = True
         self._in_txn = False
         self._next_flush = 0.0
         self._next_txn_commit = 0.0
@@ -120,6 +123,8 @@ class SourceTaskRunner(TaskRunner):
         self.settings = parse_source_settings(spec.connector_config)
         connector_cls = load_connector_class(spec.connector_class)
         self.task = connector_cls().task_class()()  # type: ignore[assignment]
+        # KIP-416's hook costs a RecordMetadata and a call per record: skipped when not overridden.
+        self._wants_commit_record = type(self.task).commit_record is not SourceTask.commit_record
         reporters: list[Reporter] = []
         if self.settings.errors_log_enable:
             reporters.append(LogReporter(spec.connector, spec.task_id, self.settings.errors_log_include_messages))
@@ -240,23 +245,26 @@ class SourceTaskRunner(TaskRunner):
     def _send(self, records: list[SourceRecord]) -> None:
         assert self.producer is not None
         transaction = getattr(self.context, "transaction", None)
+        exactly_once = self.exactly_once
+        id_of, sent, transform, convert = self._offsets.id_of, self._offsets.sent, self._transform, self._convert
         for record in records:
-            if self.exactly_once and not self._in_txn:
+            if exactly_once and not self._in_txn:
                 self.producer.begin_transaction()
                 self._in_txn = True
                 self._next_txn_commit = time.monotonic() + self.settings.transaction_interval_ms / 1000  # type: ignore
-            pid = self._offsets.id_of(record.source_partition)
-            outgoing = self._transform(record)
-            converted = self._convert(record, outgoing) if outgoing is not None else None
-            pending = _Pending(record, pid, done=converted is None)
-            self._offsets.sent(pending)
+            pending = _Pending(record, id_of(record.source_partition), False)
+            outgoing = transform(record)
+            converted = convert(record, outgoing) if outgoing is not None else None
             if converted is None:
+                pending.done = True
+                sent(pending)
                 self.meter.records_dropped += 1
-                self._call_commit_record(record, None)
+                if self._wants_commit_record:
+                    self._call_commit_record(record, None)
             else:
-                topic, key, value, headers = converted
-                self._produce(pending, outgoing, topic, key, value, headers)  # type: ignore[arg-type]
-            if self.exactly_once:
+                sent(pending)
+                self._produce(pending, outgoing, *converted)  # type: ignore[arg-type]
+            if exactly_once:
                 self._txn_records.append(pending)
                 if transaction is not None and transaction.after_record(record):
                     self._end_transaction_as_asked(transaction)
@@ -306,35 +314,49 @@ class SourceTaskRunner(TaskRunner):
     def _produce(self, pending: _Pending, record: SourceRecord, topic: str, key: bytes | None,
                  value: bytes | None, headers: list | None) -> None:
         assert self.producer is not None
+        on_delivery = self._on_delivery(pending)
+        partition, timestamp = record.kafka_partition, record.timestamp
+        if self.topic_creator is not None:
+            self.topic_creator.ensure(topic)
+        produce = self.producer.produce
+        while True:
+            try:
+                if partition is None and timestamp is None and not headers:  # the common case, without a kwargs dict
+                    produce(topic, value, key, on_delivery=on_delivery)
+                else:
+                    extra: dict[str, Any] = {}
+                    if partition is not None:
+                        extra["partition"] = partition
+                    if timestamp is not None:
+                        extra["timestamp"] = timestamp
+                    if headers:
+                        extra["headers"] = headers
+                    produce(topic, value, key, on_delivery=on_delivery, **extra)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+                self._raise_send_error()
+
+    def _on_delivery(self, pending: _Pending) -> Any:
+        """The producer's delivery callback for ``pending`` (runs on the task's thread, inside
+        ``producer.poll``/``flush``)."""
+        with_metadata = self._wants_commit_record
+        acked = None if self.exactly_once or not with_metadata else self._acked
 
         def on_delivery(err: KafkaError | None, msg: Any) -> None:
             if err is not None:
                 if self._send_error is None:
                     self._send_error = KafkaException(err)
                 return
-            ts_type, ts = msg.timestamp()
-            pending.metadata = RecordMetadata(msg.topic(), msg.partition(), msg.offset(), ts if ts_type else None)
-            pending.done = True
+            if with_metadata:
+                ts_type, ts = msg.timestamp()
+                pending.metadata = RecordMetadata(msg.topic(), msg.partition(), msg.offset(), ts if ts_type else None)
+                if acked is not None:
+                    acked.append(pending)
+            pending.done = pending.written = True
             self.records_written += 1
-            if not self.exactly_once:
-                self._acked.append(pending)
 
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
-        if record.kafka_partition is not None:
-            kwargs["partition"] = record.kafka_partition
-        if record.timestamp is not None:
-            kwargs["timestamp"] = record.timestamp
-        if headers:
-            kwargs["headers"] = headers
-        if self.topic_creator is not None:
-            self.topic_creator.ensure(topic)
-        while True:
-            try:
-                self.producer.produce(topic, **kwargs)
-                return
-            except BufferError:
-                self.producer.poll(0.05)
-                self._raise_send_error()
+        return on_delivery
 
     def _raise_send_error(self) -> None:
         if self._send_error is None:
@@ -442,12 +464,13 @@ class SourceTaskRunner(TaskRunner):
         self.transactions += 1
         records, self._txn_records = self._txn_records, []
         self.meter.commit(time.monotonic() - started)
-        self.meter.transaction(sum(1 for pending in records if pending.metadata is not None))  # written ones
+        self.meter.transaction(sum(1 for pending in records if pending.written))
         self._offsets.drop_in_flight()
         self._committed(latest)
-        for pending in records:
-            if pending.metadata is not None:
-                self._call_commit_record(pending.record, pending.metadata)
+        if self._wants_commit_record:
+            for pending in records:
+                if pending.written:
+                    self._call_commit_record(pending.record, pending.metadata)
         self.commits += 1
         self._call_commit()
 

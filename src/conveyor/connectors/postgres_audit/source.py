@@ -56,7 +56,8 @@ an immutable log; the same offset always yields the same records) and
 ``can_define_transaction_boundaries`` is SUPPORTED: with ``transaction.boundary=connector`` the
 task calls ``transaction_context().commit_transaction()`` for every non-empty batch, so each
 ``poll`` batch is one Kafka transaction (a database transaction larger than
-``poll.max.rows`` spans several). ``commit_record()`` (KIP-416) does nothing.
+``poll.max.rows`` spans several). ``commit_record()`` (KIP-416) is not overridden, so the runtime
+builds no per-record metadata for it.
 
 Retention (``audit.retention``, default ``committed``): ``commit()`` runs once the runtime has
 the offsets in Kafka (and has updated ``context.offset_storage_reader()``); it deletes each
@@ -80,7 +81,6 @@ from conveyor.api import (
     ConnectError,
     ConnectorTransactionBoundaries,
     ExactlyOnceSupport,
-    RecordMetadata,
     RetriableError,
     SourceConnector,
     SourceRecord,
@@ -383,9 +383,6 @@ class PostgresAuditSourceTask(SourceTask):
                 reader.close()
             log.warning("audit rows of committed offsets not deleted yet (%s): %s", db.describe(cfg),
                         db.scrub(cfg, str(exc)))
-
-    def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
-        """KIP-416 acknowledgement of one record; nothing to do. Task runner thread."""
 
     def stop(self, connector_deleted: bool = False) -> None:
         """Close the connection. Task runner thread, last hook. Nothing is provisioned per
