@@ -5,7 +5,7 @@ Enable in a ``conftest.py``::
     pytest_plugins = ["conveyor.testing.pytest_s3"]
 
 * ``s3_server`` (session) -> :class:`~conveyor.testing.s3.S3Server`: S3Proxy started on a free
-  ``127.0.0.1`` port for the session (about 3 s; jar resolved into the harness cache on first
+  ``127.0.0.1`` port for the session (about 2-3 s; jar resolved into the harness cache on first
   use), with a filesystem blob store in a temp dir removed at the end. It checks request
   signatures against one identity; while it runs, the environment holds it
   (:func:`~conveyor.testing.s3.credentials_env`: ``AWS_ACCESS_KEY_ID=conveyor``,

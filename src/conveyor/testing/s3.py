@@ -10,7 +10,7 @@ The self-contained jar (``s3proxy-<version>-jar-with-dependencies.jar``, about 5
 resolved once from Maven Central with ``mvn dependency:copy`` into
 ``<cache>/s3proxy-<version>/libs`` (``<cache>`` is ``$CONVEYOR_CACHE_DIR`` or
 ``~/.cache/conveyor``; ``python -m conveyor.testing resolve --s3`` does it up front) and run with
-Java 17+ (``-Xmx256m``; about 3-4 s to answer, 100-200 MB resident)::
+Java 17+ (``-Xmx256m``; about 2-3 s to answer, 100-200 MB resident)::
 
     with S3Server() as s3:                                 # a free 127.0.0.1 port
         s3.create_bucket("archive")
@@ -60,6 +60,8 @@ COMPONENT = "s3"
 #: S3Proxy release the harness runs (Maven Central ``org.gaul:s3proxy``).
 S3PROXY_VERSION = "4.1.0"
 _CLASSIFIER = "jar-with-dependencies"
+#: What S3Proxy logs (at ERROR, then exits 1) when its port is taken.
+_PORT_CLASH = "Failed to bind to"
 
 
 def credentials_env(region: str = "us-east-1") -> dict[str, str]:
@@ -202,7 +204,7 @@ class S3Server(Endpoint):
                 raise
         else:
             _support.start_with_port_retries(lambda: self._start_once(java, jar, wait), self.stop,
-                                             "Address already in use", COMPONENT)
+                                             _PORT_CLASH, COMPONENT)
         return self
 
     def stop(self, *, keep_data: bool = False) -> None:
@@ -213,8 +215,10 @@ class S3Server(Endpoint):
                 :meth:`restart` (an outage); otherwise remove it. A kept dir is still removed
                 at interpreter exit, and by a later run if this process is killed.
         """
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()  # else the JVM waits 2 s on SIGTERM for the idle keep-alive connection
         self._kill()
-        self._client = None
         if keep_data and self.workdir is not None:
             return  # still tracked: the atexit hook's stop() removes the dir
         _support.unregister_child(self._record)
@@ -386,14 +390,16 @@ class S3Server(Endpoint):
 
     def _check_alive(self) -> None:
         if self._proc is not None and self._proc.poll() is not None:
+            clash = _PORT_CLASH in _support.tail(self.log_path, 40) if self.log_path else False
             raise self._unavailable(
                 f"the S3Proxy process exited with code {self._proc.returncode} during startup",
-                hint=f"a damaged jar is fetched again once {s3proxy_jar(self.version).parent.parent} is removed",
+                hint="another process took the port" if clash else
+                f"a damaged jar is fetched again once {s3proxy_jar(self.version).parent.parent} is removed",
             )
 
     def _unavailable(self, reason: str, hint: str = "") -> ComponentUnavailable:
         log_tail = _support.tail(self.log_path, 40) if self.log_path else ""
-        first = _support.first_error_line(_support.tail(self.log_path, 400)) if self.log_path else ""
+        first = _first_error_line(_support.tail(self.log_path, 400)) if self.log_path else ""
         kept = _support.preserve_log(self.log_path, "s3")
         hints = [h for h in (hint, f"full log: {kept}" if kept else "") if h]
         return ComponentUnavailable(
@@ -403,6 +409,15 @@ class S3Server(Endpoint):
             hint="; ".join(hints),
             log_tail=log_tail,
         )
+
+
+def _first_error_line(log_text: str) -> str:
+    """The first ERROR line of S3Proxy's log (``[s3proxy] E <time> <thread> <logger> |...] message``,
+    returned from the logger on), else the first line that looks like a JVM error, else ""."""
+    for line in log_text.splitlines():
+        if line.startswith("[s3proxy] E "):
+            return line.split(" ", 5)[-1].strip()
+    return _support.first_error_line(log_text)
 
 
 def _port_free(port: int) -> bool:
