@@ -1,5 +1,6 @@
 """The archive sink task, driven directly (no Spark, no Kafka), against local files and a
-real S3 API (moto's server, from ``conveyor.testing.pytest_s3``: ``s3_server``, ``s3_bucket``).
+real S3 server (S3Proxy in its own JVM, checking signatures; from ``conveyor.testing.pytest_s3``:
+``s3_server``, ``s3_bucket``).
 
 The runtime is replaced by :class:`Context`, a minimal ``SinkTaskContext`` whose
 ``closing`` flag the tests set around a closing commit (KIP-275), the way the runtime does.
@@ -566,7 +567,7 @@ def test_storage_outage_is_retriable_and_redelivery_completes(tmp_path) -> None:
         }
         task, context = start_task(config)
         task.put(records(0, 5))
-        server.stop()
+        server.stop(keep_data=True)  # the outage: the server's process is gone, its disk is not
         batch = records(6, 12)
         with pytest.raises(RetriableError) as info:
             task.put(batch)

@@ -71,6 +71,33 @@ def test_connect_worker_properties():
     assert ConnectWorker("b:1").group_id != ConnectWorker("b:1").group_id  # unique unless given
 
 
+def test_s3proxy_pom_copies_the_one_self_contained_jar():
+    from conveyor.testing.s3 import S3PROXY_VERSION
+    from conveyor.testing.s3 import render_pom as render_s3proxy_pom
+
+    pom = render_s3proxy_pom()
+    assert (f"<artifactId>s3proxy</artifactId>\n              <version>{S3PROXY_VERSION}</version>\n"
+            "              <classifier>jar-with-dependencies</classifier>") in pom
+    assert "<dependencies>" not in pom  # dependency:copy of one file: no dependency tree to resolve
+
+
+def test_s3_server_checks_its_own_credentials_on_loopback(tmp_path):
+    from conveyor.testing.s3 import S3Server, credentials_env
+
+    server = S3Server(port=9000)
+    server.workdir = tmp_path
+    props = server.server_properties()
+    assert props["s3proxy.endpoint"] == server.endpoint_url == "http://127.0.0.1:9000"
+    assert props["s3proxy.authorization"] == "aws-v2-or-v4"
+    assert (props["s3proxy.identity"], props["s3proxy.credential"]) == (S3Server.ACCESS_KEY, S3Server.SECRET_KEY)
+    assert props["jclouds.provider"] == "filesystem" and props["jclouds.filesystem.basedir"] == str(tmp_path / "data")
+    env = credentials_env("eu-west-1")
+    assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == (S3Server.ACCESS_KEY, S3Server.SECRET_KEY)
+    assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == "eu-west-1" and "AWS_SESSION_TOKEN" not in env
+    with pytest.raises(RuntimeError, match="no data to restart"):
+        S3Server().restart()
+
+
 def test_cluster_id_is_a_kafka_uuid():
     for _ in range(50):
         cid = _random_cluster_id()

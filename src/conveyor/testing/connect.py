@@ -44,8 +44,8 @@ from urllib.parse import quote
 
 from conveyor.testing import _support
 from conveyor.testing.errors import ComponentUnavailable, Endpoint
-from conveyor.testing.kafka import KAFKA_VERSION, resolve_libs
-from conveyor.testing.maven import classpath_pom
+from conveyor.testing.kafka import KAFKA_VERSION
+from conveyor.testing.maven import classpath_pom, resolve_libs
 
 __all__ = [
     "JSON_CONVERTER",

@@ -28,8 +28,6 @@ and the last lines of the broker log.
 from __future__ import annotations
 
 import base64
-import fcntl
-import hashlib
 import logging
 import os
 import shutil
@@ -43,7 +41,7 @@ from pathlib import Path
 
 from conveyor.testing import _support
 from conveyor.testing.errors import ComponentUnavailable, Endpoint, reuse_or_start
-from conveyor.testing.maven import classpath_pom
+from conveyor.testing.maven import classpath_pom, resolve_libs
 
 __all__ = [
     "ENV_BOOTSTRAP",
@@ -135,80 +133,6 @@ def kafka_libs(version: str = KAFKA_VERSION, *, timeout: float = 1800.0) -> Path
         _kafka_dir(version), render_pom(version), f"kafka_{SCALA_BINARY_VERSION}-{version}.jar",
         component="kafka", what=f"Apache Kafka {version}", timeout=timeout,
     )
-
-
-def resolve_libs(base: Path, pom: str, marker_jar: str, *, component: str, what: str, timeout: float) -> Path:
-    """Resolve the runtime dependencies of ``pom`` into ``base/libs`` once (see :func:`kafka_libs`).
-
-    Args:
-        base: the cache directory (``<cache>/kafka-<version>``, ...); ``pom.xml`` is written there.
-        pom: the POM whose runtime dependencies are wanted.
-        marker_jar: a jar file name that must be among the resolved ones.
-        component: ``ComponentUnavailable``'s component name.
-        what: what is being resolved, for messages (``"Apache Kafka 4.1.1"``).
-        timeout: seconds allowed for Maven.
-
-    Returns:
-        ``base/libs``; reused as long as ``base/libs.ok`` holds the POM's digest.
-
-    Raises:
-        ComponentUnavailable: mvn is missing or the resolution failed.
-    """
-    libs = base / "libs"
-    stamp = base / "libs.ok"
-    digest = hashlib.sha256(pom.encode()).hexdigest()
-
-    def ready() -> bool:
-        return libs.is_dir() and stamp.is_file() and stamp.read_text().strip() == digest
-
-    if ready():
-        return libs
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if we crash
-        if ready():
-            return libs
-        mvn = shutil.which("mvn")
-        if not mvn:
-            raise ComponentUnavailable(
-                component,
-                f"cannot resolve the {what} jars: mvn (Maven) is not installed",
-                hint="apt-get install maven",
-            )
-        java_home = _support.find_java_home(17, component=component)
-        (base / "pom.xml").write_text(pom)
-        staging = Path(tempfile.mkdtemp(prefix="libs.tmp-", dir=base))
-        cmd = [
-            mvn, "-q", "-B", "-f", str(base / "pom.xml"),
-            "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
-        ]
-        log.info("resolving %s jars from Maven Central into %s", what, libs)
-        try:
-            out = subprocess.run(
-                cmd, cwd=base, check=False, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                env={**os.environ, "JAVA_HOME": str(java_home)},
-            )
-        except subprocess.TimeoutExpired:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise ComponentUnavailable(
-                component, f"resolving the {what} jars with mvn took more than {timeout:.0f}s"
-            ) from None
-        jar = staging / marker_jar
-        if out.returncode != 0 or not jar.is_file():
-            shutil.rmtree(staging, ignore_errors=True)
-            output = "\n".join((out.stdout + out.stderr).splitlines()[-40:])
-            raise ComponentUnavailable(
-                component,
-                f"`{' '.join(cmd[:5])} dependency:copy-dependencies` failed (exit {out.returncode}) "
-                f"resolving {what}",
-                hint="check network access to https://repo.maven.apache.org (or ~/.m2/settings.xml mirrors)",
-                log_tail=output,
-            )
-        shutil.rmtree(libs, ignore_errors=True)
-        stamp.unlink(missing_ok=True)
-        staging.rename(libs)
-        stamp.write_text(digest + "\n")
-        return libs
 
 
 def _random_cluster_id() -> str:

@@ -1,15 +1,18 @@
-"""pytest fixtures giving tests a real S3 API (moto's server, in-process).
+"""pytest fixtures giving tests a real S3 server (S3Proxy, a separate JVM on 127.0.0.1).
 
 Enable in a ``conftest.py``::
 
     pytest_plugins = ["conveyor.testing.pytest_s3"]
 
-* ``s3_server`` (session) -> :class:`~conveyor.testing.s3.S3Server`: started on a free
-  ``127.0.0.1`` port for the session. While it runs, the environment holds fake AWS
-  credentials (:func:`~conveyor.testing.s3.fake_credentials_env`: ``AWS_ACCESS_KEY_ID=testing``,
-  ``AWS_SECRET_ACCESS_KEY=testing``, ``AWS_DEFAULT_REGION=us-east-1``, ...) so that s3fs and
-  boto3 clients created by the code under test sign their requests, and ``AWS_PROFILE`` /
-  ``AWS_ENDPOINT_URL*`` are removed so nothing reaches real AWS by accident. The previous
+* ``s3_server`` (session) -> :class:`~conveyor.testing.s3.S3Server`: S3Proxy started on a free
+  ``127.0.0.1`` port for the session (about 2-3 s; jar resolved into the harness cache on first
+  use), with a filesystem blob store in a temp dir removed at the end. It checks request
+  signatures against one identity; while it runs, the environment holds it
+  (:func:`~conveyor.testing.s3.credentials_env`: ``AWS_ACCESS_KEY_ID=conveyor``,
+  ``AWS_SECRET_ACCESS_KEY=conveyor-secret``, ``AWS_DEFAULT_REGION`` / ``AWS_REGION=us-east-1``)
+  so that s3fs and botocore clients created by the code under test sign their requests with
+  it, and ``AWS_PROFILE`` / ``AWS_ENDPOINT_URL*`` / ``AWS_SESSION_TOKEN`` are removed so that
+  nothing reaches real AWS, or signs with another identity, by accident. The previous
   environment is restored at the end of the session.
 * ``s3_bucket`` (function) -> ``str``: the name of a new, empty bucket for this test
   (``t-<test name>-<random>``), deleted with its objects afterwards.
@@ -19,8 +22,9 @@ Point a connector at them with the endpoint URL, e.g. the archive sink::
     config = {"archive.url": f"s3://{s3_bucket}/archive",
               "archive.s3.endpoint.url": s3_server.endpoint_url}
 
-When moto cannot start, the fixtures *fail* with the
-:class:`~conveyor.testing.errors.ComponentUnavailable` message; nothing is skipped.
+When S3Proxy cannot be resolved or started (no Java 17+, no Maven, the JVM exits...), the
+fixtures *fail* with the :class:`~conveyor.testing.errors.ComponentUnavailable` message and the
+server log's last lines; nothing is skipped.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from conveyor.testing.errors import ComponentUnavailable
 
 T = TypeVar("T")
 
-_AWS_VARS_TO_CLEAR = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+_AWS_VARS_TO_CLEAR = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+                      "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 
 
 def _start(factory: Callable[[], T]) -> T:
@@ -51,11 +56,11 @@ def _start(factory: Callable[[], T]) -> T:
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[object]:
-    """The session's local S3 server (:class:`~conveyor.testing.s3.S3Server`)."""
-    from conveyor.testing.s3 import S3Server, fake_credentials_env
+    """The session's S3 server (:class:`~conveyor.testing.s3.S3Server`, S3Proxy)."""
+    from conveyor.testing.s3 import S3Server, credentials_env
 
     with pytest.MonkeyPatch.context() as env:
-        for name, value in fake_credentials_env().items():
+        for name, value in credentials_env().items():
             env.setenv(name, value)
         for name in _AWS_VARS_TO_CLEAR:
             env.delenv(name, raising=False)
