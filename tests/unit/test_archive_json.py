@@ -43,3 +43,23 @@ def test_non_finite_floats_become_null_so_every_line_is_json(special: float) -> 
 def test_what_json_cannot_hold_is_a_data_error(value: object) -> None:
     with pytest.raises(DataError, match="cannot encode as JSON"):
         json_bytes(value)
+
+
+def test_a_jsonl_buffer_writes_the_first_lines_and_keeps_the_rest_in_order() -> None:
+    from conveyor.api import SinkRecord
+    from conveyor.connectors.archive.formats import JsonlBuffer
+
+    buffer = JsonlBuffer(start=10, opened=0.0)
+    for offset in range(10, 15):
+        buffer.append(SinkRecord(topic="t", kafka_partition=0, key=None, value={"n": offset}, kafka_offset=offset),
+                      offset)
+    lines = lambda data: [json.loads(line)["value"]["n"] for line in data.decode().splitlines()]  # noqa: E731
+    assert buffer.payload(5, "t", 0).endswith(b"\n") and lines(buffer.payload(5, "t", 0)) == [10, 11, 12, 13, 14]
+    assert lines(buffer.payload(2, "t", 0)) == [10, 11]
+    buffer.drop_first(2)  # the first file (two records) was written
+    assert (buffer.start, buffer.count) == (12, 3)
+    assert lines(buffer.payload(3, "t", 0)) == [12, 13, 14]
+    buffer.append(SinkRecord(topic="t", kafka_partition=0, key=None, value={"n": 15}, kafka_offset=15), 15)
+    assert lines(buffer.payload(4, "t", 0)) == [12, 13, 14, 15]
+    buffer.drop_first(4)
+    assert buffer.count == 0 and buffer.payload(0, "t", 0) == b""
