@@ -244,8 +244,8 @@ class SchemaRegistry(Endpoint):
         if self.is_running():
             return self
         _support.reap_stale()
+        self.java = find_java()  # first: no 160 MB download for a machine that cannot run it
         home = registry_home(self.version)
-        self.java = find_java()
         wait = self.startup_timeout if timeout is None else timeout
         if self._fixed_port:
             try:
