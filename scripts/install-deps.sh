@@ -9,8 +9,9 @@
 #      debootstrap); apt-get runs only if something is missing
 #   2. Python: pip install -e '.[dev]' into the current interpreter, or into ./.venv when the
 #      interpreter is Debian's externally managed one (PEP 668)
-#   3. Apache Kafka broker and Kafka Connect worker jars and S3Proxy's jar (the tests' S3 server)
-#      from Maven Central into the harness cache (python -m conveyor.testing resolve --connect --s3)
+#   3. Apache Kafka broker and Kafka Connect worker jars, S3Proxy's jar (the tests' S3 server) and
+#      Apicurio Registry (the tests' Schema Registry, unpacked) from Maven Central into the harness
+#      cache (python -m conveyor.testing resolve --connect --s3 --schema-registry)
 #
 # Environment: PYTHON (interpreter to use), CONVEYOR_CACHE_DIR are honoured.
 set -euo pipefail
@@ -132,8 +133,8 @@ link_cli() {
 link_cli
 
 # ---------------------------------------------------------------------------------------------
-section "3/3 Apache Kafka broker, Kafka Connect and S3Proxy jars (Maven Central, cached)"
+section "3/3 Apache Kafka broker, Kafka Connect, S3Proxy and Apicurio Registry (Maven Central, cached)"
 
-python -m conveyor.testing resolve --connect --s3 \
-    || die "could not resolve the Apache Kafka / Kafka Connect / S3Proxy jars"
+python -m conveyor.testing resolve --connect --s3 --schema-registry \
+    || die "could not resolve the Apache Kafka / Kafka Connect / S3Proxy / Apicurio Registry artifacts"
 

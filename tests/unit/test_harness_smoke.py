@@ -98,6 +98,79 @@ def test_s3_server_checks_its_own_credentials_on_loopback(tmp_path):
         S3Server().restart()
 
 
+def test_schema_registry_pom_copies_the_apicurio_distribution_archive():
+    from conveyor.testing.schema_registry import APICURIO_VERSION
+    from conveyor.testing.schema_registry import render_pom as render_registry_pom
+
+    pom = render_registry_pom()
+    assert (f"<artifactId>apicurio-registry-app</artifactId>\n              <version>{APICURIO_VERSION}</version>\n"
+            "              <classifier>all</classifier>\n              <type>tar.gz</type>") in pom
+    assert "<dependencies>" not in pom
+
+
+def test_schema_registry_command_keeps_both_ports_on_loopback(tmp_path):
+    from conveyor.testing.schema_registry import SchemaRegistry
+
+    registry = SchemaRegistry(port=8081, heap="384m")
+    assert registry.url == "http://127.0.0.1:8081/apis/ccompat/v7"
+    registry.management_port, registry.workdir = 9001, tmp_path
+    cmd = registry.command(Path("/jdk/bin/java"), Path("/dist"))
+    assert cmd[0] == "/jdk/bin/java" and cmd[-2:] == ["-jar", "/dist/quarkus-run.jar"]
+    assert "-Xmx384m" in cmd and f"-Djava.io.tmpdir={tmp_path / 'tmp'}" in cmd  # the workdir names the process
+    for prop in ("-Dquarkus.http.host=127.0.0.1", "-Dquarkus.http.port=8081",
+                 "-Dquarkus.management.host=127.0.0.1", "-Dquarkus.management.port=9001"):
+        assert prop in cmd
+    assert registry.compatibility == "BACKWARD"  # Confluent's default, set after start
+    with pytest.raises(RuntimeError, match="not started"):
+        _ = SchemaRegistry().url
+
+
+def _fake_java(home: Path, version: str) -> Path:
+    java = home / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text(f"#!/bin/sh\necho 'openjdk version \"{version}\" 2025-09-16' >&2\n")
+    java.chmod(0o755)
+    return java
+
+
+def test_schema_registry_java_discovery_wants_21_or_newer(tmp_path):
+    from conveyor.testing.schema_registry import JAVA_ENV, find_java
+
+    jvm = tmp_path / "jvm"
+    old = _fake_java(jvm / "java-17-openjdk-amd64", "17.0.15")
+    j21 = _fake_java(jvm / "java-21-openjdk-amd64", "21.0.8")
+    j25 = _fake_java(jvm / "temurin-25-jdk-amd64", "25.0.1")
+    no_path = {"PATH": str(tmp_path / "empty")}
+    assert find_java(environ=no_path, jvm_root=jvm) == j25  # the newest >= 21
+    assert find_java(environ={**no_path, "JAVA_HOME": str(j21.parent.parent)}, jvm_root=jvm) == j21
+    assert find_java(environ={**no_path, "JAVA_HOME": str(old.parent.parent)}, jvm_root=jvm) == j25  # too old: scan
+    assert find_java(environ={**no_path, JAVA_ENV: str(j21)}, jvm_root=jvm) == j21
+    assert find_java(environ={**no_path, JAVA_ENV: str(j21.parent.parent)}, jvm_root=jvm) == j21  # a home works too
+    with pytest.raises(ComponentUnavailable, match="is Java 17; Java 21"):  # explicit and too old: no fallback
+        find_java(environ={**no_path, JAVA_ENV: str(old)}, jvm_root=jvm)
+    only_old = tmp_path / "only-old"
+    _fake_java(only_old / "java-17", "17.0.15")
+    with pytest.raises(ComponentUnavailable, match=r"no Java 21\+ found.*Java 17") as info:
+        find_java(environ=no_path, jvm_root=only_old)
+    assert info.value.component == "schema-registry" and JAVA_ENV in str(info.value)
+
+
+def test_schema_registry_fixture_fails_without_java_21(tmp_path):
+    """No Java 21+: the fixture errors the test with the reason (before any download), never skips."""
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["conveyor.testing.pytest_schema_registry"]\n')
+    (tmp_path / "test_x.py").write_text("def test_a(schema_registry):\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+           "CONVEYOR_SCHEMA_REGISTRY_JAVA": "/nonexistent/java", "CONVEYOR_CACHE_DIR": str(tmp_path / "cache")}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path, env=env, check=False, capture_output=True, text=True, timeout=120,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 1 and "1 error" in out and "skipped" not in out, out
+    assert "schema-registry unavailable: CONVEYOR_SCHEMA_REGISTRY_JAVA=/nonexistent/java is not a working java" in out
+    assert not (tmp_path / "cache" / "apicurio-registry-3.3.3").exists()
+
+
 def test_cluster_id_is_a_kafka_uuid():
     for _ in range(50):
         cid = _random_cluster_id()

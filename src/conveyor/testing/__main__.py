@@ -10,12 +10,14 @@
     Exits 1 if a component cannot start or dies while running. Always starts fresh ones: the
     CONVEYOR_* variables of the calling environment are ignored.
 
-``python -m conveyor.testing resolve [--connect] [--s3]``
+``python -m conveyor.testing resolve [--connect] [--s3] [--schema-registry]``
     Resolve the Apache Kafka jars from Maven Central into the cache (what CI does up front) and
     print their directory; with ``--connect`` also the Apache Kafka Connect worker's jars
     (``conveyor.testing.connect``), printing their directory on the next line; with ``--s3``
     also S3Proxy's self-contained jar, the harness's S3 server (``conveyor.testing.s3``),
-    printing its path on the next line. Fast when cached.
+    printing its path on the next line; with ``--schema-registry`` also Apicurio Registry's
+    distribution, the harness's Schema Registry (``conveyor.testing.schema_registry``), unpacked,
+    printing its directory on the next line. Fast when cached.
 
 ``python -m conveyor.testing images [--target runtime|operator ...]``
     Build the Dockerfile's images on a Debian base with buildah (``conveyor.testing.images``; as
@@ -128,6 +130,10 @@ def _resolve(args: argparse.Namespace) -> int:
             from conveyor.testing.s3 import s3proxy_jar
 
             print(s3proxy_jar(args.s3proxy_version))
+        if args.schema_registry:
+            from conveyor.testing.schema_registry import registry_home
+
+            print(registry_home(args.apicurio_version))
     except ComponentUnavailable as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -154,6 +160,7 @@ def _images(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     from conveyor.testing.kafka import KAFKA_VERSION
     from conveyor.testing.s3 import S3PROXY_VERSION
+    from conveyor.testing.schema_registry import APICURIO_VERSION
 
     parser = argparse.ArgumentParser(prog="python -m conveyor.testing", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -169,14 +176,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="also write the export lines to PATH once every component is up (removed on stop); "
                          "scripts can wait for it to appear and `source` it")
     up.set_defaults(func=_up)
-    res = sub.add_parser("resolve", help="resolve the Apache Kafka jars (and with --connect / --s3 more) into the "
-                                         "cache and print where they are")
+    res = sub.add_parser("resolve", help="resolve the Apache Kafka jars (and with --connect / --s3 / "
+                                         "--schema-registry more) into the cache and print where they are")
     res.add_argument("--kafka-version", default=KAFKA_VERSION)
     res.add_argument("--connect", action="store_true",
                      help="also resolve the Apache Kafka Connect worker's jars (same version)")
     res.add_argument("--s3", action="store_true",
                      help="also resolve S3Proxy's jar (the harness's S3 server) and print its path")
     res.add_argument("--s3proxy-version", default=S3PROXY_VERSION)
+    res.add_argument("--schema-registry", action="store_true",
+                     help="also resolve and unpack Apicurio Registry (the harness's Schema Registry) and print "
+                          "its directory")
+    res.add_argument("--apicurio-version", default=APICURIO_VERSION)
     res.set_defaults(func=_resolve)
     img = sub.add_parser("images", help="build the Dockerfile's images with buildah (cached) and print "
                                         "<ref> <archive> <bytes> per image")

@@ -5,8 +5,9 @@ Two kinds of generated POM:
 * :func:`classpath_pom`: a project whose runtime dependencies are the classpath of an Apache
   Kafka process (the broker, a Connect worker), with the broker distribution's log4j2 logging;
   resolved with ``mvn dependency:copy-dependencies``.
-* :func:`artifact_pom`: a project naming one self-contained jar (S3Proxy's
-  ``jar-with-dependencies``) for ``mvn dependency:copy``, which fetches that file alone.
+* :func:`artifact_pom`: a project naming one self-contained file (S3Proxy's
+  ``jar-with-dependencies``, Apicurio Registry's ``all`` tar.gz) for ``mvn dependency:copy``,
+  which fetches that file alone.
 
 :func:`resolve_libs` runs Maven on such a POM once into ``<cache>/<name>/libs`` and returns the
 cached directory at once on every later call.
@@ -57,7 +58,8 @@ def classpath_pom(artifact_id: str, version: str, dependencies: Sequence[tuple[s
     return _project(artifact_id, version, purpose, f"  <dependencies>\n{deps}  </dependencies>\n", "")
 
 
-def artifact_pom(artifact_id: str, version: str, artifact: tuple[str, str, str], classifier: str, purpose: str) -> str:
+def artifact_pom(artifact_id: str, version: str, artifact: tuple[str, str, str], classifier: str, purpose: str,
+                 packaging: str = "jar") -> str:
     """A ``pom``-packaged project for ``mvn dependency:copy`` (:data:`COPY_ARTIFACT`) of the one
     file ``artifact`` with ``classifier`` (no transitive dependencies, no other POM fetched).
 
@@ -65,15 +67,16 @@ def artifact_pom(artifact_id: str, version: str, artifact: tuple[str, str, str],
         artifact_id: the generated project's artifactId (``s3proxy-jar``).
         version: its version.
         artifact: ``(groupId, artifactId, version)`` of the jar.
-        classifier: e.g. ``jar-with-dependencies``; the file is ``<artifactId>-<version>-<classifier>.jar``.
+        classifier: e.g. ``jar-with-dependencies``; the file is ``<artifactId>-<version>-<classifier>.<packaging>``.
         purpose: one line for the generated file's comment.
+        packaging: the file's Maven type: ``jar``, or e.g. ``tar.gz`` for a distribution archive.
     """
     g, a, v = artifact
     configuration = (
         "        <configuration>\n          <artifactItems>\n            <artifactItem>\n"
         f"              <groupId>{g}</groupId>\n              <artifactId>{a}</artifactId>\n"
         f"              <version>{v}</version>\n              <classifier>{classifier}</classifier>\n"
-        "              <type>jar</type>\n"
+        f"              <type>{packaging}</type>\n"
         "            </artifactItem>\n          </artifactItems>\n        </configuration>\n"
     )
     return _project(artifact_id, version, purpose, "", configuration)
