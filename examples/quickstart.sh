@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=../scripts/install-deps.sh
-source scripts/install-deps.sh
+CONVEYOR_DEPS=quickstart source scripts/install-deps.sh
 section "quickstart"
 exec python examples/quickstart.py "$@"

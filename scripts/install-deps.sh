@@ -11,9 +11,11 @@
 #      interpreter is Debian's externally managed one (PEP 668)
 #   3. Apache Kafka broker and Kafka Connect worker jars, S3Proxy's jar (the tests' S3 server) and
 #      Apicurio Registry (the tests' Schema Registry, unpacked) from Maven Central into the harness
-#      cache (python -m conveyor.testing resolve --connect --s3 --schema-registry)
+#      cache (python -m conveyor.testing resolve --connect --s3 --schema-registry); with
+#      CONVEYOR_DEPS=quickstart (examples/quickstart.sh) the broker's jars only
 #
-# Environment: PYTHON (interpreter to use), CONVEYOR_CACHE_DIR are honoured.
+# Environment: PYTHON (interpreter to use), CONVEYOR_CACHE_DIR, CONVEYOR_DEPS (tests | quickstart)
+# are honoured.
 set -euo pipefail
 
 ORIGINAL_PATH="${ORIGINAL_PATH:-$PATH}"  # the caller's, before this script puts its python first
@@ -133,8 +135,12 @@ link_cli() {
 link_cli
 
 # ---------------------------------------------------------------------------------------------
-section "3/3 Apache Kafka broker, Kafka Connect, S3Proxy and Apicurio Registry (Maven Central, cached)"
-
-python -m conveyor.testing resolve --connect --s3 --schema-registry \
-    || die "could not resolve the Apache Kafka / Kafka Connect / S3Proxy / Apicurio Registry artifacts"
+if [ "${CONVEYOR_DEPS:-tests}" = quickstart ]; then  # examples/quickstart.sh: the broker is all it runs
+    section "3/3 Apache Kafka broker (Maven Central, cached)"
+    python -m conveyor.testing resolve >/dev/null || die "could not resolve the Apache Kafka broker's jars"
+else
+    section "3/3 Apache Kafka broker, Kafka Connect, S3Proxy and Apicurio Registry (Maven Central, cached)"
+    python -m conveyor.testing resolve --connect --s3 --schema-registry \
+        || die "could not resolve the Apache Kafka / Kafka Connect / S3Proxy / Apicurio Registry artifacts"
+fi
 
