@@ -57,14 +57,17 @@ def test_int8_int16_travel_as_int_with_connect_type(t):
 def test_logical_types_as_confluent_writes_them():
     assert ad.to_avro_schema(decimal_schema(2)) == {
         "type": "bytes", "logicalType": "decimal", "precision": 64, "scale": 2,
-        "connect.version": 1, "connect.parameters": {"scale": "2"}, "connect.name": "org.apache.kafka.connect.data.Decimal",
+        "connect.version": 1, "connect.parameters": {"scale": "2"},
+        "connect.name": "org.apache.kafka.connect.data.Decimal",
     }
     assert ad.to_avro_schema(date_schema())["logicalType"] == "date"
     assert ad.to_avro_schema(time_schema()) == {
-        "type": "int", "logicalType": "time-millis", "connect.version": 1, "connect.name": "org.apache.kafka.connect.data.Time",
+        "type": "int", "logicalType": "time-millis", "connect.version": 1,
+        "connect.name": "org.apache.kafka.connect.data.Time",
     }
     assert ad.to_avro_schema(timestamp_schema())["logicalType"] == "timestamp-millis"
-    for schema in (decimal_schema(2), date_schema(), time_schema(), timestamp_schema(), timestamp_schema(optional=True)):
+    for schema in (decimal_schema(2), date_schema(), time_schema(), timestamp_schema(),
+                   timestamp_schema(optional=True)):
         assert _round_trip(schema) == schema
 
 

@@ -4,7 +4,8 @@ Two rules, both applied by :func:`redact_text` and :func:`redact_value`:
 
 * **By key.** A config value is secret by its key (Kafka Connect's ``PASSWORD`` config type
   covers the same ground: ``connection.password``, ``sasl.jaas.config``, ``*.secret``,
-  ``*.token``, the Schema Registry's ``basic.auth.user.info``...), and a URL or a libpq connection string may carry a password whatever its
+  ``*.token``, the Schema Registry's ``basic.auth.user.info``...), and a URL or a libpq
+  connection string may carry a password whatever its
   key (``postgresql://user:password@host/db``, ``host=h password=p``).
 * **By provenance.** A value that came from a reference -- ``${env:NAME}``,
   ``${secret:<name>:<key>}``, ``${configmap:<name>:<key>}``, a key merged from ``configFrom``,

@@ -12,10 +12,11 @@ Kafka Connect class                                            alias      Convey
 ``org.apache.kafka.connect.converters.FloatConverter``         float      :class:`FloatConverter`
 ``org.apache.kafka.connect.converters.DoubleConverter``        double     :class:`DoubleConverter`
 ``org.apache.kafka.connect.converters.BooleanConverter``       boolean    :class:`BooleanConverter`
-``io.confluent.connect.avro.AvroConverter``                    avro       :class:`~conveyor.schema_registry.avro_converter.AvroConverter`
+``io.confluent.connect.avro.AvroConverter``                    avro       ``AvroConverter`` (below)
 =============================================================  =========  =====================================
 
-The Schema Registry converters live in :mod:`conveyor.schema_registry` (they need
+The Schema Registry converters live in :mod:`conveyor.schema_registry`
+(:class:`~conveyor.schema_registry.avro_converter.AvroConverter`; they need
 ``confluent_kafka``, which this package does not import) and are imported on first use.
 
 :func:`load_converter` reads ``key.converter`` / ``value.converter`` and the keys under

@@ -96,7 +96,7 @@ def to_avro_schema(schema: Schema) -> Any:
         DataError: the Connect schema is malformed (an array without element schema...) or
             names two different structs alike.
     """
-    return _ToAvro().convert(schema, top=True)
+    return _ToAvro().convert(schema)
 
 
 class _ToAvro:
@@ -104,7 +104,7 @@ class _ToAvro:
         self.records: dict[str, Schema] = {}  # Avro full name -> the Connect schema defining it
         self.anonymous = 0
 
-    def convert(self, schema: Schema, top: bool = False) -> Any:
+    def convert(self, schema: Schema) -> Any:
         avro = self._required(schema)
         return ["null", avro] if schema.optional else avro
 
@@ -277,7 +277,8 @@ class _ToConnect:
             return Schema(SchemaType.MAP, optional, connect_name, version, doc, key_schema=key, value_schema=value)
         if kind == "enum":
             full = self._name(avro, namespace)
-            result = Schema(SchemaType.STRING, optional, connect_name or full, version, avro.get("doc"), parameters=params)
+            doc = avro.get("doc")
+            result = Schema(SchemaType.STRING, optional, connect_name or full, version, doc, parameters=params)
             self.named[full] = result
             return result
         if kind == "fixed":
@@ -311,7 +312,8 @@ class _ToConnect:
                 fs = _replace(fs, doc=doc or fs.doc, default=default if fs.type.is_primitive else None)
             fields.append(Field(f["name"], fs))
         name = connect_name or full
-        if name == DEFAULT_FULL_NAME or (name.startswith(DEFAULT_FULL_NAME) and name[len(DEFAULT_FULL_NAME) :].isdigit()):
+        suffix = name[len(DEFAULT_FULL_NAME) :]
+        if name.startswith(DEFAULT_FULL_NAME) and (not suffix or suffix.isdigit()):
             name = None
         result = Schema(
             SchemaType.STRUCT, False, name, version, avro.get("doc"), fields=tuple(fields), parameters=params
@@ -373,7 +375,10 @@ def value_to_avro(schema: Schema, value: Any) -> Any:
         ks, vs = schema.key_schema, schema.value_schema
         if is_string_keyed(schema):
             return {k: value_to_avro(vs, v) for k, v in value.items()}  # type: ignore[arg-type]
-        return [{"key": value_to_avro(ks, k), "value": value_to_avro(vs, v)} for k, v in value.items()]  # type: ignore[arg-type]
+        return [
+            {"key": value_to_avro(ks, k), "value": value_to_avro(vs, v)}  # type: ignore[arg-type]
+            for k, v in value.items()
+        ]
     return value
 
 
@@ -390,7 +395,10 @@ def value_from_avro(schema: Schema, datum: Any) -> Any:
         ks, vs = schema.key_schema, schema.value_schema
         if isinstance(datum, dict):
             return {k: value_from_avro(vs, v) for k, v in datum.items()}  # type: ignore[arg-type]
-        return {_hashable(value_from_avro(ks, e["key"])): value_from_avro(vs, e["value"]) for e in datum}  # type: ignore[arg-type]
+        return {
+            _hashable(value_from_avro(ks, e["key"])): value_from_avro(vs, e["value"])  # type: ignore[arg-type]
+            for e in datum
+        }
     return datum
 
 

@@ -131,7 +131,9 @@ class AvroConverter(Converter):
         if source == "USER_INFO":
             user_info = get_string(config, USER_INFO_CONFIG, None) or get_string(config, LEGACY_USER_INFO_CONFIG, None)
             if not user_info or ":" not in user_info:
-                raise ConfigError({USER_INFO_CONFIG: "must be <user>:<password> when basic.auth.credentials.source is USER_INFO"})
+                raise ConfigError(
+                    {USER_INFO_CONFIG: "must be <user>:<password> when basic.auth.credentials.source is USER_INFO"}
+                )
             client_conf["basic.auth.user.info"] = user_info
             self._secret = user_info.partition(":")[2] or None
         auto_register = get_bool(config, AUTO_REGISTER_CONFIG, True)
@@ -165,7 +167,9 @@ class AvroConverter(Converter):
 
     # -- writing ----------------------------------------------------------------------------
 
-    def from_connect_data(self, topic: str, headers: Sequence[Header], schema: Schema | None, value: Any) -> bytes | None:
+    def from_connect_data(
+        self, topic: str, headers: Sequence[Header], schema: Schema | None, value: Any
+    ) -> bytes | None:
         if value is None:
             return None
         if schema is None:
@@ -182,7 +186,9 @@ class AvroConverter(Converter):
         except DataError:
             raise
         except Exception as exc:  # noqa: BLE001 - registry errors, fastavro's ValueError/TypeError...
-            raise DataError(self._scrub(f"Failed to serialize Avro data from topic {topic}: {type(exc).__name__}: {exc}")) from None
+            raise DataError(
+                self._scrub(f"Failed to serialize Avro data from topic {topic}: {type(exc).__name__}: {exc}")
+            ) from None
 
     def _writer(self, schema: Schema) -> _Writer:
         writer = self._writers.get(id(schema))
@@ -212,7 +218,9 @@ class AvroConverter(Converter):
         try:
             serializer = AvroSerializer(self._client, json.dumps(avro), conf=dict(self._serializer_conf))
         except Exception as exc:  # noqa: BLE001 - fastavro's SchemaParseException and friends
-            raise DataError(f"cannot use the Avro schema derived from the Connect schema: {type(exc).__name__}: {exc}") from None
+            raise DataError(
+                f"cannot use the Avro schema derived from the Connect schema: {type(exc).__name__}: {exc}"
+            ) from None
         return _Writer(schema, serializer, _avro_data.needs_value_reshaping(schema))
 
     # -- reading ----------------------------------------------------------------------------
