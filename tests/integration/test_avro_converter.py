@@ -180,6 +180,10 @@ def test_config_errors_and_no_secret_in_messages(schema_registry):
     with pytest.raises(ConfigError) as info:
         _converter(schema_registry, value_subject_name_strategy="Nope")
     assert "value.converter.value.subject.name.strategy" in info.value.errors
+    with pytest.raises(ConfigError) as info:
+        _converter(schema_registry, latest_cache_ttl_sec="soon")
+    assert "value.converter.latest.cache.ttl.sec" in info.value.errors
+    _converter(schema_registry, latest_cache_ttl_sec="30")  # accepted
     conv = load_converter({
         "value.converter": "avro",
         "value.converter.schema.registry.url": "http://127.0.0.1:9",  # nothing listens

@@ -21,6 +21,8 @@ Configuration (prefix ``key.converter.`` / ``value.converter.``), Confluent's ke
 ``use.latest.version`` (boolean, default ``false``)
     Write with the subject's latest schema (it wins over ``auto.register.schemas``, as
     in Confluent's serializer); the value must fit that schema.
+``latest.cache.ttl.sec`` (int, default ``-1``)
+    How long the latest version stays cached; ``-1`` keeps it for the converter's life.
 ``key.subject.name.strategy`` / ``value.subject.name.strategy``
     ``io.confluent.kafka.serializers.subject.TopicNameStrategy`` (default,
     ``<topic>-key``/``<topic>-value``), ``RecordNameStrategy`` (the record's full name) or
@@ -69,6 +71,7 @@ USER_INFO_CONFIG = "basic.auth.user.info"
 LEGACY_USER_INFO_CONFIG = "schema.registry.basic.auth.user.info"
 AUTO_REGISTER_CONFIG = "auto.register.schemas"
 USE_LATEST_CONFIG = "use.latest.version"
+LATEST_TTL_CONFIG = "latest.cache.ttl.sec"
 CACHE_SIZE_CONFIG = "schemas.cache.config"
 
 _STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
@@ -146,6 +149,9 @@ class AvroConverter(Converter):
             known = ", ".join(_STRATEGY_PACKAGE + s for s in STRATEGIES)
             raise invalid(strategy_key, strategy_name, f"unsupported subject name strategy; known: {known}")
         self._cache_size = get_int(config, CACHE_SIZE_CONFIG, 1000, minimum=1)
+        latest_ttl = get_int(config, LATEST_TTL_CONFIG, -1, minimum=-1)
+        if latest_ttl >= 0:
+            client_conf["cache.latest.ttl.sec"] = latest_ttl
         try:
             self._client = SchemaRegistryClient(client_conf)
         except (ValueError, TypeError) as exc:
