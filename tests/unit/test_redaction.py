@@ -11,7 +11,9 @@ CANARY = "CANARY-7f3a"
 
 
 @pytest.mark.parametrize("key", ["connection.password", "sasl.jaas.config", "archive.s3.secret",
-                                 "consumer.override.sasl.password", "rabbitmq.token", "ssl.key.password"])
+                                 "consumer.override.sasl.password", "rabbitmq.token", "ssl.key.password",
+                                 "value.converter.basic.auth.user.info",
+                                 "key.converter.schema.registry.basic.auth.user.info"])
 def test_secret_keys(key):
     assert is_secret_key(key)
     assert redact_value(key, CANARY) == HIDDEN

@@ -4,7 +4,8 @@ Two rules, both applied by :func:`redact_text` and :func:`redact_value`:
 
 * **By key.** A config value is secret by its key (Kafka Connect's ``PASSWORD`` config type
   covers the same ground: ``connection.password``, ``sasl.jaas.config``, ``*.secret``,
-  ``*.token``...), and a URL or a libpq connection string may carry a password whatever its
+  ``*.token``, the Schema Registry's ``basic.auth.user.info``...), and a URL or a libpq
+  connection string may carry a password whatever its
   key (``postgresql://user:password@host/db``, ``host=h password=p``).
 * **By provenance.** A value that came from a reference -- ``${env:NAME}``,
   ``${secret:<name>:<key>}``, ``${configmap:<name>:<key>}``, a key merged from ``configFrom``,
@@ -30,7 +31,7 @@ HIDDEN = "[hidden]"
 MIN_SEARCHED_LENGTH = 6
 
 _SECRET_KEY_PARTS = ("password", "passwd", "secret", "token", "jaas", "credential", "apikey", "api.key",
-                     "private.key", "access.key", "auth.key")
+                     "private.key", "access.key", "auth.key", "user.info")
 _URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/@:\s'\"]*:)[^@/\s'\"]*(?P<at>@)")
 _DSN_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)('[^']*'|[^\s'\"]+)", re.IGNORECASE)
 

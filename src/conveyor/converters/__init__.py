@@ -12,7 +12,12 @@ Kafka Connect class                                            alias      Convey
 ``org.apache.kafka.connect.converters.FloatConverter``         float      :class:`FloatConverter`
 ``org.apache.kafka.connect.converters.DoubleConverter``        double     :class:`DoubleConverter`
 ``org.apache.kafka.connect.converters.BooleanConverter``       boolean    :class:`BooleanConverter`
+``io.confluent.connect.avro.AvroConverter``                    avro       ``AvroConverter`` (below)
 =============================================================  =========  =====================================
+
+The Schema Registry converters live in :mod:`conveyor.schema_registry`
+(:class:`~conveyor.schema_registry.avro_converter.AvroConverter`; they need
+``confluent_kafka``, which this package does not import) and are imported on first use.
 
 :func:`load_converter` reads ``key.converter`` / ``value.converter`` and the keys under
 them; any other value is a dotted Python path to a :class:`~conveyor.api.Converter`.
@@ -20,6 +25,7 @@ them; any other value is a dotted Python path to a :class:`~conveyor.api.Convert
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -67,6 +73,12 @@ CONVERTER_ALIASES: dict[str, type[Converter]] = {
 
 CONVERTERS: dict[str, type[Converter]] = {**KAFKA_CONNECT_CONVERTERS, **CONVERTER_ALIASES}
 
+#: Class name or alias → ``module:Class`` of converters imported only when configured.
+LAZY_CONVERTERS: dict[str, str] = {
+    "io.confluent.connect.avro.AvroConverter": "conveyor.schema_registry.avro_converter:AvroConverter",
+    "avro": "conveyor.schema_registry.avro_converter:AvroConverter",
+}
+
 
 def converter_class(name: Any) -> type[Converter]:
     """The converter class a ``key.converter``/``value.converter`` value names.
@@ -74,7 +86,13 @@ def converter_class(name: Any) -> type[Converter]:
     Raises:
         PluginNotFound: with a message listing the known names.
     """
-    return load_class(name, CONVERTERS, Converter, "converter")
+    if isinstance(name, str) and name.strip() in LAZY_CONVERTERS:
+        module_name, _, class_name = LAZY_CONVERTERS[name.strip()].partition(":")
+        try:
+            name = getattr(importlib.import_module(module_name), class_name)
+        except ImportError as exc:
+            raise PluginNotFound(f"converter '{name.strip()}' needs {exc.name or 'a missing module'}: {exc}") from exc
+    return load_class(name, {**CONVERTERS, **dict.fromkeys(LAZY_CONVERTERS, Converter)}, Converter, "converter")
 
 
 def load_converter(config: Mapping[str, Any], side: Literal["key", "value"], default: str) -> Converter:
@@ -119,6 +137,7 @@ __all__ = [
     "CONVERTERS",
     "CONVERTER_ALIASES",
     "KAFKA_CONNECT_CONVERTERS",
+    "LAZY_CONVERTERS",
     "BooleanConverter",
     "ByteArrayConverter",
     "DoubleConverter",
