@@ -53,7 +53,7 @@ CONNECT_DOC = "connect.doc"
 CONNECT_PARAMETERS = "connect.parameters"
 CONNECT_TYPE = "connect.type"
 
-_PRIMITIVE_TO_AVRO: dict[SchemaType, str] = {
+PRIMITIVE_TO_AVRO: dict[SchemaType, str] = {
     SchemaType.INT8: "int",
     SchemaType.INT16: "int",
     SchemaType.INT32: "int",
@@ -78,7 +78,7 @@ _LOGICAL: dict[str, tuple[SchemaType, str]] = {
     TIME: (SchemaType.INT32, "time-millis"),
     TIMESTAMP: (SchemaType.INT64, "timestamp-millis"),
 }
-_LOGICAL_BACK = {(_PRIMITIVE_TO_AVRO[t], logical): (t, name) for name, (t, logical) in _LOGICAL.items()}
+_LOGICAL_BACK = {(PRIMITIVE_TO_AVRO[t], logical): (t, name) for name, (t, logical) in _LOGICAL.items()}
 
 
 # -- Connect → Avro -----------------------------------------------------------------------------
@@ -111,7 +111,7 @@ class _ToAvro:
     def _required(self, schema: Schema) -> Any:
         t = schema.type
         if schema.name in _LOGICAL and _LOGICAL[schema.name][0] is t:
-            avro: dict[str, Any] = {"type": _PRIMITIVE_TO_AVRO[t], "logicalType": _LOGICAL[schema.name][1]}
+            avro: dict[str, Any] = {"type": PRIMITIVE_TO_AVRO[t], "logicalType": _LOGICAL[schema.name][1]}
             return self._meta(avro, schema)
         if schema.name == DECIMAL and t is SchemaType.BYTES:
             params = schema.parameters or {}
@@ -123,7 +123,7 @@ class _ToAvro:
             avro = {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
             return self._meta(avro, schema)
         if t.is_primitive:
-            avro = {"type": _PRIMITIVE_TO_AVRO[t]}
+            avro = {"type": PRIMITIVE_TO_AVRO[t]}
             if t in (SchemaType.INT8, SchemaType.INT16):
                 avro[CONNECT_TYPE] = t.value
             return self._meta(avro, schema)

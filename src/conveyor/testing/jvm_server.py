@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from conveyor.testing import _support
-from conveyor.testing.errors import Endpoint
+from conveyor.testing.errors import ComponentUnavailable, Endpoint
 
 
 class JvmServer(Endpoint):
@@ -27,6 +27,9 @@ class JvmServer(Endpoint):
     """
 
     log_name = "server.log"
+    #: What messages call the server (``"S3Proxy"``); the version follows.
+    server_name = "server"
+    version = ""
 
     def _init_server(self, port: int, startup_timeout: float) -> None:
         self.port = port
@@ -70,3 +73,26 @@ class JvmServer(Endpoint):
         if not self._fixed_port:
             self.port = 0
         _support.untrack(self)
+
+    def _first_error(self, log_text: str) -> str:
+        """The line of the log that says what went wrong (overridden for a server's own format)."""
+        return _support.first_error_line(log_text)
+
+    def _hints(self) -> list[str]:
+        """Hints every failure of this server carries (overridden)."""
+        return []
+
+    def _unavailable(self, reason: str, hint: str = "") -> ComponentUnavailable:
+        """``reason`` as this component's failure: the log's error line, its last 40 lines, and
+        the whole log kept in the harness's log directory."""
+        log_tail = _support.tail(self.log_path, 40) if self.log_path else ""
+        first = self._first_error(_support.tail(self.log_path, 400)) if self.log_path else ""
+        kept = _support.preserve_log(self.log_path, self.component)
+        hints = [h for h in (hint, *self._hints(), f"full log: {kept}" if kept else "") if h]
+        return ComponentUnavailable(
+            self.component,
+            f"{self.server_name} {self.version} at {_support.LOOPBACK}:{self.port or '<free port>'}: {reason}"
+            + (f"; {first}" if first else ""),
+            hint="; ".join(hints),
+            log_tail=log_tail,
+        )

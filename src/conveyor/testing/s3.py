@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 from conveyor.testing import _support
-from conveyor.testing.errors import ComponentUnavailable
 from conveyor.testing.jvm_server import JvmServer
 from conveyor.testing.maven import COPY_ARTIFACT, artifact_pom, resolve_libs
 
@@ -136,6 +135,7 @@ class S3Server(JvmServer):
 
     component = COMPONENT
     log_name = "s3proxy.log"  # appended to across restarts
+    server_name = "S3Proxy"
     #: The one identity the server accepts (signature V2 or V4 over these).
     ACCESS_KEY = "conveyor"
     SECRET_KEY = "conveyor-secret"
@@ -365,18 +365,8 @@ class S3Server(JvmServer):
                 f"a damaged jar is fetched again once {s3proxy_jar(self.version).parent.parent} is removed",
             )
 
-    def _unavailable(self, reason: str, hint: str = "") -> ComponentUnavailable:
-        log_tail = _support.tail(self.log_path, 40) if self.log_path else ""
-        first = _first_error_line(_support.tail(self.log_path, 400)) if self.log_path else ""
-        kept = _support.preserve_log(self.log_path, "s3")
-        hints = [h for h in (hint, f"full log: {kept}" if kept else "") if h]
-        return ComponentUnavailable(
-            COMPONENT,
-            f"S3Proxy {self.version} at {_support.LOOPBACK}:{self.port or '<free port>'}: {reason}"
-            + (f"; {first}" if first else ""),
-            hint="; ".join(hints),
-            log_tail=log_tail,
-        )
+    def _first_error(self, log_text: str) -> str:
+        return _first_error_line(log_text)
 
 
 def _first_error_line(log_text: str) -> str:

@@ -215,6 +215,7 @@ class SchemaRegistry(JvmServer):
 
     component = COMPONENT
     log_name = "registry.log"
+    server_name = "Apicurio Registry"
 
     def __init__(self, port: int = 0, *, version: str = APICURIO_VERSION, heap: str = "512m",
                  compatibility: str | None = "BACKWARD", startup_timeout: float = 120.0) -> None:
@@ -354,15 +355,5 @@ class SchemaRegistry(JvmServer):
                 if clash else f"a damaged distribution is fetched again once {registry_home(self.version).parent} "
                               "is removed")
 
-    def _unavailable(self, reason: str, hint: str = "") -> ComponentUnavailable:
-        log_tail = _support.tail(self.log_path, 40) if self.log_path else ""
-        first = _support.first_error_line(_support.tail(self.log_path, 400)) if self.log_path else ""
-        kept = _support.preserve_log(self.log_path, "schema-registry")
-        hints = [h for h in (hint, f"Java: {self.java}", f"full log: {kept}" if kept else "") if h]
-        return ComponentUnavailable(
-            COMPONENT,
-            f"Apicurio Registry {self.version} at {_support.LOOPBACK}:{self.port or '<free port>'}: {reason}"
-            + (f"; {first}" if first else ""),
-            hint="; ".join(hints),
-            log_tail=log_tail,
-        )
+    def _hints(self) -> list[str]:
+        return [f"Java: {self.java}"]

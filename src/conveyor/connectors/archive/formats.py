@@ -74,6 +74,7 @@ from fastavro.write import Writer
 
 from conveyor.api import DataError, Schema, SchemaType, SinkRecord
 from conveyor.connectors.archive.config import ArchiveFormat, AvroCodec
+from conveyor.converters._avro_data import PRIMITIVE_TO_AVRO
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
 DATE = "org.apache.kafka.connect.data.Date"
@@ -367,15 +368,9 @@ def _none_safe(conv: Convert) -> Convert:
 
 
 _PRIMITIVES: dict[SchemaType, Any] = {
+    **PRIMITIVE_TO_AVRO,
     SchemaType.INT8: {"type": "int", "connect.type": "int8"},
     SchemaType.INT16: {"type": "int", "connect.type": "int16"},
-    SchemaType.INT32: "int",
-    SchemaType.INT64: "long",
-    SchemaType.FLOAT32: "float",
-    SchemaType.FLOAT64: "double",
-    SchemaType.BOOLEAN: "boolean",
-    SchemaType.STRING: "string",
-    SchemaType.BYTES: "bytes",
 }
 
 
