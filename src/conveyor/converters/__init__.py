@@ -77,6 +77,10 @@ CONVERTERS: dict[str, type[Converter]] = {**KAFKA_CONNECT_CONVERTERS, **CONVERTE
 LAZY_CONVERTERS: dict[str, str] = {
     "io.confluent.connect.avro.AvroConverter": "conveyor.schema_registry.avro_converter:AvroConverter",
     "avro": "conveyor.schema_registry.avro_converter:AvroConverter",
+    "io.confluent.connect.protobuf.ProtobufConverter": "conveyor.schema_registry.protobuf_converter:ProtobufConverter",
+    "protobuf": "conveyor.schema_registry.protobuf_converter:ProtobufConverter",
+    "io.confluent.connect.json.JsonSchemaConverter": "conveyor.schema_registry.json_schema_converter:JsonSchemaConverter",
+    "jsonschema": "conveyor.schema_registry.json_schema_converter:JsonSchemaConverter",
 }
 
 
