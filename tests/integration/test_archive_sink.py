@@ -105,7 +105,7 @@ def records(first: int, last: int, tp: TopicPartition = TP0, **kwargs: Any) -> l
 
 
 def name(start: int, ext: str = "jsonl", tp: TopicPartition = TP0) -> str:
-    return f"{tp.topic}+{tp.partition}+{start:020d}.{ext}"
+    return f"{tp.topic}+{tp.partition}+{start:010d}.{ext}"
 
 
 # -- where the archive lives -----------------------------------------------------------------
@@ -128,7 +128,7 @@ class Archive:
         return cfg
 
     def partition_dir(self, tp: TopicPartition = TP0) -> str:
-        return f"{self.root}/{tp.topic}/partition={tp.partition}"
+        return f"{self.root}/topics/{tp.topic}/partition={tp.partition}"
 
     def files(self, tp: TopicPartition = TP0) -> list[str]:
         """Visible file names of a partition (hidden temporaries excluded), sorted."""
@@ -147,7 +147,14 @@ class Archive:
         return self.fs.cat_file(f"{self.partition_dir(tp)}/{file_name}")
 
     def read(self, file_name: str, tp: TopicPartition = TP0) -> list[dict[str, Any]]:
-        data = self.read_bytes(file_name, tp)
+        return self._decode(file_name, self.read_bytes(file_name, tp))
+
+    def read_at(self, relative_path: str) -> list[dict[str, Any]]:
+        """The records of the file at ``relative_path`` under the archive root."""
+        return self._decode(relative_path, self.fs.cat_file(f"{self.root}/{relative_path}"))
+
+    @staticmethod
+    def _decode(file_name: str, data: bytes) -> list[dict[str, Any]]:
         if file_name.endswith(".avro"):
             return list(fastavro.reader(_bytes_io(data)))
         assert data.endswith(b"\n")
@@ -538,6 +545,33 @@ def test_stale_files_of_a_crashed_owner_are_replaced(archive: Archive) -> None:
     assert archive.offsets() == list(range(20))
 
 
+def test_layout_follows_confluents_s3_sink_keys(archive: Archive) -> None:
+    """``topics.dir`` and ``filename.offset.zero.pad.width`` (Confluent's keys): offsets past
+    the padding get more digits, and stale files there are still found (names no longer sort
+    by offset)."""
+    task, context = start_task(archive.config(flush_size=100, topics_dir="", filename_offset_zero_pad_width=2))
+    task.put(records(0, 2))
+    assert closing_commit(task, context, {TP0: 3}) == {TP0: 3}
+    assert archive.all_files() == [f"{TOPIC}/partition=0/{TOPIC}+0+00.jsonl"]
+
+    nested = archive.config(flush_size=10, rotate_interval_ms=100, topics_dir="data/kafka",
+                            filename_offset_zero_pad_width=2)
+    task1, _ = start_task(nested)
+    task1.put(records(95, 99))
+    time.sleep(0.2)
+    task1.put(records(100, 109))  # rotation cut 95..99, then 100..109
+    directory = f"data/kafka/{TOPIC}/partition=0"
+    nested_files = lambda: [f for f in archive.all_files() if f.startswith(directory)]  # noqa: E731
+    assert nested_files() == [f"{directory}/{TOPIC}+0+100.jsonl", f"{directory}/{TOPIC}+0+95.jsonl"]
+    del task1  # crashed before committing: the next owner resumes at 95 and cuts at flush.size
+    task2, context2 = start_task({**nested, "rotate.interval.ms": -1})
+    task2.put(records(95, 114))
+    assert closing_commit(task2, context2, {TP0: 115}) == {TP0: 115}
+    assert nested_files() == [f"{directory}/{TOPIC}+0+105.jsonl", f"{directory}/{TOPIC}+0+95.jsonl"]
+    read = [r["offset"] for f in nested_files() for r in archive.read_at(f)]
+    assert sorted(read) == list(range(95, 115))
+
+
 def test_redelivered_and_rewound_records_are_skipped(local_archive: Archive) -> None:
     task, context = start_task(local_archive.config(flush_size=10))
     batch = records(0, 14)
@@ -580,7 +614,7 @@ def test_storage_outage_is_retriable_and_redelivery_completes(tmp_path) -> None:
         task.put(batch)  # redelivered
         assert closing_commit(task, context, {TP0: 13}) == {TP0: 13}
         keys = server.list_keys(bucket)
-        assert keys == [f"a/{TOPIC}/partition=0/{name(0)}", f"a/{TOPIC}/partition=0/{name(10)}"]
+        assert keys == [f"a/topics/{TOPIC}/partition=0/{name(0)}", f"a/topics/{TOPIC}/partition=0/{name(10)}"]
         got = [json.loads(line)["offset"] for k in keys for line in server.get_bytes(bucket, k).splitlines()]
         assert got == list(range(13))
         server.delete_bucket(bucket)
@@ -656,8 +690,8 @@ def test_unreachable_endpoint(tmp_path) -> None:
 
 
 def test_local_path_clash_is_a_configuration_error(local_archive: Archive) -> None:
-    os.makedirs(local_archive.root)
-    with open(os.path.join(local_archive.root, TOPIC), "w") as f:  # a file where a directory goes
+    os.makedirs(os.path.join(local_archive.root, "topics"))
+    with open(os.path.join(local_archive.root, "topics", TOPIC), "w") as f:  # a file where a directory goes
         f.write("x")
     task, _ = start_task(local_archive.config(flush_size=1))
     with pytest.raises(ConnectError) as info:
@@ -670,8 +704,8 @@ def test_closing_commit_returns_the_progress_of_partitions_that_could_be_written
 ) -> None:
     """KIP-275: one partition's failing write must not cost the others their progress."""
     blocked = TopicPartition("blocked", 0)
-    os.makedirs(local_archive.root)
-    with open(os.path.join(local_archive.root, blocked.topic), "w") as f:  # its directory cannot be made
+    os.makedirs(os.path.join(local_archive.root, "topics"))
+    with open(os.path.join(local_archive.root, "topics", blocked.topic), "w") as f:  # its directory cannot be made
         f.write("x")
     task, context = start_task(local_archive.config(flush_size=100), [TP0, blocked])
     task.put(records(0, 4) + records(0, 2, tp=blocked))
@@ -694,6 +728,9 @@ def test_closing_commit_returns_the_progress_of_partitions_that_could_be_written
         ({"file.name.format": "${offset}-${start_offset}"}, "file.name.format", "unknown placeholder"),
         ({"file.name.format": "d/${start_offset}"}, "file.name.format", "must not contain '/'"),
         ({"avro.codec": "snappy"}, "avro.codec", "'null' or 'deflate'"),
+        ({"topics.dir": "/abs"}, "topics.dir", "without a leading or trailing '/'"),
+        ({"topics.dir": "a/../b"}, "topics.dir", "'..' path segments"),
+        ({"filename.offset.zero.pad.width": 0}, "filename.offset.zero.pad.width", "greater than or equal to 1"),
         ({"archive.url": "relative/dir"}, "archive.url", "must be absolute"),
         ({"archive.url": "s3://"}, "archive.url", "needs a bucket"),
         ({"archive.url": "nosuchproto://x"}, "archive.url", "unknown storage protocol"),

@@ -19,10 +19,18 @@
     Checked at the start of every ``put`` and in every ``pre_commit`` (so the effective
     granularity is the runtime's ``offset.flush.interval.ms`` when no records arrive).
     Must be -1 or positive.
+``topics.dir`` (default ``topics``)
+    the folder under ``archive.url`` that holds one folder per topic (Confluent's S3 sink
+    key); files go to ``<archive.url>/<topics.dir>/<topic>/partition=<p>/``. ``""`` puts
+    the topic folders directly under ``archive.url``. May not start or end with ``/`` or
+    hold ``..``; inner ``/`` make nested folders.
+``filename.offset.zero.pad.width`` (int >= 1, default 10)
+    the start offset in file names is zero-padded to this many digits (Confluent's key and
+    default); larger offsets simply have more digits.
 ``file.name.format`` (default ``${topic}+${partition}+${start_offset}``)
-    the file name inside ``<archive.url>/<topic>/partition=<p>/``, without extension
+    the file name inside the partition's folder, without extension
     (``.jsonl`` or ``.avro`` is appended). Placeholders: ``${topic}``, ``${partition}``,
-    ``${start_offset}`` (the file's first offset, zero-padded to 20 digits). It must hold
+    ``${start_offset}`` (the file's first offset, zero-padded). It must hold
     ``${start_offset}`` exactly once (names are derived from the first offset so that a file
     rewritten after a crash replaces the earlier one), may not contain ``/`` and may not
     start with ``.`` (hidden names are the connector's temporary files).
@@ -76,7 +84,8 @@ from conveyor.api import ConfigError, ConnectorConfig, parse_config
 STORAGE_PREFIX = "archive.storage."
 DEFAULT_FILE_NAME_FORMAT = "${topic}+${partition}+${start_offset}"
 PLACEHOLDERS = ("${topic}", "${partition}", "${start_offset}")
-OFFSET_DIGITS = 20
+DEFAULT_OFFSET_PAD_WIDTH = 10
+DEFAULT_TOPICS_DIR = "topics"
 S3_PROTOCOLS = ("s3", "s3a")
 S3_DEFAULT_CONFIG_KWARGS: dict[str, Any] = {
     "connect_timeout": 10,
@@ -159,6 +168,8 @@ class ArchiveSinkConfig(ConnectorConfig):
     rotate_interval_ms: int = Field(
         -1, alias="rotate.interval.ms", description="ms since a buffer's first record; -1 off"
     )
+    topics_dir: str = Field(DEFAULT_TOPICS_DIR, alias="topics.dir")
+    offset_pad_width: int = Field(DEFAULT_OFFSET_PAD_WIDTH, alias="filename.offset.zero.pad.width", ge=1, le=19)
     file_name_format: str = Field(DEFAULT_FILE_NAME_FORMAT, alias="file.name.format")
     avro_codec: Annotated[AvroCodec, BeforeValidator(_lower)] = Field(AvroCodec.NULL, alias="avro.codec")
     retry_backoff_ms: int = Field(5000, alias="retry.backoff.ms", ge=0)
@@ -201,6 +212,16 @@ class ArchiveSinkConfig(ConnectorConfig):
     def _check_rotate(cls, value: int) -> int:
         if value != -1 and value < 1:
             raise ValueError("must be -1 (off) or a positive number of milliseconds")
+        return value
+
+    @field_validator("topics_dir")
+    @classmethod
+    def _check_topics_dir(cls, value: str) -> str:
+        value = value.strip()
+        if value.startswith("/") or value.endswith("/") or "\\" in value:
+            raise ValueError("must be a relative folder without a leading or trailing '/' (e.g. topics)")
+        if any(part in ("", ".", "..") for part in value.split("/")) and value:
+            raise ValueError("must not hold empty, '.' or '..' path segments")
         return value
 
     @field_validator("file_name_format")
@@ -257,24 +278,30 @@ def file_name_format_problem(fmt: str) -> str | None:
     if fmt.count("${start_offset}") != 1:
         return "must contain ${start_offset} exactly once (file names are derived from the first offset)"
     if "/" in fmt or "\\" in fmt:
-        return "must not contain '/' or '\\' (files go to <archive.url>/<topic>/partition=<p>/)"
+        return "must not contain '/' or '\\' (files go to <archive.url>/<topics.dir>/<topic>/partition=<p>/)"
     if fmt.startswith("."):
         return "must not start with '.' (hidden names are reserved for temporary files)"
     return None
 
 
-def render_file_name(fmt: str, topic: str, partition: int, start_offset: int, extension: str) -> str:
-    """The file name for a file whose first record is at ``start_offset``."""
+def render_file_name(
+    fmt: str, topic: str, partition: int, start_offset: int, extension: str, pad_width: int = DEFAULT_OFFSET_PAD_WIDTH
+) -> str:
+    """The file name for a file whose first record is at ``start_offset`` (zero-padded to
+    ``pad_width`` digits)."""
     return (
         fmt.replace("${topic}", topic)
         .replace("${partition}", str(partition))
-        .replace("${start_offset}", f"{start_offset:0{OFFSET_DIGITS}d}")
+        .replace("${start_offset}", f"{start_offset:0{pad_width}d}")
         + extension
     )
 
 
-def file_name_pattern(fmt: str, topic: str, partition: int, extension: str) -> re.Pattern[str]:
-    """A regex matching this partition's file names; group 1 is the start offset."""
+def file_name_pattern(
+    fmt: str, topic: str, partition: int, extension: str, pad_width: int = DEFAULT_OFFSET_PAD_WIDTH
+) -> re.Pattern[str]:
+    """A regex matching this partition's file names (start offsets of at least ``pad_width``
+    digits); group 1 is the start offset."""
     parts = re.split(r"(\$\{topic\}|\$\{partition\}|\$\{start_offset\})", fmt)
     regex = ""
     for part in parts:
@@ -283,7 +310,7 @@ def file_name_pattern(fmt: str, topic: str, partition: int, extension: str) -> r
         elif part == "${partition}":
             regex += re.escape(str(partition))
         elif part == "${start_offset}":
-            regex += rf"(\d{{{OFFSET_DIGITS}}})"
+            regex += rf"(\d{{{pad_width},}})"
         else:
             regex += re.escape(part)
     return re.compile(regex + re.escape(extension))

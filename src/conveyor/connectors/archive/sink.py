@@ -5,9 +5,12 @@ partition, on local disk or S3 (any fsspec filesystem), in JSON Lines or Avro; l
 Confluent's S3 sink connector, with KIP-275's ``is_closing()`` so that a rebalance,
 shutdown or drain never costs a buffered partition its progress.
 
-Layout (``file.name.format`` changes only the last part)::
+Layout, Confluent's S3 sink's (``topics.dir``, default ``topics``; ``file.name.format``
+changes only the last part)::
 
-    <archive.url>/<topic>/partition=<p>/<topic>+<p>+<start offset, 20 digits>.<jsonl|avro>
+    <archive.url>/<topics.dir>/<topic>/partition=<p>/<topic>+<p>+<start offset>.<jsonl|avro>
+
+The start offset is zero-padded to ``filename.offset.zero.pad.width`` digits (default 10).
 
 ``<topic>`` and ``<p>`` are where the records were consumed from (before any topic-routing
 transformation: offsets belong to that partition). A file holds consecutive records of one
@@ -168,7 +171,7 @@ class _Partition:
         self.tp = tp
         self.directory = storage.partition_dir(tp.topic, tp.partition)
         ext = config.format.extension
-        self.pattern = file_name_pattern(config.file_name_format, tp.topic, tp.partition, ext)
+        self.pattern = file_name_pattern(config.file_name_format, tp.topic, tp.partition, ext, config.offset_pad_width)
         self.next_offset: int | None = None  # last processed offset + 1 (redelivery filter)
         self.buffer: FileBuffer | None = None
         self.boundaries: list[int] = []  # next offsets after fully written files, ascending
@@ -405,8 +408,9 @@ class ArchiveSinkTask(SinkTask):
         start = buffer.start
         if count:
             tp = part.tp
+            config = self.config
             name = render_file_name(
-                self.config.file_name_format, tp.topic, tp.partition, start, self.config.format.extension
+                config.file_name_format, tp.topic, tp.partition, start, config.format.extension, config.offset_pad_width
             )
             path = storage.join(part.directory, name)
             data = buffer.payload(count, tp.topic, tp.partition)
@@ -426,10 +430,12 @@ class ArchiveSinkTask(SinkTask):
         """Files of this partition starting after ``start`` (left by an earlier owner); also
         removes local temporary files an interrupted write left behind. (Within a partition
         directory only the zero-padded start offset varies, so names sort by offset and S3
-        lists only those after ``start_name``.)"""
+        lists only those after ``start_name``, while ``start`` is below 10^(width-1): then
+        every longer, unpadded offset also sorts after it.)"""
         storage = self.storage
         existing: dict[int, str] = {}
-        for name in storage.list_names(part.directory, start_after=start_name):
+        sorted_after = start < 10 ** (self.config.offset_pad_width - 1)
+        for name in storage.list_names(part.directory, start_after=start_name if sorted_after else ""):
             match = part.pattern.fullmatch(name)
             if match:
                 first = int(match.group(1))

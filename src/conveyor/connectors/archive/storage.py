@@ -117,6 +117,7 @@ class Storage:
         except (TypeError, ValueError) as exc:
             raise ConfigError({"archive.storage": f"options not accepted by {self.protocol}: {exc}"}) from None
         self.root = os.path.abspath(root) if self.local else root.rstrip("/")
+        self.topics_dir = config.topics_dir
 
     # -- paths ----------------------------------------------------------------------------
 
@@ -124,8 +125,9 @@ class Storage:
         return os.path.join(*parts) if self.local else posixpath.join(*parts)
 
     def partition_dir(self, topic: str, partition: int) -> str:
-        """``<root>/<topic>/partition=<partition>``."""
-        return self.join(self.root, topic, f"partition={partition}")
+        """``<root>/<topics.dir>/<topic>/partition=<partition>`` (Confluent's S3 sink layout)."""
+        base = self.join(self.root, *self.topics_dir.split("/")) if self.topics_dir else self.root
+        return self.join(base, topic, f"partition={partition}")
 
     def describe(self, path: str | None = None) -> str:
         """A URL for messages (``s3://bucket/key``, or the local path)."""
