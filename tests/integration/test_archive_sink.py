@@ -730,6 +730,7 @@ def test_closing_commit_returns_the_progress_of_partitions_that_could_be_written
         ({"avro.codec": "snappy"}, "avro.codec", "'null' or 'deflate'"),
         ({"topics.dir": "/abs"}, "topics.dir", "without a leading or trailing '/'"),
         ({"topics.dir": "a/../b"}, "topics.dir", "'..' path segments"),
+        ({"s3.part.size": 1024}, "s3.part.size", "greater than or equal to 5242880"),
         ({"filename.offset.zero.pad.width": 0}, "filename.offset.zero.pad.width", "greater than or equal to 1"),
         ({"archive.url": "relative/dir"}, "archive.url", "must be absolute"),
         ({"archive.url": "s3://"}, "archive.url", "needs a bucket"),

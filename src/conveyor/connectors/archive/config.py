@@ -48,6 +48,11 @@ Storage options, passed to ``fsspec.filesystem(protocol, **options)``:
     access key id / secret access key. Default: the usual AWS credential chain
     (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, profile, instance role). The secret
     is never logged or shown in errors.
+``s3.part.size`` (int, bytes, 5 MiB..2 GiB, default 26214400 = 25 MiB; s3 only)
+    Confluent's key: a file of at least twice this size is sent as a multipart upload in
+    parts of this size (smaller files in one ``PUT``). A multipart file becomes visible only
+    when complete; a failed upload is aborted, and one left by a crash or an outage is
+    aborted before the same file is uploaded again.
 ``archive.s3.region`` (s3 only)
     region name (s3fs ``client_kwargs.region_name``).
 ``archive.storage.<option>[.<sub>...]``
@@ -87,6 +92,8 @@ PLACEHOLDERS = ("${topic}", "${partition}", "${start_offset}")
 DEFAULT_OFFSET_PAD_WIDTH = 10
 DEFAULT_TOPICS_DIR = "topics"
 S3_PROTOCOLS = ("s3", "s3a")
+MIN_PART_SIZE = 5 * 2**20  # S3's smallest part (all but the last)
+DEFAULT_PART_SIZE = 25 * 2**20
 S3_DEFAULT_CONFIG_KWARGS: dict[str, Any] = {
     "connect_timeout": 10,
     "read_timeout": 60,
@@ -177,6 +184,7 @@ class ArchiveSinkConfig(ConnectorConfig):
     s3_key: str | None = Field(None, alias="archive.s3.key")
     s3_secret: SecretStr | None = Field(None, alias="archive.s3.secret")
     s3_region: str | None = Field(None, alias="archive.s3.region")
+    s3_part_size: int = Field(DEFAULT_PART_SIZE, alias="s3.part.size", ge=MIN_PART_SIZE, le=2**31 - 1)
     storage: dict[str, Any] = Field(default_factory=dict, alias="archive.storage", repr=False)
 
     @model_validator(mode="before")

@@ -5,8 +5,11 @@
   and then renamed over the final name with :func:`os.replace` (atomic on POSIX); the
   directory is ``fsync``-ed too. A reader never sees a partial file.
 * Object stores (``s3://`` through s3fs, and any other fsspec protocol): one
-  ``pipe_file`` call, i.e. one ``PUT`` (S3 switches to a multipart upload above 100 MiB,
-  which also becomes visible only when complete). No temporary object is created.
+  ``pipe_file`` call, i.e. one ``PUT``; on S3 a file of at least twice ``s3.part.size``
+  goes as a multipart upload in parts of that size (s3fs's), which also becomes visible
+  only when complete. s3fs aborts a multipart upload that fails; one it could not abort
+  (the server went away mid-upload) is aborted before the same key is uploaded again.
+  No temporary object is created.
 
 Errors are translated by :func:`storage_error` into the connector API's errors:
 :class:`~conveyor.api.RetriableError` for transient conditions (connection refused or
@@ -118,6 +121,7 @@ class Storage:
             raise ConfigError({"archive.storage": f"options not accepted by {self.protocol}: {exc}"}) from None
         self.root = os.path.abspath(root) if self.local else root.rstrip("/")
         self.topics_dir = config.topics_dir
+        self.part_size = config.s3_part_size
 
     # -- paths ----------------------------------------------------------------------------
 
@@ -155,9 +159,25 @@ class Storage:
             else:
                 if not self.is_s3:  # object stores have no directories
                     self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
-                self.fs.pipe_file(path, data)
+                    self.fs.pipe_file(path, data)
+                elif len(data) < 2 * self.part_size:
+                    self.fs.pipe_file(path, data)
+                else:
+                    self._abort_leftover_uploads(path)
+                    self.fs.pipe_file(path, data, chunksize=self.part_size)
         except Exception as exc:
             raise self.error(exc, "writing", path) from exc
+
+    def _abort_leftover_uploads(self, path: str) -> None:
+        """Abort unfinished multipart uploads of exactly ``path`` (an earlier attempt's, which
+        an outage kept s3fs from aborting); their parts would otherwise be stored, and billed,
+        until a bucket lifecycle rule removes them."""
+        bucket, _, key = path.partition("/")
+        answer = self.fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key)
+        for upload in answer.get("Uploads", []):
+            if upload.get("Key") == key:
+                self.fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload["UploadId"])
+                log.info("archive: aborted an unfinished multipart upload of %s", self.describe(path))
 
     def _write_local(self, path: str, data: bytes) -> None:
         directory, name = os.path.split(path)
