@@ -8,6 +8,7 @@ The runtime is replaced by :class:`Context`, a minimal ``SinkTaskContext`` whose
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import json
@@ -570,6 +571,35 @@ def test_layout_follows_confluents_s3_sink_keys(archive: Archive) -> None:
     assert nested_files() == [f"{directory}/{TOPIC}+0+105.jsonl", f"{directory}/{TOPIC}+0+95.jsonl"]
     read = [r["offset"] for f in nested_files() for r in archive.read_at(f)]
     assert sorted(read) == list(range(95, 115))
+
+
+def test_hourly_partitioner_on_record_time_replays_into_the_same_files(archive: Archive) -> None:
+    """``HourlyPartitioner`` with ``timestamp.extractor=Record`` (Confluent's keys): a file is
+    cut where the hour changes; partitions share the hour folders; a crashed owner's files are
+    replaced by the same records in the same folders (exactly once, as with the default)."""
+    hour = 3_600_000
+    base = 1_795_000_000_000 // hour * hour  # 2026-11-18 11:00 UTC
+
+    def at(offset: int, tp: TopicPartition = TP0) -> SinkRecord:  # offsets 0..9 in one hour, then the next
+        r = record(offset, tp=tp)
+        return dataclasses.replace(r, timestamp=base + (offset // 10) * hour + offset)
+
+    config = archive.config(flush_size=6, partitioner_class="HourlyPartitioner", timestamp_extractor="Record",
+                            rotate_interval_ms=100)
+    task1, _ = start_task(config, [TP0, TP1])
+    task1.put([at(o) for o in range(0, 3)])
+    time.sleep(0.2)
+    task1.put([at(o) for o in range(3, 14)] + [at(0, TP1)])  # rotation cut 0..2 (the crashed owner's cut)
+    del task1
+
+    task2, context2 = start_task({**config, "rotate.interval.ms": -1}, [TP0, TP1])
+    task2.put([at(o) for o in range(0, 14)] + [at(0, TP1)])
+    assert closing_commit(task2, context2, {TP0: 14, TP1: 1}) == {TP0: 14, TP1: 1}
+    h11, h12 = "topics/orders/year=2026/month=11/day=18/hour=11", "topics/orders/year=2026/month=11/day=18/hour=12"
+    assert archive.all_files() == [
+        f"{h11}/{name(0, tp=TP0)}", f"{h11}/{name(6, tp=TP0)}", f"{h11}/{name(0, tp=TP1)}", f"{h12}/{name(10, tp=TP0)}",
+    ]
+    assert [r["offset"] for f in archive.all_files() if "+0+" in f for r in archive.read_at(f)] == list(range(14))
 
 
 def test_redelivered_and_rewound_records_are_skipped(local_archive: Archive) -> None:

@@ -24,6 +24,12 @@
     key); files go to ``<archive.url>/<topics.dir>/<topic>/partition=<p>/``. ``""`` puts
     the topic folders directly under ``archive.url``. May not start or end with ``/`` or
     hold ``..``; inner ``/`` make nested folders.
+``partitioner.class`` (default ``io.confluent.connect.storage.partitioner.DefaultPartitioner``)
+    the folder of each file under ``<topics.dir>/<topic>/``: ``partition=<p>`` by default;
+    time folders with ``TimeBasedPartitioner`` / ``HourlyPartitioner`` /
+    ``DailyPartitioner`` and their keys ``path.format``, ``partition.duration.ms``,
+    ``timezone``, ``locale``, ``timestamp.extractor``, ``timestamp.field`` (see
+    :mod:`conveyor.connectors.archive.partitioner`).
 ``filename.offset.zero.pad.width`` (int >= 1, default 10)
     the start offset in file names is zero-padded to this many digits (Confluent's key and
     default); larger offsets simply have more digits.
@@ -85,6 +91,7 @@ import fsspec
 from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
 
 from conveyor.api import ConfigError, ConnectorConfig, parse_config
+from conveyor.connectors.archive.partitioner import TimeFolders, time_folders
 
 STORAGE_PREFIX = "archive.storage."
 DEFAULT_FILE_NAME_FORMAT = "${topic}+${partition}+${start_offset}"
@@ -178,6 +185,14 @@ class ArchiveSinkConfig(ConnectorConfig):
     topics_dir: str = Field(DEFAULT_TOPICS_DIR, alias="topics.dir")
     offset_pad_width: int = Field(DEFAULT_OFFSET_PAD_WIDTH, alias="filename.offset.zero.pad.width", ge=1, le=19)
     file_name_format: str = Field(DEFAULT_FILE_NAME_FORMAT, alias="file.name.format")
+    partitioner_class: str = Field("io.confluent.connect.storage.partitioner.DefaultPartitioner",
+                                   alias="partitioner.class")
+    path_format: str | None = Field(None, alias="path.format")
+    partition_duration_ms: int = Field(-1, alias="partition.duration.ms")
+    timezone: str = Field("UTC", alias="timezone")
+    locale: str = Field("", alias="locale")
+    timestamp_extractor: str = Field("Wallclock", alias="timestamp.extractor")
+    timestamp_field: str = Field("timestamp", alias="timestamp.field")
     avro_codec: Annotated[AvroCodec, BeforeValidator(_lower)] = Field(AvroCodec.NULL, alias="avro.codec")
     retry_backoff_ms: int = Field(5000, alias="retry.backoff.ms", ge=0)
     s3_endpoint_url: str | None = Field(None, alias="archive.s3.endpoint.url")
@@ -250,6 +265,15 @@ class ArchiveSinkConfig(ConnectorConfig):
     @property
     def is_local(self) -> bool:
         return self.protocol in ("file", "local")
+
+    def time_folders(self) -> TimeFolders | None:
+        """The time-based partitioner's folders, or ``None`` for ``DefaultPartitioner``.
+
+        Raises:
+            ConfigError: naming the partitioner key at fault.
+        """
+        return time_folders(self.partitioner_class, self.path_format, self.partition_duration_ms, self.timezone,
+                            self.timestamp_extractor.strip(), self.timestamp_field)
 
     def storage_options(self) -> dict[str, Any]:
         """Keyword arguments for ``fsspec.filesystem`` (holds the secret: never log it)."""
@@ -367,6 +391,10 @@ def load_config(config: Mapping[str, Any]) -> ArchiveSinkConfig:
         ):
             if value is not None:
                 errors[key] = f"only applies to s3:// archive URLs (archive.url is {parsed.protocol}://)"
+    try:
+        parsed.time_folders()
+    except ConfigError as exc:
+        errors.update(exc.errors)
     if errors:
         raise ConfigError(errors)
     return parsed

@@ -11,6 +11,12 @@ changes only the last part)::
     <archive.url>/<topics.dir>/<topic>/partition=<p>/<topic>+<p>+<start offset>.<jsonl|avro>
 
 The start offset is zero-padded to ``filename.offset.zero.pad.width`` digits (default 10).
+With a time-based ``partitioner.class`` (:mod:`.partitioner`) ``partition=<p>`` is replaced
+by the record's time folder (``year=2026/month=11/day=27/hour=08``), and a file is also cut
+where consecutive records change folder, so a file still holds consecutive records of one
+partition; with ``timestamp.extractor=Record`` (or ``RecordField``) a replay cuts the same
+files in the same folders, so what follows holds as well. ``Wallclock`` time is not
+reproducible: a replay may write records again into another folder (as Confluent's sink).
 
 ``<topic>`` and ``<p>`` are where the records were consumed from (before any topic-routing
 transformation: offsets belong to that partition). A file holds consecutive records of one
@@ -87,6 +93,7 @@ from conveyor.connectors.archive.config import (
     render_file_name,
 )
 from conveyor.connectors.archive.formats import AvroLayout, AvroLayouts, FileBuffer, new_buffer
+from conveyor.connectors.archive.partitioner import TimeFolders
 from conveyor.connectors.archive.storage import TEMP_SUFFIX, Storage
 
 VERSION = "0.1.0"
@@ -162,21 +169,27 @@ class ArchiveSinkConnector(SinkConnector):
         return list(self._report)
 
 
+_LISTED_FOLDERS_KEPT = 64
+
+
 class _Partition:
     """Per-partition state of a task."""
 
-    __slots__ = ("boundaries", "buffer", "directory", "existing", "next_offset", "pattern", "tp")
+    __slots__ = ("boundaries", "buffer", "buffer_dir", "directory", "existing", "next_offset", "pattern", "tp")
 
-    def __init__(self, tp: TopicPartition, storage: Storage, config: ArchiveSinkConfig) -> None:
+    def __init__(self, tp: TopicPartition, storage: Storage, config: ArchiveSinkConfig, time_based: bool) -> None:
         self.tp = tp
-        self.directory = storage.partition_dir(tp.topic, tp.partition)
+        # the partition's folder, or with a time-based partitioner the topic's (time folders go below)
+        self.directory = storage.topic_dir(tp.topic) if time_based else storage.partition_dir(tp.topic, tp.partition)
+        self.buffer_dir = self.directory  # the folder of the buffer's file
         ext = config.format.extension
         self.pattern = file_name_pattern(config.file_name_format, tp.topic, tp.partition, ext, config.offset_pad_width)
         self.next_offset: int | None = None  # last processed offset + 1 (redelivery filter)
         self.buffer: FileBuffer | None = None
         self.boundaries: list[int] = []  # next offsets after fully written files, ascending
-        # start offset -> path of files found before the first write (stale candidates)
-        self.existing: dict[int, str] | None = None
+        # folder -> {start offset -> path} of files found there before the first write to it
+        # (stale candidates), for the folders written most recently
+        self.existing: dict[str, dict[int, str]] = {}
 
 
 class ArchiveSinkTask(SinkTask):
@@ -192,6 +205,7 @@ class ArchiveSinkTask(SinkTask):
         self._layouts = AvroLayouts()
         self._flush_size = 1
         self._rotate_s: float | None = None
+        self._folders: TimeFolders | None = None
 
     def version(self) -> str:
         return VERSION
@@ -219,6 +233,7 @@ class ArchiveSinkTask(SinkTask):
         """
         self._config = load_config(config)
         self._storage = Storage(self._config)
+        self._folders = self._config.time_folders()
         self._flush_size = self._config.flush_size
         self._rotate_s = self._config.rotate_interval_ms / 1000 if self._config.rotate_interval_ms > 0 else None
 
@@ -229,7 +244,7 @@ class ArchiveSinkTask(SinkTask):
         for tp in partitions:
             key = (tp.topic, tp.partition)
             if key not in self._partitions:
-                self._partitions[key] = _Partition(tp, self.storage, self.config)
+                self._partitions[key] = self._new_partition(tp)
 
     def put(self, records: Sequence[SinkRecord]) -> None:
         """Buffer ``records`` per partition; write a partition's buffer as one file when it
@@ -255,15 +270,27 @@ class ArchiveSinkTask(SinkTask):
             key = (record.original_topic, record.original_kafka_partition)
             part = parts.get(key)  # type: ignore[arg-type]
             if part is None:  # put without open (tests, or a runtime that skips open)
-                part = parts[key] = _Partition(TopicPartition(*key), self.storage, self.config)  # type: ignore[arg-type]
+                part = parts[key] = self._new_partition(TopicPartition(*key))  # type: ignore[arg-type]
             offset: int = record.original_kafka_offset  # type: ignore[assignment]
             if part.next_offset is not None and offset < part.next_offset:
                 continue  # redelivered
             buffer = part.buffer
-            if buffer is not None and (len(buffer.offsets) >= flush_size or not buffer.accepts(record)):
+            folder = part.directory
+            if self._folders is not None:
+                try:
+                    folder = self.storage.join(part.directory, self._folders.folder(record))
+                except DataError as exc:  # no usable time
+                    reports.append(self._reject(record, exc))
+                    part.next_offset = offset + 1
+                    self._advance_empty(part, offset)
+                    continue
+            if buffer is not None and (
+                len(buffer.offsets) >= flush_size or not buffer.accepts(record) or folder != part.buffer_dir
+            ):
                 self._write(part)
                 buffer = None
             if buffer is None:
+                part.buffer_dir = folder
                 try:
                     buffer = part.buffer = self._new_buffer(record, offset, now)
                 except DataError as exc:  # the schemas cannot be expressed in Avro
@@ -350,6 +377,9 @@ class ArchiveSinkTask(SinkTask):
 
     # -- internals ------------------------------------------------------------------------
 
+    def _new_partition(self, tp: TopicPartition) -> _Partition:
+        return _Partition(tp, self.storage, self.config, self._folders is not None)
+
     def _new_buffer(self, record: SinkRecord, offset: int, now: float) -> FileBuffer:
         layout: AvroLayout | None = None
         if self.config.format is ArchiveFormat.AVRO:
@@ -412,10 +442,15 @@ class ArchiveSinkTask(SinkTask):
             name = render_file_name(
                 config.file_name_format, tp.topic, tp.partition, start, config.format.extension, config.offset_pad_width
             )
-            path = storage.join(part.directory, name)
+            folder = part.buffer_dir
+            path = storage.join(folder, name)
             data = buffer.payload(count, tp.topic, tp.partition)
-            if part.existing is None:
-                part.existing = self._list_existing(part, start, name)
+            existing = part.existing.get(folder)
+            if existing is None:
+                existing = self._list_existing(part, folder, start, name)
+                if len(part.existing) >= _LISTED_FOLDERS_KEPT:
+                    del part.existing[next(iter(part.existing))]
+                part.existing[folder] = existing
             storage.write(path, data)
         if count == buffer.count:
             part.buffer = None
@@ -423,44 +458,46 @@ class ArchiveSinkTask(SinkTask):
             buffer.drop_first(count)
             buffer.start = buffer.offsets[0] if buffer.offsets else boundary
         part.boundaries.append(boundary)
-        if count and part.existing:
-            self._delete_stale(part, start, boundary)
+        if count and existing:
+            self._delete_stale(existing, start, boundary)
 
-    def _list_existing(self, part: _Partition, start: int, start_name: str) -> dict[int, str]:
-        """Files of this partition starting after ``start`` (left by an earlier owner); also
-        removes local temporary files an interrupted write left behind. (Within a partition
-        directory only the zero-padded start offset varies, so names sort by offset and S3
-        lists only those after ``start_name``, while ``start`` is below 10^(width-1): then
-        every longer, unpadded offset also sorts after it.)"""
+    def _list_existing(self, part: _Partition, folder: str, start: int, start_name: str) -> dict[int, str]:
+        """Files of this partition in ``folder`` starting after ``start`` (left by an earlier
+        owner); also removes local temporary files an interrupted write left behind. (A
+        partition's names differ only in the zero-padded start offset, so they sort by offset
+        and S3 lists only those after ``start_name``, while ``start`` is below 10^(width-1):
+        then every longer, unpadded offset also sorts after it. A stale file whose first
+        record is in the file being written is in the same folder, since that file's records
+        all are.)"""
         storage = self.storage
         existing: dict[int, str] = {}
         sorted_after = start < 10 ** (self.config.offset_pad_width - 1)
-        for name in storage.list_names(part.directory, start_after=start_name if sorted_after else ""):
+        for name in storage.list_names(folder, start_after=start_name if sorted_after else ""):
             match = part.pattern.fullmatch(name)
             if match:
                 first = int(match.group(1))
                 if first > start:
-                    existing[first] = storage.join(part.directory, name)
+                    existing[first] = storage.join(folder, name)
             elif storage.local and name.startswith(".") and name.endswith(TEMP_SUFFIX):
                 final = name[1 : -len(TEMP_SUFFIX)].rsplit(".", 1)[0]
                 if part.pattern.fullmatch(final):
                     try:
-                        storage.delete(storage.join(part.directory, name))
+                        storage.delete(storage.join(folder, name))
                     except ConnectError as exc:
                         log.warning("archive: cannot remove temporary file %s: %s", name, exc)
         return existing
 
-    def _delete_stale(self, part: _Partition, start: int, boundary: int) -> None:
-        """Delete files of an earlier owner whose first offset lies inside the file
-        ``[start, boundary)`` just written: their records up to ``boundary`` are in that
-        file, the rest are uncommitted and will be written again."""
-        assert part.existing is not None
-        for first in sorted(part.existing):
+    def _delete_stale(self, existing: dict[int, str], start: int, boundary: int) -> None:
+        """Delete files of an earlier owner (``existing``: in the folder just written to)
+        whose first offset lies inside the file ``[start, boundary)`` just written: their
+        records up to ``boundary`` are in that file, the rest are uncommitted and will be
+        written again."""
+        for first in sorted(existing):
             if first >= boundary:
                 break
-            path = part.existing[first]
+            path = existing[first]
             if first <= start:  # same name as the file just written (overwritten), or passed
-                del part.existing[first]
+                del existing[first]
                 continue
             try:
                 self.storage.delete(path)
@@ -473,4 +510,4 @@ class ArchiveSinkTask(SinkTask):
                 first,
                 start,
             )
-            del part.existing[first]
+            del existing[first]

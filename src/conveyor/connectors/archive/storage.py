@@ -128,10 +128,14 @@ class Storage:
     def join(self, *parts: str) -> str:
         return os.path.join(*parts) if self.local else posixpath.join(*parts)
 
-    def partition_dir(self, topic: str, partition: int) -> str:
-        """``<root>/<topics.dir>/<topic>/partition=<partition>`` (Confluent's S3 sink layout)."""
+    def topic_dir(self, topic: str) -> str:
+        """``<root>/<topics.dir>/<topic>`` (Confluent's S3 sink layout)."""
         base = self.join(self.root, *self.topics_dir.split("/")) if self.topics_dir else self.root
-        return self.join(base, topic, f"partition={partition}")
+        return self.join(base, topic)
+
+    def partition_dir(self, topic: str, partition: int) -> str:
+        """``<root>/<topics.dir>/<topic>/partition=<partition>`` (``DefaultPartitioner``)."""
+        return self.join(self.topic_dir(topic), f"partition={partition}")
 
     def describe(self, path: str | None = None) -> str:
         """A URL for messages (``s3://bucket/key``, or the local path)."""
