@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-import struct
 import uuid
 
 import pytest
@@ -18,6 +17,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from conveyor.api import DataError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters import load_converter
+from conveyor.testing.schema_registry import framed_schema_id
 from conveyor.converters.logical import date_schema, decimal_schema, time_schema, timestamp_schema
 
 pytestmark = pytest.mark.integration
@@ -36,15 +36,7 @@ def _topic() -> str:
 
 
 def _converter(registry, side: str = "value", **settings):
-    config = {f"{side}.converter": "io.confluent.connect.avro.AvroConverter",
-              f"{side}.converter.schema.registry.url": registry.url}
-    config.update({f"{side}.converter.{k.replace('_', '.')}": v for k, v in settings.items()})
-    return load_converter(config, side, "json")
-
-
-def _schema_id(data: bytes) -> int:
-    assert data[0] == 0
-    return struct.unpack(">I", data[1:5])[0]
+    return registry.converter("io.confluent.connect.avro.AvroConverter", side, **settings)
 
 
 def test_conveyor_writes_what_confluent_kafka_reads(schema_registry):
@@ -55,7 +47,7 @@ def test_conveyor_writes_what_confluent_kafka_reads(schema_registry):
 
     client = schema_registry.client()
     latest = client.get_latest_version(f"{topic}-value")
-    assert _schema_id(data) == latest.schema_id
+    assert framed_schema_id(data) == latest.schema_id
     registered = json.loads(latest.schema.schema_str)
     assert registered["name"] == "User" and registered["namespace"] == "conveyor.test"
     read = AvroDeserializer(client)(data, SerializationContext(topic, MessageField.VALUE))
@@ -109,7 +101,7 @@ def test_logical_types_and_keys_round_trip(schema_registry):
     }
     conv = _converter(schema_registry, side="key")
     data = conv.from_connect_data(topic, [], schema, value)
-    assert schema_registry.client().get_latest_version(f"{topic}-key").schema_id == _schema_id(data)
+    assert schema_registry.client().get_latest_version(f"{topic}-key").schema_id == framed_schema_id(data)
     assert conv.to_connect_data(topic, [], data) == (schema, value)
     # confluent_kafka reads the logical values too
     read = AvroDeserializer(schema_registry.client())(data, SerializationContext(topic, MessageField.KEY))
@@ -147,7 +139,7 @@ def test_use_latest_version_writes_with_the_subjects_latest_schema(schema_regist
     schema_id = client.register_schema(f"{topic}-value", RegistrySchema(json.dumps(latest), "AVRO"))
     conv = _converter(schema_registry, use_latest_version="true")
     data = conv.from_connect_data(topic, [], USER, {"id": 3, "name": "y", "level": 2})
-    assert _schema_id(data) == schema_id
+    assert framed_schema_id(data) == schema_id
     assert len(client.get_versions(f"{topic}-value")) == 1  # nothing new registered
     schema, value = conv.to_connect_data(topic, [], data)
     assert value == {"id": 3, "name": "y", "level": 2, "extra": "dflt"}
@@ -164,7 +156,7 @@ def test_record_name_strategy_registers_under_the_record_name(schema_registry):
     )
     data = conv.from_connect_data(topic, [], schema, {"id": 5})
     client = schema_registry.client()
-    assert client.get_latest_version(record).schema_id == _schema_id(data)
+    assert client.get_latest_version(record).schema_id == framed_schema_id(data)
     assert f"{topic}-value" not in client.get_subjects()
     conv2 = _converter(schema_registry, value_subject_name_strategy="TopicRecordNameStrategy")
     conv2.from_connect_data(topic, [], schema, {"id": 6})

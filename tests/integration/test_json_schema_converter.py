@@ -9,7 +9,6 @@ import base64
 import datetime as dt
 import decimal
 import json
-import struct
 import uuid
 
 import pytest
@@ -21,6 +20,7 @@ from conveyor.api import DataError
 from conveyor.api.errors import ConfigError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters import load_converter
+from conveyor.testing.schema_registry import framed_schema_id
 from conveyor.converters.logical import date_schema, decimal_schema, time_schema, timestamp_schema
 
 pytestmark = pytest.mark.integration
@@ -39,15 +39,7 @@ def _topic() -> str:
 
 
 def _converter(registry, side: str = "value", **settings):
-    config = {f"{side}.converter": "io.confluent.connect.json.JsonSchemaConverter",
-              f"{side}.converter.schema.registry.url": registry.url}
-    config.update({f"{side}.converter.{k.replace('_', '.')}": v for k, v in settings.items()})
-    return load_converter(config, side, "json")
-
-
-def _schema_id(data: bytes) -> int:
-    assert data[0] == 0
-    return struct.unpack(">I", data[1:5])[0]
+    return registry.converter("io.confluent.connect.json.JsonSchemaConverter", side, **settings)
 
 
 def test_conveyor_writes_what_confluent_kafka_reads(schema_registry):
@@ -58,7 +50,7 @@ def test_conveyor_writes_what_confluent_kafka_reads(schema_registry):
 
     client = schema_registry.client()
     latest = client.get_latest_version(f"{topic}-value")
-    assert _schema_id(data) == latest.schema_id
+    assert framed_schema_id(data) == latest.schema_id
     assert latest.schema.schema_type == "JSON"
     registered = json.loads(latest.schema.schema_str)
     assert registered["title"] == "conveyor.test.User" and registered["type"] == "object"
@@ -70,7 +62,7 @@ def test_conveyor_writes_what_confluent_kafka_reads(schema_registry):
     assert conv.to_connect_data(topic, [], data) == (USER, value)
     # the same schema again: same id, one version
     again = conv.from_connect_data(topic, [], USER, {"id": 8, "name": None, "level": 1})
-    assert _schema_id(again) == latest.schema_id and len(client.get_versions(f"{topic}-value")) == 1
+    assert framed_schema_id(again) == latest.schema_id and len(client.get_versions(f"{topic}-value")) == 1
     assert json.loads(again[5:]) == {"id": 8, "name": None, "level": 1}
 
 
@@ -129,7 +121,7 @@ def test_logical_types_and_keys_round_trip(schema_registry):
     }
     conv = _converter(schema_registry, side="key")
     data = conv.from_connect_data(topic, [], schema, value)
-    assert schema_registry.client().get_latest_version(f"{topic}-key").schema_id == _schema_id(data)
+    assert schema_registry.client().get_latest_version(f"{topic}-key").schema_id == framed_schema_id(data)
     assert conv.to_connect_data(topic, [], data) == (schema, value)
     read = JSONDeserializer(None, schema_registry_client=schema_registry.client())(
         data, SerializationContext(topic, MessageField.KEY))
@@ -153,7 +145,7 @@ def test_record_name_strategies(schema_registry):
     )
     data = conv.from_connect_data(topic, [], schema, {"id": 5})
     client = schema_registry.client()
-    assert client.get_latest_version(record).schema_id == _schema_id(data)
+    assert client.get_latest_version(record).schema_id == framed_schema_id(data)
     assert f"{topic}-value" not in client.get_subjects()
     conv2 = _converter(schema_registry, value_subject_name_strategy="TopicRecordNameStrategy")
     conv2.from_connect_data(topic, [], schema, {"id": 6})
@@ -179,7 +171,7 @@ def test_auto_register_false_and_use_latest_version(schema_registry):
     schema_id = client.register_schema(f"{other}-value", RegistrySchema(json.dumps(latest), "JSON"))
     data = _converter(schema_registry, use_latest_version="true").from_connect_data(
         other, [], USER, {"id": 3, "name": "y", "level": 2})
-    assert _schema_id(data) == schema_id and len(client.get_versions(f"{other}-value")) == 1
+    assert framed_schema_id(data) == schema_id and len(client.get_versions(f"{other}-value")) == 1
     schema, value = conv.to_connect_data(other, [], data)
     assert value == {"id": 3, "name": "y", "level": 2, "extra": None}
     assert schema.field("level").schema == Schema(S.INT64)

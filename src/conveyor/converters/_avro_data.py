@@ -396,13 +396,14 @@ def value_from_avro(schema: Schema, datum: Any) -> Any:
         if isinstance(datum, dict):
             return {k: value_from_avro(vs, v) for k, v in datum.items()}  # type: ignore[arg-type]
         return {
-            _hashable(value_from_avro(ks, e["key"])): value_from_avro(vs, e["value"])  # type: ignore[arg-type]
+            hashable_key(value_from_avro(ks, e["key"])): value_from_avro(vs, e["value"])  # type: ignore[arg-type]
             for e in datum
         }
     return datum
 
 
-def _hashable(key: Any) -> Any:
+def hashable_key(key: Any) -> Any:
+    """A map key as a dict key: structs (dicts) and arrays (lists) become tuples."""
     if isinstance(key, dict):
         return tuple(key.items())
     if isinstance(key, list):

@@ -50,6 +50,7 @@ from typing import Any
 from conveyor.api.errors import DataError
 from conveyor.api.schema import Field, Schema, SchemaType
 from conveyor.converters import logical as lg
+from conveyor.converters._avro_data import hashable_key
 
 CONNECT_TYPE = "connect.type"
 CONNECT_VERSION = "connect.version"
@@ -442,7 +443,7 @@ def value_from_json(schema: Schema, value: Any) -> Any:
             if not isinstance(entry, dict) or len(entry) != 2:
                 raise DataError(f"Found invalid map entry {entry!r}")
             k = value_from_json(ks, entry.get(KEY_FIELD))  # type: ignore[arg-type]
-            out[_hashable(k)] = value_from_json(vs, entry.get(VALUE_FIELD))  # type: ignore[arg-type]
+            out[hashable_key(k)] = value_from_json(vs, entry.get(VALUE_FIELD))  # type: ignore[arg-type]
         return out
     return value
 
@@ -454,11 +455,3 @@ def _b64(value: Any, what: str) -> bytes:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
         raise DataError(f"Invalid base64 for {what} field") from None
-
-
-def _hashable(key: Any) -> Any:
-    if isinstance(key, dict):
-        return tuple(key.items())
-    if isinstance(key, list):
-        return tuple(key)
-    return key

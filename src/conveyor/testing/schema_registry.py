@@ -128,6 +128,12 @@ def registry_home(version: str = APICURIO_VERSION, *, timeout: float = 1800.0) -
     return dist
 
 
+def framed_schema_id(data: bytes) -> int:
+    """The schema id in Confluent's framing (magic byte 0, 4-byte big-endian id)."""
+    assert data[0] == 0, f"magic byte {data[0]}, not 0"
+    return int.from_bytes(data[1:5], "big")
+
+
 def find_java(min_version: int = MIN_JAVA, *, environ: Mapping[str, str] | None = None,
               jvm_root: Path = Path("/usr/lib/jvm"), bundled: Path | bool = True) -> Path:
     """The ``java`` executable to run the registry with (Java ``min_version``+).
@@ -233,6 +239,16 @@ class SchemaRegistry(JvmServer):
         if not self.port:
             raise RuntimeError("SchemaRegistry not started")
         return f"http://{_support.LOOPBACK}:{self.port}{CCOMPAT_PATH}"
+
+    def converter(self, class_name: str, side: str = "value", **settings: Any) -> Any:
+        """A Conveyor converter (``key.converter``/``value.converter`` ``class_name``) configured
+        for this registry; ``settings`` are its keys with ``_`` for ``.``
+        (``auto_register_schemas=False``)."""
+        from conveyor.converters import load_converter
+
+        config = {f"{side}.converter": class_name, f"{side}.converter.schema.registry.url": self.url}
+        config.update({f"{side}.converter.{k.replace('_', '.')}": v for k, v in settings.items()})
+        return load_converter(config, side, "json")  # type: ignore[arg-type]
 
     def start(self, timeout: float | None = None) -> SchemaRegistry:
         """Resolve and unpack the distribution if needed, start the JVM, wait until the
