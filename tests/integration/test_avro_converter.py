@@ -17,8 +17,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from conveyor.api import DataError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters import load_converter
-from conveyor.testing.schema_registry import framed_schema_id
 from conveyor.converters.logical import date_schema, decimal_schema, time_schema, timestamp_schema
+from conveyor.testing.schema_registry import framed_schema_id
 
 pytestmark = pytest.mark.integration
 

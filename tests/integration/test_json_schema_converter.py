@@ -20,8 +20,8 @@ from conveyor.api import DataError
 from conveyor.api.errors import ConfigError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters import load_converter
-from conveyor.testing.schema_registry import framed_schema_id
 from conveyor.converters.logical import date_schema, decimal_schema, time_schema, timestamp_schema
+from conveyor.testing.schema_registry import framed_schema_id
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
-import struct
 import uuid
 
 import pytest
@@ -26,6 +25,7 @@ from conveyor.api.errors import ConfigError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters import load_converter
 from conveyor.converters.logical import date_schema, decimal_schema, time_schema, timestamp_schema
+from conveyor.testing.schema_registry import framed_schema_id
 
 pytestmark = pytest.mark.integration
 
@@ -58,15 +58,7 @@ def _topic() -> str:
 
 
 def _converter(registry, side: str = "value", **settings):
-    config = {f"{side}.converter": "io.confluent.connect.protobuf.ProtobufConverter",
-              f"{side}.converter.schema.registry.url": registry.url}
-    config.update({f"{side}.converter.{k.replace('_', '.')}": v for k, v in settings.items()})
-    return load_converter(config, side, "json")
-
-
-def _schema_id(data: bytes) -> int:
-    assert data[0] == 0
-    return struct.unpack(">I", data[1:5])[0]
+    return registry.converter("io.confluent.connect.protobuf.ProtobufConverter", side, **settings)
 
 
 def _class_from_registered(schema_str: str, full_name: str):
@@ -87,7 +79,7 @@ def test_conveyor_writes_what_confluent_kafka_reads(schema_registry):
 
     client = schema_registry.client()
     latest = client.get_latest_version(f"{topic}-value")
-    assert _schema_id(data) == latest.schema_id and latest.schema.schema_type == "PROTOBUF"
+    assert framed_schema_id(data) == latest.schema_id and latest.schema.schema_type == "PROTOBUF"
     assert data[5] == 0  # message-index path: the first top-level message
     user = _class_from_registered(latest.schema.schema_str, "conveyor.test.User")
     # the int8 hint is Confluent's (confluent.field_meta).params, readable with confluent_kafka's meta.proto
@@ -203,7 +195,7 @@ def test_logical_types_key_side_and_use_latest_version(schema_registry):
     data = conv.from_connect_data(topic, [], schema, value)
     client = schema_registry.client()
     latest = client.get_latest_version(f"{topic}-key")
-    assert latest.schema_id == _schema_id(data)
+    assert latest.schema_id == framed_schema_id(data)
     read_schema, read = conv.to_connect_data(topic, [], data)
     assert read == value
     assert [f.schema.name for f in read_schema.fields] == [f.schema.name for f in schema.fields]
@@ -215,7 +207,7 @@ def test_logical_types_key_side_and_use_latest_version(schema_registry):
     assert int.from_bytes(got.amount.value, "big", signed=True) == -123450 and got.amount.scale == 2
     # use.latest.version writes with the subject's latest schema (fetched with the format fallback)
     latest_conv = _converter(schema_registry, side="key", use_latest_version="true")
-    assert _schema_id(latest_conv.from_connect_data(topic, [], schema, value)) == latest.schema_id
+    assert framed_schema_id(latest_conv.from_connect_data(topic, [], schema, value)) == latest.schema_id
     assert client.get_versions(f"{topic}-key") == [latest.version]
 
 
@@ -227,7 +219,7 @@ def test_subject_strategies_and_auto_register_false(schema_registry):
                       value_subject_name_strategy="io.confluent.kafka.serializers.subject.RecordNameStrategy")
     data = conv.from_connect_data(topic, [], schema, {"id": 5})
     client = schema_registry.client()
-    assert client.get_latest_version(record).schema_id == _schema_id(data)
+    assert client.get_latest_version(record).schema_id == framed_schema_id(data)
     assert f"{topic}-value" not in client.get_subjects()
     _converter(schema_registry, value_subject_name_strategy="TopicRecordNameStrategy").from_connect_data(
         topic, [], schema, {"id": 6})
