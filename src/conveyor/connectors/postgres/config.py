@@ -29,6 +29,15 @@
     create a missing table from the value (and key) schema, or from the first batch's
     Python values when schemaless (types in :mod:`.dialect`), with ``PRIMARY KEY (pk)``.
     Without it a missing table is a :class:`~conveyor.api.ConnectError` naming the table.
+``auto.evolve`` (bool, default false)
+    when records have fields (value schema fields, record-key fields, keys of schemaless
+    dicts) that an existing table lacks, ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS`` them
+    (types as ``auto.create``; nullable, or ``DEFAULT d NOT NULL`` for a required field with
+    a default), then re-read the table's columns. A required field without a default is not
+    added: its records are rejected (errant record reporter / ``errors.tolerance``) with a
+    message naming the table and field. Columns are never dropped, types never changed
+    (see :mod:`.evolve`). Without it a missing column is a :class:`~conveyor.api.ConnectError`
+    naming the table and the columns.
 ``delete.enabled`` (bool, default false)
     a tombstone (value ``None``) deletes the row with its key; needs
     ``pk.mode=record_key``. Otherwise tombstones are skipped (their offsets still advance).
@@ -134,6 +143,7 @@ class PostgresSinkConfig(ConnectorConfig):
     pk_fields: CommaList = Field((), alias="pk.fields")
     fields_whitelist: CommaList = Field((), alias="fields.whitelist")
     auto_create: bool = Field(False, alias="auto.create")
+    auto_evolve: bool = Field(False, alias="auto.evolve")
     delete_enabled: bool = Field(False, alias="delete.enabled")
     batch_size: int = Field(3000, alias="batch.size", ge=1)
     exactly_once: bool = Field(False, alias="exactly.once")

@@ -23,11 +23,17 @@ failure) rolls the transaction back, drops the connection and raises
 :class:`RetriableError` with ``retry.backoff.ms``; nothing of that transaction is
 committed. From ``put`` the records of that call are taken out of the buffer and the
 runtime redelivers them; from ``pre_commit``/``flush`` the buffer is kept and written at
-the next attempt. The task reconnects on its next write. Other database errors (constraint violations, type
-mismatches, missing tables or columns) raise :class:`ConnectError` and fail the task.
-Records that cannot be mapped to rows (a value that is not a dict, a null key with
-``pk.mode=record_key``) go to the context's errant record reporter (dead-letter queue per
-``errors.tolerance``) or, without one, raise :class:`DataError`.
+the next attempt. The task reconnects on its next write. When the database refuses the
+batch because of a record's data (``psycopg.DataError``/``IntegrityError``: a value its
+column type cannot hold, e.g. after an incompatible schema change, a null in a NOT NULL
+column, a duplicate key) the transaction is rolled back and the batch written again in one
+transaction, the refused records found by bisection in savepoints and treated as below.
+Other database errors (missing tables or columns, permissions) raise :class:`ConnectError`
+and fail the task. Records that cannot be written (a value that is not a dict, a null key
+with ``pk.mode=record_key``, a required field ``auto.evolve`` cannot add, a record the
+database refuses) go to the context's errant record reporter (dead-letter queue per
+``errors.tolerance``; with ``errors.tolerance=none`` the task fails naming the record's
+offset, which is not committed) or, without one, raise :class:`DataError`.
 """
 
 from __future__ import annotations
@@ -57,6 +63,10 @@ from conveyor.connectors.postgres.writer import Plan, Rejects, ShapeChanged, Wri
 VERSION = "0.1.0"
 
 _TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
+# What the database refuses because of a record's data (SQLSTATE classes 22 and 23: a value
+# it cannot store as the column's type, out of range, a null in a NOT NULL column, a
+# duplicate key): handled per record (errant record reporter / errors.tolerance).
+_REJECTED = (psycopg.DataError, psycopg.IntegrityError)
 _partition_key = attrgetter("original_topic", "original_kafka_partition")
 _offset = attrgetter("original_kafka_offset")
 
@@ -179,6 +189,10 @@ class PostgresSinkTask(SinkTask):
         self._assigned: set[TopicPartition] = set()
         # exactly.once: (topic, partition) -> next offset committed in PostgreSQL
         self._stored: dict[tuple[str, int], int] = {}
+        # A record that could not be written, refused by errors.tolerance (or with no reporter)
+        # during pre_commit/flush; raised by the next put. The runtime only logs a failed
+        # pre_commit (as Kafka Connect does), so this is how the task fails.
+        self._failure: ConnectError | None = None
 
     def version(self) -> str:
         return VERSION
@@ -236,16 +250,29 @@ class PostgresSinkTask(SinkTask):
         Raises:
             RetriableError: transient database error; nothing was committed and this
                 call's records are no longer buffered (the runtime redelivers them).
-            DataError: a record cannot be mapped to a row and there is no errant record reporter.
+            ConnectError / DataError: the error of an earlier ``pre_commit``/``flush`` whose
+                record could not be written and was not tolerated (it fails the task here,
+                since the runtime only logs a failed ``pre_commit``).
+            DataError: a record cannot be written (not mappable to a row, refused by the
+                database, a required field ``auto.evolve`` cannot add) and there is no errant
+                record reporter (the runtime's reporter raises a ``ConnectError`` naming the
+                record's offset when ``errors.tolerance=none``).
             ConnectError: any other database error, a missing table (without
-                ``auto.create``) or missing columns.
+                ``auto.create``) or missing columns (without ``auto.evolve``).
         """
+        if self._failure is not None:  # a write of pre_commit/flush failed for good: fail the task
+            failure, self._failure = self._failure, None
+            raise failure
         if not records:
             return
         mark = len(self._buffer)
         self._buffer.extend(records)
         if len(self._buffer) >= self.config.batch_size:
-            self._write(restore_to=mark)
+            try:
+                self._write(restore_to=mark)
+            except ConnectError:
+                self._failure = None  # raised right here already
+                raise
 
     def flush(self, offsets: Offsets) -> None:
         """Write everything buffered (one transaction; task runner thread). Raises as
@@ -385,10 +412,15 @@ class PostgresSinkTask(SinkTask):
                 self._buffer = []  # nothing to write (e.g. only skipped tombstones)
                 return
             try:
-                self._transaction(conn, plan, next_offsets)
-            except ShapeChanged:  # rolled back; plan again, checking every record's keys
+                try:
+                    self._transaction(conn, plan, next_offsets)
+                except ShapeChanged:  # rolled back; plan again, checking every record's keys
+                    writer.reset()
+                    self._transaction(conn, writer.prepare(conn, records, trust_shape=False), next_offsets)
+            except _REJECTED:  # rolled back; find the record(s) the database refuses
                 writer.reset()
-                self._transaction(conn, writer.prepare(conn, records, trust_shape=False), next_offsets)
+                rejected = {id(record) for record, _ in plan.rejects} if plan is not None else set()
+                self._isolate(conn, [r for r in records if id(r) not in rejected], next_offsets)
         except _TRANSIENT as exc:
             self._drop_connection()
             del self._buffer[restore_to:]
@@ -404,6 +436,7 @@ class PostgresSinkTask(SinkTask):
             raise
         self._buffer = []
         self._stored.update(next_offsets)
+        self._failure = None
 
     def _transaction(
         self, conn: psycopg.Connection, plan: Plan | None, next_offsets: dict[tuple[str, int], int]
@@ -422,18 +455,67 @@ class PostgresSinkTask(SinkTask):
                     {TopicPartition(t, p): o for (t, p), o in next_offsets.items()},
                 )
 
+    def _isolate(
+        self, conn: psycopg.Connection, records: list[SinkRecord], next_offsets: dict[tuple[str, int], int]
+    ) -> None:
+        """Write ``records`` in one transaction, leaving out the records the database
+        refuses (found by bisection, each attempt in a savepoint) and handing those to
+        :meth:`_reject` before committing (with ``exactly.once`` the offsets are stored in
+        the same transaction). Raises as :meth:`_reject`; the transaction is then rolled back."""
+        cfg = self.config
+        refused: Rejects = []
+        with conn.transaction(), conn.cursor() as cur:
+            self._bisect(conn, cur, records, refused)
+            self._reject(refused)
+            if cfg.exactly_once:
+                offsets.store(
+                    cur,
+                    cfg.offsets_table,
+                    cfg.name or "",
+                    {TopicPartition(t, p): o for (t, p), o in next_offsets.items()},
+                )
+
+    def _bisect(
+        self, conn: psycopg.Connection, cur: psycopg.Cursor, records: list[SinkRecord], refused: Rejects
+    ) -> None:
+        writer = self._writer
+        assert writer is not None
+        if not records:
+            return
+        plan = writer.prepare(conn, records, trust_shape=False)
+        refused.extend(plan.rejects)  # none expected: the first prepare set them aside already
+        try:
+            with conn.transaction():  # a savepoint
+                writer.execute(cur, plan)
+            return
+        except _REJECTED as exc:
+            writer.reset()  # staging tables created in the savepoint are gone
+            if len(records) == 1:
+                detail = db.scrub(self.config, " ".join(str(exc).split()))
+                refused.append((records[0], f"PostgreSQL rejected it ({type(exc).__name__}): {detail}"))
+                return
+        middle = len(records) // 2
+        self._bisect(conn, cur, records[:middle], refused)
+        self._bisect(conn, cur, records[middle:], refused)
+
     def _reject(self, rejects: Rejects) -> None:
-        """Report unmappable records to the errant record reporter and wait until each
-        report is durable; without a reporter raise :class:`DataError`."""
+        """Report records that cannot be written to the errant record reporter and wait
+        until each report is durable; without a reporter raise :class:`DataError`. Either
+        failure is also kept for the next :meth:`put` to raise (see ``_failure``)."""
         if not rejects:
             return
         reporter = self.context.errant_record_reporter()
         if reporter is None:
             record, message = rejects[0]
-            raise DataError(
+            self._failure = DataError(
                 f"record {record.topic}-{record.kafka_partition}@{record.kafka_offset} cannot be written:"
                 f" {message} ({len(rejects)} such record(s) in the batch)"
             )
-        futures = [reporter.report(record, DataError(message)) for record, message in rejects]
+            raise self._failure
+        try:
+            futures = [reporter.report(record, DataError(message)) for record, message in rejects]
+        except ConnectError as exc:  # errors.tolerance=none: the runtime's reporter refuses
+            self._failure = exc
+            raise
         for future in futures:
             future.result()

@@ -5,7 +5,8 @@ A write is two steps, both called from the task's thread:
 1. :meth:`Writer.prepare` (outside any transaction): groups records by destination table,
    works out each table's columns (value schema fields, or the union of the dict keys of
    schemaless values), checks the table exists and has those columns (creating it when
-   ``auto.create=true``) and sets aside records that cannot be written (e.g. a value that
+   ``auto.create=true``, adding missing columns when ``auto.evolve=true``, see
+   :mod:`.evolve`) and sets aside records that cannot be written (e.g. a value that
    is not a dict) as *rejects*.
 2. :meth:`Writer.execute` (inside the caller's transaction): per table, ``insert`` mode
    streams the rows with ``COPY ... FROM STDIN``, building them chunk by chunk with
@@ -42,7 +43,7 @@ from psycopg import sql
 from psycopg.types.json import JsonbDumper
 
 from conveyor.api import ConnectError, Schema, SchemaType, SinkRecord
-from conveyor.connectors.postgres import dialect
+from conveyor.connectors.postgres import dialect, evolve
 from conveyor.connectors.postgres.config import (
     PRIMITIVE_KEY_COLUMN,
     InsertMode,
@@ -171,12 +172,14 @@ class Writer:
         """Group ``records`` by table, resolve each table (creating it with ``auto.create``)
         and plan the rows.
 
-        Must be called outside a transaction block (table creation commits on its own).
+        Must be called outside a transaction block (table creation and ``auto.evolve``'s
+        ``ALTER TABLE`` commit on their own; inside one they become savepoints).
         With ``trust_shape`` a schemaless batch whose dicts all have the first one's size
         is assumed to have its keys; :meth:`execute` raises :class:`ShapeChanged` if not.
 
         Raises:
-            ConnectError: a table is missing without ``auto.create`` or lacks columns.
+            ConnectError: a table is missing without ``auto.create`` or lacks columns (without
+                ``auto.evolve``, or a key column ``auto.evolve`` cannot add).
             psycopg.Error: database errors, unchanged.
         """
         cfg = self._config
@@ -230,10 +233,16 @@ class Writer:
         key_cols = layout.columns if layout else ()
         pk_cols = key_cols if layout else tuple(cfg.pk_fields) if cfg.pk_mode is PkMode.RECORD_VALUE else ()
         table = self._table(conn, name)
+        whitelist = set(cfg.fields_whitelist)
+        if table is not None and cfg.auto_evolve:
+            records = self._evolvable(conn, name, records, rejects, whitelist | set(pk_cols))
+            if not records:
+                return None
+            table = self._tables.get(name, table)
+            live = [r for r in records if r.value is not None] if has_tombstones else records
         # The one-shape assumption is only taken where a wrong guess is caught by execute():
         # every column written (no whitelist or key column filtered out), table exists.
         col_schemas, assumed = self._value_columns(live, trust_shape and table is not None)
-        whitelist = set(cfg.fields_whitelist)
         value_cols = self._select(col_schemas, key_cols, pk_cols, whitelist)
         if assumed and value_cols != tuple(col_schemas):
             col_schemas, assumed = self._value_columns(live, False)
@@ -254,6 +263,21 @@ class Writer:
         missing = [col for col in columns if col not in table.columns]
         if missing:  # the cached column list may be stale (ALTER TABLE since): look again
             self._tables.pop(name, None)
+            table = self._table(conn, name) or table
+            missing = [col for col in columns if col not in table.columns]
+        if missing and cfg.auto_evolve:
+            schemas = {**col_schemas, **(layout.schemas if layout else {})}
+            definitions = [
+                evolve.column_definition(
+                    col,
+                    schema := schemas.get(col),
+                    self._sample(live, col, col in key_cols) if schema is None else None,
+                    table=table.display,
+                )
+                for col in missing
+            ]
+            evolve.add_columns(conn, table.ident, definitions, missing)
+            self._tables.pop(name, None)  # re-read the columns
             table = self._table(conn, name) or table
             missing = [col for col in columns if col not in table.columns]
         if missing:
@@ -298,6 +322,43 @@ class Writer:
         return tuple(
             col for col in col_schemas if col not in key_cols and (not whitelist or col in whitelist or col in pk_cols)
         )
+
+    def _evolvable(
+        self,
+        conn: psycopg.Connection,
+        name: tuple[str | None, str],
+        records: list[SinkRecord],
+        rejects: Rejects,
+        written: set[str],
+    ) -> list[SinkRecord]:
+        """``records`` without those whose value schema has a field that the table lacks
+        and ``auto.evolve`` may not add (required, no default): those go to ``rejects``
+        naming table and field. The table's columns are read again before rejecting (another
+        task may have added them). ``written``: whitelisted and pk fields (empty = all)."""
+        wanted = written if self._config.fields_whitelist else None
+        table = self._tables[name]
+        bad: dict[int, list[str]] = {}
+        for schema in {id(s): s for s in map(_value_schema, records)}.values():
+            if (fields := evolve.unaddable_fields(schema, table.columns, wanted)):
+                bad[id(schema)] = fields
+        if bad:
+            self._tables.pop(name, None)
+            table = self._table(conn, name) or table
+            bad = {k: left for k, f in bad.items() if (left := [c for c in f if c not in table.columns])}
+        if not bad:
+            return records
+        good = []
+        for record in records:
+            fields = bad.get(id(record.value_schema))
+            if fields is None:
+                good.append(record)
+            else:
+                rejects.append((record, (
+                    f"table {table.display} has no column(s) {', '.join(fields)} and auto.evolve cannot add"
+                    " them: required field(s) of the value schema without a default (existing rows would have"
+                    " no value); make them optional or give them a default"
+                )))
+        return good
 
     def _valid(self, records: list[SinkRecord], layout: KeyLayout | None, rejects: Rejects) -> list[SinkRecord]:
         """``records`` without those that cannot become rows (added to ``rejects``) and
@@ -470,21 +531,13 @@ class Writer:
         for col in key_cols + value_cols:
             from_key = col in key_cols
             schema = layout.schemas.get(col) if from_key and layout else col_schemas.get(col)
-            if schema is not None:
-                pg_type, not_null = dialect.pg_type_for_schema(schema), not schema.optional
-            else:
-                pg_type, not_null = dialect.pg_type_for_value(self._sample(live, col, from_key)), False
-            not_null = not_null or col in pk_cols
-            defs.append(
-                sql.SQL("{} {}{}").format(
-                    sql.Identifier(col), sql.SQL(pg_type), sql.SQL(" NOT NULL" if not_null else "")
-                )
-            )
+            sample = self._sample(live, col, from_key) if schema is None else None
+            defs.append(evolve.column_definition(col, schema, sample, not_null=col in pk_cols))
         if pk_cols:
             defs.append(sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(sql.Identifier, pk_cols))))
         ident = self._ident(name)
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("conveyor-table:" + ident.as_string(conn),))
+            evolve.lock_table_ddl(conn, ident)
             conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident, sql.SQL(", ").join(defs)))
         table = self._table(conn, name)
         assert table is not None
