@@ -223,6 +223,10 @@ def test_missing_table_without_auto_create_names_the_table(pg_database: str) -> 
         message = str(err.value)
         assert '"orders"' in message and "does not exist" in message and "auto.create" in message
         assert not isinstance(err.value, RetriableError)
+        # the runtime only logs a failed pre_commit: the next put fails the task with the error
+        with pytest.raises(ConnectError) as again:
+            task.put([rec(1, {"id": 2})])
+        assert again.value is err.value
     finally:
         task.stop()
 

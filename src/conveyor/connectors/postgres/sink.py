@@ -277,8 +277,19 @@ class PostgresSinkTask(SinkTask):
     def flush(self, offsets: Offsets) -> None:
         """Write everything buffered (one transaction; task runner thread). Raises as
         :meth:`put`, except that on error the buffer is kept for the next attempt (those
-        records were accepted by earlier ``put`` calls and will not be redelivered)."""
-        self._write(restore_to=len(self._buffer))
+        records were accepted by earlier ``put`` calls and will not be redelivered).
+
+        A non-retriable error is also kept for the next :meth:`put` to raise: the runtime
+        only logs a failed ``pre_commit`` (as Kafka Connect does), and the task must fail
+        (a missing table or column, a permission error) rather than retry forever."""
+        try:
+            self._write(restore_to=len(self._buffer))
+        except RetriableError:
+            raise
+        except ConnectError as exc:
+            if self._failure is None:
+                self._failure = exc
+            raise
 
     def pre_commit(self, offsets: Offsets) -> Offsets:
         """Write the buffer, then return what Kafka may commit: ``offsets`` unchanged
