@@ -5,11 +5,16 @@
     ``/data/archive``; local paths must be absolute), ``s3://bucket/prefix`` (through s3fs;
     ``s3a://`` too), or any other protocol fsspec knows and whose package is installed
     (``memory://``, ``gs://`` with gcsfs, ...). A trailing ``/`` is ignored.
-``format`` (``jsonl`` | ``avro``, default ``jsonl``)
+``format`` (``jsonl`` | ``avro`` | ``parquet``, default ``jsonl``)
     ``jsonl``: one JSON object per line (UTF-8, ``\\n``-terminated). ``avro``: an Avro
     object container file written with fastavro; the Avro schema is derived from the
     records' Connect schemas, and a schemaless key or value is stored as JSON text in a
-    string field (see :mod:`conveyor.connectors.archive.formats`).
+    string field (see :mod:`conveyor.connectors.archive.formats`). ``parquet``: a Parquet
+    file written with pyarrow, its columns derived from the Connect schemas the same way
+    (see :mod:`conveyor.connectors.archive.parquet_format`), in row groups of
+    ``min(flush.size, 100000)`` records: one row group per file with the default
+    ``flush.size``, ``ceil(n / 100000)`` for a file of ``n`` records above that.
+    The extension is ``.jsonl``, ``.avro`` or ``.parquet``.
 ``flush.size`` (int >= 1, default 100000)
     records per file per partition: a partition's buffer is written as one file when it
     holds this many records (Confluent's ``flush.size``).
@@ -28,6 +33,9 @@
     start with ``.`` (hidden names are the connector's temporary files).
 ``avro.codec`` (``null`` | ``deflate``, default ``null``)
     compression of Avro blocks.
+``parquet.codec`` (``none`` | ``snappy`` | ``gzip`` | ``zstd`` | ``lz4``, default ``snappy``)
+    compression of Parquet column chunks (Confluent's key and default; ``lz4`` is written
+    as Parquet's ``LZ4_RAW``). Only used with ``format=parquet``.
 ``retry.backoff.ms`` (int >= 0, milliseconds, default 5000)
     the delay of the :class:`~conveyor.api.RetriableError` raised when the storage is
     unreachable (the runtime redelivers the batch / retries the commit after it).
@@ -94,6 +102,7 @@ class ArchiveFormat(str, enum.Enum):
 
     JSONL = "jsonl"
     AVRO = "avro"
+    PARQUET = "parquet"
 
     @property
     def extension(self) -> str:
@@ -105,6 +114,16 @@ class AvroCodec(str, enum.Enum):
 
     NULL = "null"
     DEFLATE = "deflate"
+
+
+class ParquetCodec(str, enum.Enum):
+    """Compression of Parquet column chunks (pyarrow's names)."""
+
+    NONE = "none"
+    SNAPPY = "snappy"
+    GZIP = "gzip"
+    ZSTD = "zstd"
+    LZ4 = "lz4"
 
 
 def _lower(value: Any) -> Any:
@@ -161,6 +180,7 @@ class ArchiveSinkConfig(ConnectorConfig):
     )
     file_name_format: str = Field(DEFAULT_FILE_NAME_FORMAT, alias="file.name.format")
     avro_codec: Annotated[AvroCodec, BeforeValidator(_lower)] = Field(AvroCodec.NULL, alias="avro.codec")
+    parquet_codec: Annotated[ParquetCodec, BeforeValidator(_lower)] = Field(ParquetCodec.SNAPPY, alias="parquet.codec")
     retry_backoff_ms: int = Field(5000, alias="retry.backoff.ms", ge=0)
     s3_endpoint_url: str | None = Field(None, alias="archive.s3.endpoint.url")
     s3_key: str | None = Field(None, alias="archive.s3.key")
