@@ -350,7 +350,12 @@ def test_schema_change_starts_a_new_file(local_archive: Archive) -> None:
     assert local_archive.offsets() == [0, 1, 2, 3]
 
 
-def test_closing_commit_writes_the_partial_file_below_the_offsets_given(archive: Archive) -> None:
+@pytest.mark.parametrize("chunk", [3, parquet_format.CHUNK_RECORDS])
+def test_closing_commit_writes_the_partial_file_below_the_offsets_given(
+    archive: Archive, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Also with records converted to Arrow every 3 records: the cuts go through chunks."""
+    monkeypatch.setattr(parquet_format, "CHUNK_RECORDS", chunk)
     schema = Schema.struct(("id", Schema(SchemaType.INT64)), ("s", Schema(SchemaType.STRING)))
     task, context = start_task(archive.config(flush_size=100))
     task.put([record(i, {"id": i, "s": f"s{i}"}, value_schema=schema) for i in range(8)])

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import io
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from conveyor.api import DataError, Schema, SchemaType
-from conveyor.connectors.archive.parquet_format import ParquetLayout, arrow_type
+from conveyor.api import DataError, Header, Schema, SchemaType, SinkRecord
+from conveyor.connectors.archive import parquet_format
+from conveyor.connectors.archive.parquet_format import ParquetBuffer, ParquetLayout, arrow_type
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
 DATE = "org.apache.kafka.connect.data.Date"
@@ -110,10 +113,19 @@ def test_converters_accept_and_refuse(schema: Schema, good: list, bad: list, mes
 def test_unexpressible_schemas_are_data_errors() -> None:
     with pytest.raises(DataError, match="76 digits"):
         arrow_type(_decimal(0, 77))
+    with pytest.raises(DataError, match="unusable parameters"):
+        arrow_type(Schema(SchemaType.BYTES, name=DECIMAL, parameters={"scale": "two"}))
+    with pytest.raises(DataError, match="negative scale"):
+        arrow_type(_decimal(-2))
     with pytest.raises(DataError, match="element schema"):
         arrow_type(Schema(SchemaType.ARRAY))
     with pytest.raises(DataError, match="key and value"):
         arrow_type(Schema(SchemaType.MAP, value_schema=Schema(SchemaType.STRING)))
+
+
+def test_struct_without_fields_is_a_data_error() -> None:
+    with pytest.raises(DataError, match="STRUCT without fields"):
+        ParquetLayout(None, Schema.struct(optional=True))
 
 
 def test_layout_columns() -> None:
@@ -125,3 +137,43 @@ def test_layout_columns() -> None:
     )
     assert layout.matches(None, Schema.struct(("id", Schema(SchemaType.INT64))))
     assert not layout.matches(Schema(SchemaType.STRING), Schema.struct(("id", Schema(SchemaType.INT64))))
+
+
+def _record(i: int, schema: Schema) -> SinkRecord:
+    return SinkRecord(topic="t", kafka_partition=0, key=f"k{i}", value={"id": i, "s": None if i % 3 else f"s{i}"},
+                      kafka_offset=i, timestamp=1000 + i, headers=(Header("h", bytes([i])),) if i % 2 else (),
+                      key_schema=Schema(SchemaType.STRING), value_schema=schema)
+
+
+def test_buffer_chunks_payload_and_drop_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records converted to Arrow chunks every CHUNK_RECORDS (3 here): partial files
+    (payload(count)) and drop_first(count) cut through chunks and pending records alike."""
+    monkeypatch.setattr(parquet_format, "CHUNK_RECORDS", 3)
+    schema = Schema.struct(("id", Schema(SchemaType.INT64)), ("s", Schema(SchemaType.STRING, optional=True)))
+    layout = ParquetLayout(Schema(SchemaType.STRING), schema)
+    buffer = ParquetBuffer(0, 0.0, layout, "snappy", 100)
+    expected = []
+    for i in range(11):
+        buffer.append(_record(i, schema), i)
+        expected.append({"offset": i, "key": f"k{i}", "value": {"id": i, "s": None if i % 3 else f"s{i}"},
+                         "headers": [{"key": "h", "value": bytes([i])}] if i % 2 else []})
+
+    def rows(count: int) -> list[dict]:
+        table = pq.read_table(io.BytesIO(buffer.payload(count, "t", 0)))
+        assert table.schema.metadata[b"conveyor.start.offset"] == str(buffer.start).encode()
+        return [{k: r[k] for k in ("offset", "key", "value", "headers")} for r in table.to_pylist()]
+
+    assert len(buffer._chunks) == 3 and buffer.count == 11  # 9 records sealed, 2 pending
+    for count in range(1, 12):
+        assert rows(count) == expected[:count], count
+    for cut in (4, 2, 3):  # inside a chunk, inside the next, then into the pending records
+        buffer.drop_first(cut)
+        expected = expected[cut:]
+        assert buffer.start == expected[0]["offset"]
+        for count in range(1, len(expected) + 1):
+            assert rows(count) == expected[:count], (cut, count)
+    for i in range(11, 15):
+        buffer.append(_record(i, schema), i)
+    assert [r["offset"] for r in rows(buffer.count)] == [9, 10, 11, 12, 13, 14]
+    buffer.drop_first(buffer.count)
+    assert buffer.count == 0 and not buffer._chunks

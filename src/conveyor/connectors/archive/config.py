@@ -34,8 +34,8 @@
 ``avro.codec`` (``null`` | ``deflate``, default ``null``)
     compression of Avro blocks.
 ``parquet.codec`` (``none`` | ``snappy`` | ``gzip`` | ``zstd`` | ``lz4``, default ``snappy``)
-    compression of Parquet column chunks (Confluent's key and default; ``lz4`` is written
-    as Parquet's ``LZ4_RAW``). Only used with ``format=parquet``.
+    compression of Parquet column chunks (Confluent's key and default; written by pyarrow's
+    codec of that name). Only used with ``format=parquet``.
 ``retry.backoff.ms`` (int >= 0, milliseconds, default 5000)
     the delay of the :class:`~conveyor.api.RetriableError` raised when the storage is
     unreachable (the runtime redelivers the batch / retries the commit after it).

@@ -29,22 +29,24 @@ a Connect field is optional is checked when the record is buffered: a ``None`` f
 required field, a value of the wrong Python type, an integer out of its type's range, a
 string that is not valid Unicode, a decimal with more digits than the column holds or a
 finer scale is a :class:`~conveyor.api.DataError` (the record goes to the dead-letter
-queue, or fails the task), never a broken file.
+queue, or fails the task), never a broken file; so is a record whose schema has no Parquet
+form (a struct without fields, a decimal of more than 76 digits or of negative scale).
 
 One file has one Arrow schema: when a partition's records change schema, the open buffer
 is written as a file first (as for ``avro``). A file holds up to ``flush.size`` records, in
 row groups of ``min(flush.size, 100_000)`` records (:data:`ROW_GROUP_MAX_RECORDS`): with the
 default ``flush.size`` one row group per file; a partial file (a closing commit, a time
 rotation) has one row group unless it holds more than 100,000 records. Compression is
-``parquet.codec`` (pyarrow's codec names; ``lz4`` writes Parquet's ``LZ4_RAW``). The
+``parquet.codec`` (pyarrow's codec names and codecs). The
 schema's key-value metadata holds ``conveyor.topic``, ``conveyor.partition`` and
 ``conveyor.start.offset``.
 
-Memory: a buffer keeps one Python list per column (the key's and value's struct fields are
-columns of their own), holding the records' Python values (about 60-100 bytes per field of
-a record plus the values themselves, e.g. ~500 bytes for an 8-field struct); the Arrow
-table is built when the file is written, costing about the file's uncompressed size again
-for that moment. Lower ``flush.size`` for tasks with many partitions.
+Memory: a buffer converts its records to Arrow arrays every 8,192 records
+(:data:`CHUNK_RECORDS`; until then they are Python values in one list per column), so it
+holds about the records' uncompressed Arrow size plus up to 8,192 records as Python objects
+(~750 bytes each for a string key, one header and an 8-field struct value). The file is
+assembled when it is written, costing about its uncompressed size again for that moment.
+Lower ``flush.size`` for tasks with many partitions.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ from conveyor.connectors.archive.formats import DATE, DECIMAL, TIME, TIMESTAMP, 
 DEFAULT_DECIMAL_PRECISION = 38
 MAX_DECIMAL_PRECISION = 76
 ROW_GROUP_MAX_RECORDS = 100_000
+#: records a buffer holds as Python values before converting them to Arrow arrays
+CHUNK_RECORDS = 8192
 
 Convert = Callable[[Any], Any]
 
@@ -190,7 +194,8 @@ def arrow_type(schema: Schema) -> tuple[pa.DataType, Convert]:
 
     Raises:
         DataError: the schema cannot be expressed in Arrow (a decimal of more than 76
-            digits, an array or map without element schemas, an unknown type); from the
+            digits, a struct without fields, an array or map without element schemas, an
+            unknown type); from the
             converter: a value that does not match the schema.
     """
     atype, conv = _arrow_required(schema)  # every converter refuses None (see _bad)
@@ -201,8 +206,13 @@ def _arrow_required(schema: Schema) -> tuple[pa.DataType, Convert]:
     t = schema.type
     params = schema.parameters or {}
     if schema.name == DECIMAL and t is SchemaType.BYTES:
-        scale = int(params.get("scale", "0"))
-        precision = int(params.get("connect.decimal.precision", DEFAULT_DECIMAL_PRECISION))
+        try:
+            scale = int(params.get("scale", "0"))
+            precision = int(params.get("connect.decimal.precision", DEFAULT_DECIMAL_PRECISION))
+        except (TypeError, ValueError):
+            raise DataError(f"a Decimal schema with unusable parameters {dict(params)!r}") from None
+        if scale < 0:
+            raise DataError(f"a Decimal of negative scale {scale} (Arrow decimals need a scale >= 0)")
         precision = max(precision, scale, 1)
         if precision > MAX_DECIMAL_PRECISION:
             raise DataError(f"a decimal of precision {precision} does not fit Arrow's decimal256 (76 digits)")
@@ -255,6 +265,8 @@ def _arrow_required(schema: Schema) -> tuple[pa.DataType, Convert]:
         )
         return atype, map_conv
     if t is SchemaType.STRUCT:
+        if not schema.fields:
+            raise DataError("a STRUCT without fields (Parquet has no empty groups)")
         fields: list[pa.Field] = []
         plan: list[tuple[str, Convert]] = []
         for field in schema.fields:
@@ -383,6 +395,11 @@ _NO_HEADERS: list[Any] = []
 class ParquetBuffer(FileBuffer):
     """The records of a ``.parquet`` file with one :class:`ParquetLayout`, column by column.
 
+    Records are held as Python values in one list per column until :data:`CHUNK_RECORDS` of
+    them are buffered; those are then converted to Arrow arrays (a *chunk*) and the lists
+    emptied, so most of a buffer is compact Arrow memory. ``payload`` assembles the chunks
+    (sliced for a partial file) and the pending lists into one table.
+
     Args:
         row_group_records: records per row group (``min(flush.size, 100_000)``).
         codec: pyarrow compression name (``none``, ``snappy``, ``gzip``, ``zstd``, ``lz4``).
@@ -393,6 +410,11 @@ class ParquetBuffer(FileBuffer):
         self.layout = layout
         self._codec = codec
         self._row_group = max(1, row_group_records)
+        # sealed chunks: [timestamps, key, value, headers] Arrow arrays of equal length each
+        self._chunks: list[list[pa.Array]] = []
+        self._sealed = 0  # records in self._chunks
+        self._seal_failed = False
+        # pending records (after the sealed ones), as Python values
         self._timestamps: list[int | None] = []
         self._headers: list[Any] = []
         self._key_cols: list[list[Any]] = [[] for _ in range(layout.key.width)]
@@ -420,6 +442,35 @@ class ParquetBuffer(FileBuffer):
             [{"key": h.key, "value": h.value} for h in record.headers] if record.headers else _NO_HEADERS
         )
         self.offsets.append(offset)
+        if len(self._timestamps) >= CHUNK_RECORDS and not self._seal_failed:
+            self._seal()
+
+    def _pending_arrays(self, n: int) -> list[pa.Array]:
+        """The first ``n`` pending records as ``[timestamps, key, value, headers]`` arrays."""
+
+        def head(col: list[Any]) -> list[Any]:
+            return col if n == len(col) else col[:n]
+
+        return [
+            pa.array(head(self._timestamps), type=TIMESTAMP_TYPE),
+            self.layout.key.build([head(c) for c in self._key_cols]),
+            self.layout.value.build([head(c) for c in self._value_cols]),
+            pa.array(head(self._headers), type=HEADERS_TYPE),
+        ]
+
+    def _seal(self) -> None:
+        """Convert the pending records to a chunk of Arrow arrays. Should pyarrow refuse a
+        value the checks let through, the records stay pending (``payload`` reports it)."""
+        n = len(self._timestamps)
+        try:
+            chunk = self._pending_arrays(n)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+            self._seal_failed = True
+            return
+        self._chunks.append(chunk)
+        self._sealed += n
+        for col in (self._timestamps, self._headers, *self._columns):
+            col.clear()
 
     def table(self, count: int, topic: str, partition: int) -> pa.Table:
         """The first ``count`` records as an Arrow table of the layout's schema.
@@ -428,20 +479,30 @@ class ParquetBuffer(FileBuffer):
             ConnectError: pyarrow refused a value the checks let through (a bug: the
                 buffer is unchanged).
         """
-
-        def head(col: list[Any]) -> list[Any]:
-            return col if count == len(col) else col[:count]
-
         layout = self.layout
+        parts: list[list[pa.Array]] = []
+        left = count
+        for chunk in self._chunks:
+            if left <= 0:
+                break
+            size = len(chunk[0])
+            parts.append(chunk if size <= left else [a.slice(0, left) for a in chunk])
+            left -= size
         try:
+            if left > 0:
+                parts.append(self._pending_arrays(left))
+            types = [TIMESTAMP_TYPE, layout.key.type, layout.value.type, HEADERS_TYPE]
+            stamps, keys, values, headers = (
+                pa.chunked_array([part[i] for part in parts], type=types[i]) for i in range(4)
+            )
             columns = [
                 pa.repeat(pa.scalar(topic, type=pa.string()), count),
                 pa.repeat(pa.scalar(partition, type=pa.int32()), count),
-                pa.array(head(self.offsets), type=pa.int64()),
-                pa.array(head(self._timestamps), type=TIMESTAMP_TYPE),
-                layout.key.build([head(c) for c in self._key_cols]),
-                layout.value.build([head(c) for c in self._value_cols]),
-                pa.array(head(self._headers), type=HEADERS_TYPE),
+                pa.array(self.offsets[:count], type=pa.int64()),
+                stamps,
+                keys,
+                values,
+                headers,
             ]
             return pa.Table.from_arrays(columns, schema=layout.schema)
         except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
@@ -466,8 +527,21 @@ class ParquetBuffer(FileBuffer):
     def drop_first(self, count: int) -> None:
         if count <= 0:
             return
-        for col in (self._timestamps, self._headers, *self._key_cols, *self._value_cols):
-            del col[:count]
+        left = count
+        while self._chunks and left > 0:
+            chunk = self._chunks[0]
+            size = len(chunk[0])
+            if size <= left:
+                self._chunks.pop(0)
+                self._sealed -= size
+                left -= size
+            else:
+                self._chunks[0] = [a.slice(left) for a in chunk]
+                self._sealed -= left
+                left = 0
+        if left > 0:
+            for col in (self._timestamps, self._headers, *self._columns):
+                del col[:left]
         del self.offsets[:count]
         if self.offsets:
             self.start = self.offsets[0]
