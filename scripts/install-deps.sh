@@ -9,9 +9,10 @@
 #      debootstrap); apt-get runs only if something is missing
 #   2. Python: pip install -e '.[dev]' into the current interpreter, or into ./.venv when the
 #      interpreter is Debian's externally managed one (PEP 668)
-#   3. Apache Kafka broker and Kafka Connect worker jars, S3Proxy's jar (the tests' S3 server) and
-#      Apicurio Registry (the tests' Schema Registry, unpacked) from Maven Central into the harness
-#      cache (python -m conveyor.testing resolve --connect --s3 --schema-registry); with
+#   3. Apache Kafka broker and Kafka Connect worker jars, S3Proxy's jar (the tests' S3 server),
+#      Apicurio Registry (the tests' Schema Registry, unpacked) and Apache Avro's Java library (the
+#      archive's Avro files read by Avro itself) from Maven Central into the harness cache
+#      (python -m conveyor.testing resolve --connect --s3 --schema-registry --avro); with
 #      CONVEYOR_DEPS=quickstart (examples/quickstart.sh) the broker's jars only
 #
 # Environment: PYTHON (interpreter to use), CONVEYOR_CACHE_DIR, CONVEYOR_DEPS (tests | quickstart)
@@ -139,8 +140,8 @@ if [ "${CONVEYOR_DEPS:-tests}" = quickstart ]; then  # examples/quickstart.sh: t
     section "3/3 Apache Kafka broker (Maven Central, cached)"
     python -m conveyor.testing resolve >/dev/null || die "could not resolve the Apache Kafka broker's jars"
 else
-    section "3/3 Apache Kafka broker, Kafka Connect, S3Proxy and Apicurio Registry (Maven Central, cached)"
-    python -m conveyor.testing resolve --connect --s3 --schema-registry \
-        || die "could not resolve the Apache Kafka / Kafka Connect / S3Proxy / Apicurio Registry artifacts"
+    section "3/3 Apache Kafka broker, Kafka Connect, S3Proxy, Apicurio Registry and Apache Avro (Maven Central, cached)"
+    python -m conveyor.testing resolve --connect --s3 --schema-registry --avro \
+        || die "could not resolve the Apache Kafka / Kafka Connect / S3Proxy / Apicurio Registry / Apache Avro artifacts"
 fi
 

@@ -749,7 +749,7 @@ def test_closing_commit_returns_the_progress_of_partitions_that_could_be_written
     ("config", "key", "message"),
     [
         ({}, "archive.url", "Field required"),
-        ({"format": "parquet"}, "format", "'jsonl' or 'avro'"),
+        ({"format": "orc"}, "format", "'jsonl', 'avro' or 'parquet'"),
         ({"flush.size": 0}, "flush.size", "greater than or equal to 1"),
         ({"flush.size": "ten"}, "flush.size", "valid integer"),
         ({"rotate.interval.ms": 0}, "rotate.interval.ms", "-1 (off) or a positive"),

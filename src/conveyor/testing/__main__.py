@@ -10,14 +10,16 @@
     Exits 1 if a component cannot start or dies while running. Always starts fresh ones: the
     CONVEYOR_* variables of the calling environment are ignored.
 
-``python -m conveyor.testing resolve [--connect] [--s3] [--schema-registry]``
+``python -m conveyor.testing resolve [--connect] [--s3] [--schema-registry] [--avro]``
     Resolve the Apache Kafka jars from Maven Central into the cache (what CI does up front) and
     print their directory; with ``--connect`` also the Apache Kafka Connect worker's jars
     (``conveyor.testing.connect``), printing their directory on the next line; with ``--s3``
     also S3Proxy's self-contained jar, the harness's S3 server (``conveyor.testing.s3``),
     printing its path on the next line; with ``--schema-registry`` also Apicurio Registry's
     distribution, the harness's Schema Registry (``conveyor.testing.schema_registry``), unpacked,
-    printing its directory on the next line. Fast when cached.
+    printing its directory on the next line; with ``--avro`` also Apache Avro's Java library
+    (``conveyor.testing.avro_java``, the archive's Avro files read by Avro itself) and avro-tools'
+    jar, printing the library's directory and the jar's path on the next two lines. Fast when cached.
 
 ``python -m conveyor.testing images [--target runtime|operator ...]``
     Build the Dockerfile's images on a Debian base with buildah (``conveyor.testing.images``; as
@@ -134,6 +136,11 @@ def _resolve(args: argparse.Namespace) -> int:
             from conveyor.testing.schema_registry import registry_home
 
             print(registry_home(args.apicurio_version))
+        if args.avro:
+            from conveyor.testing.avro_java import avro_libs, avro_tools_jar
+
+            print(avro_libs())
+            print(avro_tools_jar())
     except ComponentUnavailable as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -177,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                          "scripts can wait for it to appear and `source` it")
     up.set_defaults(func=_up)
     res = sub.add_parser("resolve", help="resolve the Apache Kafka jars (and with --connect / --s3 / "
-                                         "--schema-registry more) into the cache and print where they are")
+                                         "--schema-registry / --avro more) into the cache and print where they are")
     res.add_argument("--kafka-version", default=KAFKA_VERSION)
     res.add_argument("--connect", action="store_true",
                      help="also resolve the Apache Kafka Connect worker's jars (same version)")
@@ -188,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="also resolve and unpack Apicurio Registry (the harness's Schema Registry) and print "
                           "its directory")
     res.add_argument("--apicurio-version", default=APICURIO_VERSION)
+    res.add_argument("--avro", action="store_true",
+                     help="also resolve Apache Avro's Java library (the archive sink's Avro files read by Avro "
+                          "itself) and print its directory")
     res.set_defaults(func=_resolve)
     img = sub.add_parser("images", help="build the Dockerfile's images with buildah (cached) and print "
                                         "<ref> <archive> <bytes> per image")

@@ -5,11 +5,16 @@
     ``/data/archive``; local paths must be absolute), ``s3://bucket/prefix`` (through s3fs;
     ``s3a://`` too), or any other protocol fsspec knows and whose package is installed
     (``memory://``, ``gs://`` with gcsfs, ...). A trailing ``/`` is ignored.
-``format`` (``jsonl`` | ``avro``, default ``jsonl``)
+``format`` (``jsonl`` | ``avro`` | ``parquet``, default ``jsonl``)
     ``jsonl``: one JSON object per line (UTF-8, ``\\n``-terminated). ``avro``: an Avro
     object container file written with fastavro; the Avro schema is derived from the
     records' Connect schemas, and a schemaless key or value is stored as JSON text in a
-    string field (see :mod:`conveyor.connectors.archive.formats`).
+    string field (see :mod:`conveyor.connectors.archive.formats`). ``parquet``: a Parquet
+    file written with pyarrow, its columns derived from the Connect schemas the same way
+    (see :mod:`conveyor.connectors.archive.parquet_format`), in row groups of
+    ``min(flush.size, 100000)`` records: one row group per file with the default
+    ``flush.size``, ``ceil(n / 100000)`` for a file of ``n`` records above that.
+    The extension is ``.jsonl``, ``.avro`` or ``.parquet``.
 ``flush.size`` (int >= 1, default 100000)
     records per file per partition: a partition's buffer is written as one file when it
     holds this many records (Confluent's ``flush.size``).
@@ -35,13 +40,16 @@
     default); larger offsets simply have more digits.
 ``file.name.format`` (default ``${topic}+${partition}+${start_offset}``)
     the file name inside the partition's folder, without extension
-    (``.jsonl`` or ``.avro`` is appended). Placeholders: ``${topic}``, ``${partition}``,
+    (``.jsonl``, ``.avro`` or ``.parquet`` is appended). Placeholders: ``${topic}``, ``${partition}``,
     ``${start_offset}`` (the file's first offset, zero-padded). It must hold
     ``${start_offset}`` exactly once (names are derived from the first offset so that a file
     rewritten after a crash replaces the earlier one), may not contain ``/`` and may not
     start with ``.`` (hidden names are the connector's temporary files).
 ``avro.codec`` (``null`` | ``deflate``, default ``null``)
     compression of Avro blocks.
+``parquet.codec`` (``none`` | ``snappy`` | ``gzip`` | ``zstd`` | ``lz4``, default ``snappy``)
+    compression of Parquet column chunks (Confluent's key and default; written by pyarrow's
+    codec of that name). Only used with ``format=parquet``.
 ``retry.backoff.ms`` (int >= 0, milliseconds, default 5000)
     the delay of the :class:`~conveyor.api.RetriableError` raised when the storage is
     unreachable (the runtime redelivers the batch / retries the commit after it).
@@ -117,6 +125,7 @@ class ArchiveFormat(str, enum.Enum):
 
     JSONL = "jsonl"
     AVRO = "avro"
+    PARQUET = "parquet"
 
     @property
     def extension(self) -> str:
@@ -128,6 +137,16 @@ class AvroCodec(str, enum.Enum):
 
     NULL = "null"
     DEFLATE = "deflate"
+
+
+class ParquetCodec(str, enum.Enum):
+    """Compression of Parquet column chunks (pyarrow's names)."""
+
+    NONE = "none"
+    SNAPPY = "snappy"
+    GZIP = "gzip"
+    ZSTD = "zstd"
+    LZ4 = "lz4"
 
 
 def _lower(value: Any) -> Any:
@@ -194,6 +213,7 @@ class ArchiveSinkConfig(ConnectorConfig):
     timestamp_extractor: str = Field("Wallclock", alias="timestamp.extractor")
     timestamp_field: str = Field("timestamp", alias="timestamp.field")
     avro_codec: Annotated[AvroCodec, BeforeValidator(_lower)] = Field(AvroCodec.NULL, alias="avro.codec")
+    parquet_codec: Annotated[ParquetCodec, BeforeValidator(_lower)] = Field(ParquetCodec.SNAPPY, alias="parquet.codec")
     retry_backoff_ms: int = Field(5000, alias="retry.backoff.ms", ge=0)
     s3_endpoint_url: str | None = Field(None, alias="archive.s3.endpoint.url")
     s3_key: str | None = Field(None, alias="archive.s3.key")

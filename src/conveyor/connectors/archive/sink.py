@@ -1,7 +1,7 @@
 """The archive sink connector (entry point ``archive-sink``) and its task.
 
 Writes every record of the consumed topics to files, ``flush.size`` records per file per
-partition, on local disk or S3 (any fsspec filesystem), in JSON Lines or Avro; like
+partition, on local disk or S3 (any fsspec filesystem), in JSON Lines, Avro or Parquet; like
 Confluent's S3 sink connector, with KIP-275's ``is_closing()`` so that a rebalance,
 shutdown or drain never costs a buffered partition its progress.
 
@@ -203,6 +203,7 @@ class ArchiveSinkTask(SinkTask):
         self._storage: Storage | None = None
         self._partitions: dict[tuple[str, int], _Partition] = {}
         self._layouts = AvroLayouts()
+        self._parquet: Any = None  # parquet_format.ParquetBuffers, made on first use
         self._flush_size = 1
         self._rotate_s: float | None = None
         self._folders: TimeFolders | None = None
@@ -382,6 +383,12 @@ class ArchiveSinkTask(SinkTask):
 
     def _new_buffer(self, record: SinkRecord, offset: int, now: float) -> FileBuffer:
         layout: AvroLayout | None = None
+        if self.config.format is ArchiveFormat.PARQUET:
+            if self._parquet is None:
+                from conveyor.connectors.archive.parquet_format import ParquetBuffers  # pyarrow: only when used
+
+                self._parquet = ParquetBuffers(self.config)
+            return self._parquet.new(record, offset, now)
         if self.config.format is ArchiveFormat.AVRO:
             layout = self._layouts.get(record.key_schema, record.value_schema)
         return new_buffer(self.config.format, offset, now, layout, self.config.avro_codec)

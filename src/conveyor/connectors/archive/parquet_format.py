@@ -1,0 +1,567 @@
+"""The archive's ``parquet`` format: Parquet files written with pyarrow.
+
+Columns (one row per archived record)::
+
+    topic      string     not null
+    partition  int32      not null
+    offset     int64      not null
+    timestamp  timestamp[ms, tz=UTC]           (null when the record has none)
+    key        K                               (null for a null key)
+    value      V                               (null for a tombstone)
+    headers    list<struct<key: string not null, value: binary>>  not null
+
+``K`` / ``V`` are derived from the record's Connect key / value schema (as for ``avro``,
+see :mod:`.formats`): ``int8`` → ``int8``, ``int16`` → ``int16``, ``int32`` → ``int32``,
+``int64`` → ``int64``, ``float32`` → ``float``, ``float64`` → ``double``, ``boolean`` →
+``bool``, ``string`` → ``string``, ``bytes`` → ``binary``, ``array`` → ``list``, ``map`` →
+``map`` (any key type), ``struct`` → ``struct`` (field names kept as they are). Logical
+types: ``Decimal`` → ``decimal128(p, scale)`` with ``p`` the ``connect.decimal.precision``
+parameter, else 38 (the most ``decimal128`` holds, what Spark / Hive read), and
+``decimal256`` when the parameter asks for more than 38 digits (up to 76); ``Date`` →
+``date32``; ``Time`` → ``time32[ms]``; ``Timestamp`` → ``timestamp[ms, tz=UTC]``.
+A **schemaless** key or value is stored as JSON text in a ``string`` column (encoded as for
+``jsonl``: read it back with ``json.loads``).
+
+Nullability: the fields of a struct are always nullable in Arrow (a null key, value or
+struct has null children, which Arrow refuses in non-nullable fields); list elements and
+map values are nullable when their Connect schema is optional; map keys never are. Whether
+a Connect field is optional is checked when the record is buffered: a ``None`` for a
+required field, a value of the wrong Python type, an integer out of its type's range, a
+string that is not valid Unicode, a decimal with more digits than the column holds or a
+finer scale is a :class:`~conveyor.api.DataError` (the record goes to the dead-letter
+queue, or fails the task), never a broken file; so is a record whose schema has no Parquet
+form (a struct without fields, a decimal of more than 76 digits or of negative scale).
+
+One file has one Arrow schema: when a partition's records change schema, the open buffer
+is written as a file first (as for ``avro``). A file holds up to ``flush.size`` records, in
+row groups of ``min(flush.size, 100_000)`` records (:data:`ROW_GROUP_MAX_RECORDS`): with the
+default ``flush.size`` one row group per file; a partial file (a closing commit, a time
+rotation) has one row group unless it holds more than 100,000 records. Compression is
+``parquet.codec`` (pyarrow's codec names and codecs). The
+schema's key-value metadata holds ``conveyor.topic``, ``conveyor.partition`` and
+``conveyor.start.offset``.
+
+Memory: a buffer converts its records to Arrow arrays every 8,192 records
+(:data:`CHUNK_RECORDS`; until then they are Python values in one list per column), so it
+holds about the records' uncompressed Arrow size plus up to 8,192 records as Python objects
+(~750 bytes each for a string key, one header and an 8-field struct value). Measured for
+such records (``benchmarks/archive_throughput.py``'s) at 100,000 buffered: ~160 bytes per
+record in all (~110 in Arrow's pool, ~55 in Python), against ~150 for ``avro``. The file is
+assembled when it is written, costing about its uncompressed size again for that moment.
+Lower ``flush.size`` for tasks with many partitions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import io
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from conveyor.api import ConnectError, DataError, Schema, SchemaType, SinkRecord
+from conveyor.connectors.archive.config import ArchiveSinkConfig
+from conveyor.connectors.archive.formats import DATE, DECIMAL, TIME, TIMESTAMP, FileBuffer, json_bytes
+
+DEFAULT_DECIMAL_PRECISION = 38
+MAX_DECIMAL_PRECISION = 76
+ROW_GROUP_MAX_RECORDS = 100_000
+#: records a buffer holds as Python values before converting them to Arrow arrays
+CHUNK_RECORDS = 8192
+
+Convert = Callable[[Any], Any]
+
+TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
+HEADERS_TYPE = pa.list_(
+    pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
+)
+_INT_RANGES = {
+    SchemaType.INT8: (pa.int8(), 7),
+    SchemaType.INT16: (pa.int16(), 15),
+    SchemaType.INT32: (pa.int32(), 31),
+    SchemaType.INT64: (pa.int64(), 63),
+}
+
+
+# -- Connect schema -> Arrow type and a checking converter -----------------------------------
+
+
+def _bad(expected: str, value: Any) -> DataError:
+    if value is None:
+        return DataError("null for a required (non-optional) field")
+    shown = repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return DataError(f"expected {expected}, got {type(value).__name__} {shown}")
+
+
+def _int_conv(bits: int) -> Convert:
+    low, high = -(1 << bits), (1 << bits) - 1
+
+    def conv(v: Any) -> Any:
+        if type(v) is not int and (not isinstance(v, int) or isinstance(v, bool)):
+            raise _bad(f"an int{bits + 1}", v)
+        if not low <= v <= high:
+            raise DataError(f"{v} is out of the range of int{bits + 1}")
+        return v
+
+    return conv
+
+
+def _float_conv(v: Any) -> Any:
+    if type(v) is float:
+        return v
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    raise _bad("a float", v)
+
+
+def _bool_conv(v: Any) -> Any:
+    if v is True or v is False:
+        return v
+    raise _bad("a boolean", v)
+
+
+def _str_conv(v: Any) -> Any:
+    if type(v) is not str and not isinstance(v, str):
+        raise _bad("a string", v)
+    if not v.isascii():
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DataError(f"string is not valid Unicode: {exc.reason}") from None
+    return v
+
+
+def _bytes_conv(v: Any) -> Any:
+    if type(v) is bytes:
+        return v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    raise _bad("bytes", v)
+
+
+def _decimal_conv(precision: int, scale: int) -> Convert:
+    def conv(v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool):
+            v = decimal.Decimal(v)
+        elif not isinstance(v, decimal.Decimal):
+            raise _bad("a Decimal", v)
+        if not v.is_finite():
+            raise DataError(f"decimal {v} is not finite")
+        t = v.as_tuple()
+        exponent = int(t.exponent)
+        if exponent < -scale and v != v.quantize(decimal.Decimal(1).scaleb(-scale)):
+            raise DataError(f"decimal {v} has more than {scale} digits after the point (the column's scale)")
+        digits = len(t.digits) + exponent + scale if v else 1
+        if digits > precision:
+            raise DataError(f"decimal {v} has more than {precision} digits (the column's precision)")
+        return v
+
+    return conv
+
+
+def _date_conv(v: Any) -> Any:
+    if isinstance(v, dt.date) and not isinstance(v, dt.datetime):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool) and -(1 << 31) <= v < (1 << 31):
+        return v
+    raise _bad("a date (datetime.date or days since the epoch)", v)
+
+
+def _time_conv(v: Any) -> Any:
+    if isinstance(v, dt.time) or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 86_400_000):
+        return v
+    raise _bad("a time (datetime.time or milliseconds since midnight)", v)
+
+
+def _timestamp_conv(v: Any) -> Any:
+    if isinstance(v, dt.datetime) or (isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63)):
+        return v
+    raise _bad("a timestamp (datetime.datetime or milliseconds since the epoch)", v)
+
+
+def _optional(conv: Convert) -> Convert:
+    return lambda v: None if v is None else conv(v)
+
+
+def arrow_type(schema: Schema) -> tuple[pa.DataType, Convert]:
+    """``(Arrow type, converter)`` of a Connect schema (see the module docstring).
+
+    The converter takes a Python value shaped like ``schema`` and returns what pyarrow
+    builds the column from; it accepts ``None`` exactly when ``schema.optional``.
+
+    Raises:
+        DataError: the schema cannot be expressed in Arrow (a decimal of more than 76
+            digits, a struct without fields, an array or map without element schemas, an
+            unknown type); from the
+            converter: a value that does not match the schema.
+    """
+    atype, conv = _arrow_required(schema)  # every converter refuses None (see _bad)
+    return atype, (_optional(conv) if schema.optional else conv)
+
+
+def _arrow_required(schema: Schema) -> tuple[pa.DataType, Convert]:
+    t = schema.type
+    params = schema.parameters or {}
+    if schema.name == DECIMAL and t is SchemaType.BYTES:
+        try:
+            scale = int(params.get("scale", "0"))
+            precision = int(params.get("connect.decimal.precision", DEFAULT_DECIMAL_PRECISION))
+        except (TypeError, ValueError):
+            raise DataError(f"a Decimal schema with unusable parameters {dict(params)!r}") from None
+        if scale < 0:
+            raise DataError(f"a Decimal of negative scale {scale} (Arrow decimals need a scale >= 0)")
+        precision = max(precision, scale, 1)
+        if precision > MAX_DECIMAL_PRECISION:
+            raise DataError(f"a decimal of precision {precision} does not fit Arrow's decimal256 (76 digits)")
+        atype = pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+        return atype, _decimal_conv(precision, scale)
+    if schema.name == DATE and t is SchemaType.INT32:
+        return pa.date32(), _date_conv
+    if schema.name == TIME and t is SchemaType.INT32:
+        return pa.time32("ms"), _time_conv
+    if schema.name == TIMESTAMP and t is SchemaType.INT64:
+        return TIMESTAMP_TYPE, _timestamp_conv
+    if t in _INT_RANGES:
+        atype, bits = _INT_RANGES[t]
+        return atype, _int_conv(bits)
+    if t is SchemaType.FLOAT32:
+        return pa.float32(), _float_conv
+    if t is SchemaType.FLOAT64:
+        return pa.float64(), _float_conv
+    if t is SchemaType.BOOLEAN:
+        return pa.bool_(), _bool_conv
+    if t is SchemaType.STRING:
+        return pa.string(), _str_conv
+    if t is SchemaType.BYTES:
+        return pa.binary(), _bytes_conv
+    if t is SchemaType.ARRAY:
+        if schema.value_schema is None:
+            raise DataError("ARRAY schema without an element schema")
+        item_type, item_conv = arrow_type(schema.value_schema)
+
+        def array_conv(v: Any, c: Convert = item_conv) -> Any:
+            if not isinstance(v, (list, tuple)):
+                raise _bad("a list", v)
+            return [c(x) for x in v]
+
+        return pa.list_(pa.field("element", item_type, nullable=schema.value_schema.optional)), array_conv
+    if t is SchemaType.MAP:
+        if schema.key_schema is None or schema.value_schema is None:
+            raise DataError("MAP schema without key and value schemas")
+        key_type, key_conv = _arrow_required(schema.key_schema)  # map keys are never null
+        value_type, value_conv = arrow_type(schema.value_schema)
+
+        def map_conv(v: Any, kc: Convert = key_conv, vc: Convert = value_conv) -> Any:
+            if not isinstance(v, Mapping):
+                raise _bad("a mapping", v)
+            return [(kc(k), vc(x)) for k, x in v.items()]
+
+        atype = pa.map_(
+            pa.field("key", key_type, nullable=False),
+            pa.field("value", value_type, nullable=schema.value_schema.optional),
+        )
+        return atype, map_conv
+    if t is SchemaType.STRUCT:
+        if not schema.fields:
+            raise DataError("a STRUCT without fields (Parquet has no empty groups)")
+        fields: list[pa.Field] = []
+        plan: list[tuple[str, Convert]] = []
+        for field in schema.fields:
+            ftype, fconv = arrow_type(field.schema)
+            fields.append(pa.field(field.name, ftype, nullable=True))
+            plan.append((field.name, fconv))
+
+        def struct_conv(v: Any, plan: list[tuple[str, Convert]] = plan) -> Any:
+            get = getattr(v, "get", None)
+            if get is None:
+                raise _bad("a struct (mapping)", v)
+            return {name: conv(get(name)) for name, conv in plan}
+
+        return pa.struct(fields), struct_conv
+    raise DataError(f"unsupported Connect schema type {t!r}")
+
+
+# -- layout: the columns of files with one pair of Connect schemas ----------------------------
+
+
+class _Side:
+    """How a key or a value is held: one column, or for a struct one column per field."""
+
+    def __init__(self, name: str, schema: Schema | None) -> None:
+        self.name = name
+        self.struct_fields: list[pa.Field] | None = None
+        self.plan: list[tuple[str, Convert]] = []
+        if schema is None:
+            self.type: pa.DataType = pa.string()
+            self.conv: Convert = lambda v: None if v is None else json_bytes(v).decode("utf-8")
+            return
+        self.type, conv = _arrow_required(schema)
+        if schema.type is SchemaType.STRUCT:
+            self.struct_fields = list(self.type)
+            for field in schema.fields:
+                ftype, fconv = arrow_type(field.schema)
+                self.plan.append((field.name, fconv))
+        self.conv = lambda v, c=conv: None if v is None else c(v)
+
+    @property
+    def width(self) -> int:
+        """Number of buffer columns (a struct: its null mask and one per field)."""
+        return 1 if self.struct_fields is None else 1 + len(self.plan)
+
+    def cells(self, v: Any) -> list[Any]:
+        """The buffer cells of one key / value."""
+        if self.struct_fields is None:
+            return [self.conv(v)]
+        if v is None:
+            return [True] + [None] * len(self.plan)
+        get = getattr(v, "get", None)
+        if get is None:
+            raise _bad("a struct (mapping)", v)
+        try:
+            return [False] + [conv(get(name)) for name, conv in self.plan]
+        except DataError as exc:
+            for name, conv in self.plan:  # which field (rare: only for a rejected record)
+                try:
+                    conv(get(name))
+                except DataError:
+                    raise DataError(f"field {name!r}: {exc}") from None
+            raise
+
+    def build(self, columns: list[list[Any]]) -> pa.Array:
+        if self.struct_fields is None:
+            return pa.array(columns[0], type=self.type)
+        children = [pa.array(col, type=f.type) for col, f in zip(columns[1:], self.struct_fields)]
+        mask = pa.array(columns[0], type=pa.bool_())
+        return pa.StructArray.from_arrays(children, fields=self.struct_fields, mask=mask)
+
+
+class ParquetLayout:
+    """The Arrow schema of files whose records have these key and value schemas.
+
+    Raises:
+        DataError: a Connect schema cannot be expressed in Arrow.
+    """
+
+    def __init__(self, key_schema: Schema | None, value_schema: Schema | None) -> None:
+        self.key_schema = key_schema
+        self.value_schema = value_schema
+        self.key = _Side("key", key_schema)
+        self.value = _Side("value", value_schema)
+        self.schema = pa.schema(
+            [
+                pa.field("topic", pa.string(), nullable=False),
+                pa.field("partition", pa.int32(), nullable=False),
+                pa.field("offset", pa.int64(), nullable=False),
+                pa.field("timestamp", TIMESTAMP_TYPE),
+                pa.field("key", self.key.type),
+                pa.field("value", self.value.type),
+                pa.field("headers", HEADERS_TYPE, nullable=False),
+            ]
+        )
+
+    def matches(self, key_schema: Schema | None, value_schema: Schema | None) -> bool:
+        return (key_schema is self.key_schema or key_schema == self.key_schema) and (
+            value_schema is self.value_schema or value_schema == self.value_schema
+        )
+
+
+class ParquetLayouts:
+    """A small cache of :class:`ParquetLayout` by (key schema, value schema)."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self._layouts: list[ParquetLayout] = []
+        self._limit = limit
+
+    def get(self, key_schema: Schema | None, value_schema: Schema | None) -> ParquetLayout:
+        """The layout for these schemas. Raises :class:`DataError` as :class:`ParquetLayout`."""
+        for layout in self._layouts:
+            if layout.matches(key_schema, value_schema):
+                return layout
+        layout = ParquetLayout(key_schema, value_schema)
+        self._layouts.insert(0, layout)
+        del self._layouts[self._limit :]
+        return layout
+
+
+# -- buffer ----------------------------------------------------------------------------------
+
+
+_NO_HEADERS: list[Any] = []
+
+
+class ParquetBuffer(FileBuffer):
+    """The records of a ``.parquet`` file with one :class:`ParquetLayout`, column by column.
+
+    Records are held as Python values in one list per column until :data:`CHUNK_RECORDS` of
+    them are buffered; those are then converted to Arrow arrays (a *chunk*) and the lists
+    emptied, so most of a buffer is compact Arrow memory. ``payload`` assembles the chunks
+    (sliced for a partial file) and the pending lists into one table.
+
+    Args:
+        row_group_records: records per row group (``min(flush.size, 100_000)``).
+        codec: pyarrow compression name (``none``, ``snappy``, ``gzip``, ``zstd``, ``lz4``).
+    """
+
+    def __init__(self, start: int, opened: float, layout: ParquetLayout, codec: str, row_group_records: int) -> None:
+        super().__init__(start, opened)
+        self.layout = layout
+        self._codec = codec
+        self._row_group = max(1, row_group_records)
+        # sealed chunks: [timestamps, key, value, headers] Arrow arrays of equal length each
+        self._chunks: list[list[pa.Array]] = []
+        self._sealed = 0  # records in self._chunks
+        self._seal_failed = False
+        # pending records (after the sealed ones), as Python values
+        self._timestamps: list[int | None] = []
+        self._headers: list[Any] = []
+        self._key_cols: list[list[Any]] = [[] for _ in range(layout.key.width)]
+        self._value_cols: list[list[Any]] = [[] for _ in range(layout.value.width)]
+        self._columns = [*self._key_cols, *self._value_cols]
+
+    def accepts(self, record: SinkRecord) -> bool:
+        return self.layout.matches(record.key_schema, record.value_schema)
+
+    def append(self, record: SinkRecord, offset: int) -> None:
+        layout = self.layout
+        try:
+            key = layout.key.cells(record.key)
+        except DataError as exc:
+            raise DataError(f"key does not match its Connect schema: {exc}") from None
+        try:
+            value = layout.value.cells(record.value)
+        except DataError as exc:
+            raise DataError(f"value does not match its Connect schema: {exc}") from None
+        # nothing can fail from here on: the record is added to every column or to none
+        for col, cell in zip(self._columns, key + value):
+            col.append(cell)
+        self._timestamps.append(record.timestamp)
+        self._headers.append(
+            [{"key": h.key, "value": h.value} for h in record.headers] if record.headers else _NO_HEADERS
+        )
+        self.offsets.append(offset)
+        if len(self._timestamps) >= CHUNK_RECORDS and not self._seal_failed:
+            self._seal()
+
+    def _pending_arrays(self, n: int) -> list[pa.Array]:
+        """The first ``n`` pending records as ``[timestamps, key, value, headers]`` arrays."""
+
+        def head(col: list[Any]) -> list[Any]:
+            return col if n == len(col) else col[:n]
+
+        return [
+            pa.array(head(self._timestamps), type=TIMESTAMP_TYPE),
+            self.layout.key.build([head(c) for c in self._key_cols]),
+            self.layout.value.build([head(c) for c in self._value_cols]),
+            pa.array(head(self._headers), type=HEADERS_TYPE),
+        ]
+
+    def _seal(self) -> None:
+        """Convert the pending records to a chunk of Arrow arrays. Should pyarrow refuse a
+        value the checks let through, the records stay pending (``payload`` reports it)."""
+        n = len(self._timestamps)
+        try:
+            chunk = self._pending_arrays(n)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+            self._seal_failed = True
+            return
+        self._chunks.append(chunk)
+        self._sealed += n
+        for col in (self._timestamps, self._headers, *self._columns):
+            col.clear()
+
+    def table(self, count: int, topic: str, partition: int) -> pa.Table:
+        """The first ``count`` records as an Arrow table of the layout's schema.
+
+        Raises:
+            ConnectError: pyarrow refused a value the checks let through (a bug: the
+                buffer is unchanged).
+        """
+        layout = self.layout
+        parts: list[list[pa.Array]] = []
+        left = count
+        for chunk in self._chunks:
+            if left <= 0:
+                break
+            size = len(chunk[0])
+            parts.append(chunk if size <= left else [a.slice(0, left) for a in chunk])
+            left -= size
+        try:
+            if left > 0:
+                parts.append(self._pending_arrays(left))
+            types = [TIMESTAMP_TYPE, layout.key.type, layout.value.type, HEADERS_TYPE]
+            stamps, keys, values, headers = (
+                pa.chunked_array([part[i] for part in parts], type=types[i]) for i in range(4)
+            )
+            columns = [
+                pa.repeat(pa.scalar(topic, type=pa.string()), count),
+                pa.repeat(pa.scalar(partition, type=pa.int32()), count),
+                pa.array(self.offsets[:count], type=pa.int64()),
+                stamps,
+                keys,
+                values,
+                headers,
+            ]
+            return pa.Table.from_arrays(columns, schema=layout.schema)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
+            raise ConnectError(
+                f"cannot build the Parquet file of {topic}-{partition} from offset {self.start}:"
+                f" {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def payload(self, count: int, topic: str, partition: int) -> bytes:
+        table = self.table(count, topic, partition)
+        table = table.replace_schema_metadata(
+            {
+                "conveyor.topic": topic,
+                "conveyor.partition": str(partition),
+                "conveyor.start.offset": str(self.start),
+            }
+        )
+        out = io.BytesIO()
+        pq.write_table(table, out, compression=self._codec, row_group_size=self._row_group)
+        return out.getvalue()
+
+    def drop_first(self, count: int) -> None:
+        if count <= 0:
+            return
+        left = count
+        while self._chunks and left > 0:
+            chunk = self._chunks[0]
+            size = len(chunk[0])
+            if size <= left:
+                self._chunks.pop(0)
+                self._sealed -= size
+                left -= size
+            else:
+                self._chunks[0] = [a.slice(left) for a in chunk]
+                self._sealed -= left
+                left = 0
+        if left > 0:
+            for col in (self._timestamps, self._headers, *self._columns):
+                del col[:left]
+        del self.offsets[:count]
+        if self.offsets:
+            self.start = self.offsets[0]
+
+
+class ParquetBuffers:
+    """Makes the task's :class:`ParquetBuffer` s (caching layouts) from its configuration."""
+
+    def __init__(self, config: ArchiveSinkConfig) -> None:
+        self._layouts = ParquetLayouts()
+        self._codec = config.parquet_codec.value
+        self._row_group = min(config.flush_size, ROW_GROUP_MAX_RECORDS)
+
+    def new(self, record: SinkRecord, offset: int, opened: float) -> ParquetBuffer:
+        """An empty buffer for files of ``record``'s schemas, its first offset ``offset``.
+
+        Raises:
+            DataError: the record's Connect schemas cannot be expressed in Arrow.
+        """
+        layout = self._layouts.get(record.key_schema, record.value_schema)
+        return ParquetBuffer(offset, opened, layout, self._codec, self._row_group)
