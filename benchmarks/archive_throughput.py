@@ -190,7 +190,7 @@ def run_library(fmt: str, records: list[SinkRecord], fs: Any, prefix: str, file_
     started = time.perf_counter()
     for i in range(0, len(records), file_records):
         data = encode(records[i : i + file_records])
-        fs.pipe_file(f"{prefix}/{TOPIC}+0+{i:020d}.{fmt}", data)
+        fs.pipe_file(f"{prefix}/{TOPIC}+0+{i:010d}.{fmt}", data)
     return time.perf_counter() - started
 
 

@@ -78,7 +78,7 @@ def record(
 
 
 def name(start: int) -> str:
-    return f"{TOPIC}+0+{start:020d}.parquet"
+    return f"{TOPIC}+0+{start:010d}.parquet"
 
 
 @dataclass
@@ -96,16 +96,16 @@ class Archive:
     def files(self) -> list[str]:
         self.fs.invalidate_cache()
         try:
-            paths = self.fs.ls(f"{self.root}/{TOPIC}/partition=0", detail=False)
+            paths = self.fs.ls(f"{self.root}/topics/{TOPIC}/partition=0", detail=False)
         except FileNotFoundError:
             return []
         return sorted(n for n in (p.rstrip("/").rsplit("/", 1)[-1] for p in paths) if not n.startswith("."))
 
     def parquet(self, file_name: str) -> pq.ParquetFile:
-        return pq.ParquetFile(io.BytesIO(self.fs.cat_file(f"{self.root}/{TOPIC}/partition=0/{file_name}")))
+        return pq.ParquetFile(io.BytesIO(self.fs.cat_file(f"{self.root}/topics/{TOPIC}/partition=0/{file_name}")))
 
     def table(self, file_name: str) -> pa.Table:
-        return pq.read_table(io.BytesIO(self.fs.cat_file(f"{self.root}/{TOPIC}/partition=0/{file_name}")))
+        return pq.read_table(io.BytesIO(self.fs.cat_file(f"{self.root}/topics/{TOPIC}/partition=0/{file_name}")))
 
     def offsets(self) -> list[int]:
         return [o for f in self.files() for o in self.table(f).column("offset").to_pylist()]

@@ -1,10 +1,14 @@
 """Archive sink connector (entry point ``archive-sink``): Kafka records to files, like
-Confluent's S3 sink, on local disk or S3 (any fsspec filesystem), as JSON Lines or Avro.
+Confluent's S3 sink, on local disk or S3 (any fsspec filesystem), as JSON Lines, Avro or
+Parquet records with their Kafka coordinates, or as Confluent's value-only files.
 
 Modules: :mod:`.config` (configuration keys), :mod:`.sink` (connector and task, delivery
 guarantees, KIP-275 closing commits), :mod:`.formats` (file contents, Avro schema
-derivation, memory use), :mod:`.storage` (atomic writes, error translation).
-Uses only :mod:`conveyor.api`, fsspec (s3fs for ``s3://``), fastavro and pydantic.
+derivation, memory use), :mod:`.parquet_format` (Parquet), :mod:`.value_formats`
+(Confluent's ``format.class`` files), :mod:`.partitioner` (time-based folders),
+:mod:`.storage` (atomic writes, multipart uploads, error translation).
+Uses :mod:`conveyor.api`, Conveyor's converters, fsspec (s3fs for ``s3://``), fastavro,
+pyarrow (Parquet only) and pydantic.
 """
 
 from conveyor.connectors.archive.config import ArchiveSinkConfig

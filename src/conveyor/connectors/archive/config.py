@@ -15,6 +15,13 @@
     ``min(flush.size, 100000)`` records: one row group per file with the default
     ``flush.size``, ``ceil(n / 100000)`` for a file of ``n`` records above that.
     The extension is ``.jsonl``, ``.avro`` or ``.parquet``.
+``format.class`` (Confluent's key; unset by default)
+    instead of ``format``, files of record values only, byte-compatible with Confluent's S3
+    sink: ``io.confluent.connect.s3.format.avro.AvroFormat``, ``...json.JsonFormat``,
+    ``...bytearray.ByteArrayFormat``, with ``behavior.on.null.values`` (``fail`` |
+    ``ignore``), ``json.decimal.format`` (``BASE64`` | ``NUMERIC``),
+    ``format.bytearray.separator`` and ``format.bytearray.extension``; see
+    :mod:`conveyor.connectors.archive.value_formats`.
 ``flush.size`` (int >= 1, default 100000)
     records per file per partition: a partition's buffer is written as one file when it
     holds this many records (Confluent's ``flush.size``).
@@ -104,6 +111,12 @@ from conveyor.connectors.archive.partitioner import TimeFolders, time_folders
 STORAGE_PREFIX = "archive.storage."
 DEFAULT_FILE_NAME_FORMAT = "${topic}+${partition}+${start_offset}"
 PLACEHOLDERS = ("${topic}", "${partition}", "${start_offset}")
+#: ``format.class`` values (Confluent's S3 sink formats) → extension; ByteArrayFormat's is configurable.
+VALUE_FORMAT_EXTENSIONS = {
+    "io.confluent.connect.s3.format.avro.AvroFormat": ".avro",
+    "io.confluent.connect.s3.format.json.JsonFormat": ".json",
+    "io.confluent.connect.s3.format.bytearray.ByteArrayFormat": None,
+}
 DEFAULT_OFFSET_PAD_WIDTH = 10
 DEFAULT_TOPICS_DIR = "topics"
 S3_PROTOCOLS = ("s3", "s3a")
@@ -132,6 +145,20 @@ class ArchiveFormat(str, enum.Enum):
         return "." + self.value
 
 
+class NullValues(str, enum.Enum):
+    """``behavior.on.null.values`` of the value-only formats (``format.class``)."""
+
+    FAIL = "fail"
+    IGNORE = "ignore"
+
+
+class DecimalFormat(str, enum.Enum):
+    """``json.decimal.format``: how ``JsonFormat`` writes Decimals (as ``JsonConverter``)."""
+
+    BASE64 = "BASE64"
+    NUMERIC = "NUMERIC"
+
+
 class AvroCodec(str, enum.Enum):
     """Compression of Avro blocks."""
 
@@ -151,6 +178,10 @@ class ParquetCodec(str, enum.Enum):
 
 def _lower(value: Any) -> Any:
     return value.lower().strip() if isinstance(value, str) else value
+
+
+def _upper(value: Any) -> Any:
+    return value.upper().strip() if isinstance(value, str) else value
 
 
 def _coerce(option: str, value: Any) -> Any:
@@ -197,6 +228,15 @@ class ArchiveSinkConfig(ConnectorConfig):
     name: str | None = Field(None, description="connector name (set by the runtime in task configs)")
     archive_url: str = Field(alias="archive.url", description="fsspec URL of the archive root")
     format: Annotated[ArchiveFormat, BeforeValidator(_lower)] = Field(ArchiveFormat.JSONL, alias="format")
+    format_class: str | None = Field(None, alias="format.class")
+    behavior_on_null_values: Annotated[NullValues, BeforeValidator(_lower)] = Field(
+        NullValues.FAIL, alias="behavior.on.null.values"
+    )
+    json_decimal_format: Annotated[DecimalFormat, BeforeValidator(_upper)] = Field(
+        DecimalFormat.BASE64, alias="json.decimal.format"
+    )
+    bytearray_separator: str = Field("\n", alias="format.bytearray.separator")
+    bytearray_extension: str = Field(".bin", alias="format.bytearray.extension")
     flush_size: int = Field(100_000, alias="flush.size", ge=1, description="records per file per partition")
     rotate_interval_ms: int = Field(
         -1, alias="rotate.interval.ms", description="ms since a buffer's first record; -1 off"
@@ -276,6 +316,13 @@ class ArchiveSinkConfig(ConnectorConfig):
         return value
 
     # -- derived ------------------------------------------------------------------------
+
+    @property
+    def extension(self) -> str:
+        """The file name extension (with its dot) of the chosen format."""
+        if self.format_class:
+            return VALUE_FORMAT_EXTENSIONS.get(self.format_class.strip()) or self.bytearray_extension
+        return self.format.extension
 
     @property
     def protocol(self) -> str:
@@ -411,6 +458,11 @@ def load_config(config: Mapping[str, Any]) -> ArchiveSinkConfig:
         ):
             if value is not None:
                 errors[key] = f"only applies to s3:// archive URLs (archive.url is {parsed.protocol}://)"
+    if parsed.format_class and parsed.format_class.strip() not in VALUE_FORMAT_EXTENSIONS:
+        known = ", ".join(VALUE_FORMAT_EXTENSIONS)
+        errors["format.class"] = f"unsupported format class {parsed.format_class!r}; supported: {known}"
+    if not parsed.bytearray_extension.startswith(".") or "/" in parsed.bytearray_extension:
+        errors["format.bytearray.extension"] = "must start with '.' and hold no '/' (e.g. .bin)"
     try:
         parsed.time_folders()
     except ConfigError as exc:

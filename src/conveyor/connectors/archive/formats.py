@@ -202,19 +202,25 @@ class JsonlBuffer(FileBuffer):
         self._ends = array("q")  # byte offset in _data after each line's newline
 
     def append(self, record: SinkRecord, offset: int) -> None:
-        data = self._data
-        data += json_bytes(
-            {
-                "topic": record.original_topic,
-                "partition": record.original_kafka_partition,
-                "offset": offset,
-                "timestamp": record.timestamp,
-                "key": record.key,
-                "value": record.value,
-                "headers": _headers_json(record) if record.headers else [],
-            }
+        self._add_line(
+            json_bytes(
+                {
+                    "topic": record.original_topic,
+                    "partition": record.original_kafka_partition,
+                    "offset": offset,
+                    "timestamp": record.timestamp,
+                    "key": record.key,
+                    "value": record.value,
+                    "headers": _headers_json(record) if record.headers else [],
+                }
+            ),
+            offset,
         )
-        data += b"\n"
+
+    def _add_line(self, line: bytes, offset: int, terminator: bytes = b"\n") -> None:
+        data = self._data
+        data += line
+        data += terminator
         self._ends.append(len(data))
         self.offsets.append(offset)
 

@@ -94,6 +94,7 @@ from conveyor.connectors.archive.config import (
 )
 from conveyor.connectors.archive.formats import AvroLayout, AvroLayouts, FileBuffer, new_buffer
 from conveyor.connectors.archive.partitioner import TimeFolders
+from conveyor.connectors.archive.value_formats import ValueFiles
 from conveyor.connectors.archive.storage import TEMP_SUFFIX, Storage
 
 VERSION = "0.1.0"
@@ -182,7 +183,7 @@ class _Partition:
         # the partition's folder, or with a time-based partitioner the topic's (time folders go below)
         self.directory = storage.topic_dir(tp.topic) if time_based else storage.partition_dir(tp.topic, tp.partition)
         self.buffer_dir = self.directory  # the folder of the buffer's file
-        ext = config.format.extension
+        ext = config.extension
         self.pattern = file_name_pattern(config.file_name_format, tp.topic, tp.partition, ext, config.offset_pad_width)
         self.next_offset: int | None = None  # last processed offset + 1 (redelivery filter)
         self.buffer: FileBuffer | None = None
@@ -207,6 +208,7 @@ class ArchiveSinkTask(SinkTask):
         self._flush_size = 1
         self._rotate_s: float | None = None
         self._folders: TimeFolders | None = None
+        self._values: ValueFiles | None = None
 
     def version(self) -> str:
         return VERSION
@@ -235,6 +237,7 @@ class ArchiveSinkTask(SinkTask):
         self._config = load_config(config)
         self._storage = Storage(self._config)
         self._folders = self._config.time_folders()
+        self._values = ValueFiles(self._config) if self._config.format_class else None
         self._flush_size = self._config.flush_size
         self._rotate_s = self._config.rotate_interval_ms / 1000 if self._config.rotate_interval_ms > 0 else None
 
@@ -275,6 +278,11 @@ class ArchiveSinkTask(SinkTask):
             offset: int = record.original_kafka_offset  # type: ignore[assignment]
             if part.next_offset is not None and offset < part.next_offset:
                 continue  # redelivered
+            if record.value is None and self._values is not None:  # behavior.on.null.values
+                if not self._values.skip_nulls:
+                    reports.append(self._reject(record, self._values.null_value(record)))
+                self._pass_over(part, offset)
+                continue
             buffer = part.buffer
             folder = part.directory
             if self._folders is not None:
@@ -282,8 +290,7 @@ class ArchiveSinkTask(SinkTask):
                     folder = self.storage.join(part.directory, self._folders.folder(record))
                 except DataError as exc:  # no usable time
                     reports.append(self._reject(record, exc))
-                    part.next_offset = offset + 1
-                    self._advance_empty(part, offset)
+                    self._pass_over(part, offset)
                     continue
             if buffer is not None and (
                 len(buffer.offsets) >= flush_size or not buffer.accepts(record) or folder != part.buffer_dir
@@ -296,8 +303,7 @@ class ArchiveSinkTask(SinkTask):
                     buffer = part.buffer = self._new_buffer(record, offset, now)
                 except DataError as exc:  # the schemas cannot be expressed in Avro
                     reports.append(self._reject(record, exc))
-                    part.next_offset = offset + 1
-                    self._advance_empty(part, offset)
+                    self._pass_over(part, offset)
                     continue
             try:
                 buffer.append(record, offset)
@@ -382,6 +388,8 @@ class ArchiveSinkTask(SinkTask):
         return _Partition(tp, self.storage, self.config, self._folders is not None)
 
     def _new_buffer(self, record: SinkRecord, offset: int, now: float) -> FileBuffer:
+        if self._values is not None:
+            return self._values.new(record, offset, now)
         layout: AvroLayout | None = None
         if self.config.format is ArchiveFormat.PARQUET:
             if self._parquet is None:
@@ -393,11 +401,14 @@ class ArchiveSinkTask(SinkTask):
             layout = self._layouts.get(record.key_schema, record.value_schema)
         return new_buffer(self.config.format, offset, now, layout, self.config.avro_codec)
 
-    def _advance_empty(self, part: _Partition, offset: int) -> None:
-        """A rejected record with no open buffer: its offset is committable once all
-        earlier records are (it needs no file)."""
+    def _pass_over(self, part: _Partition, offset: int) -> None:
+        """A record that goes into no file (rejected, or a skipped null value): its offset is
+        committable with the open buffer's file, or at once when none is open."""
+        part.next_offset = offset + 1
         if part.buffer is None:
             part.boundaries.append(offset + 1)
+        else:
+            part.buffer.last = offset
 
     def _reject(self, record: SinkRecord, error: DataError) -> Future[None]:
         reporter = self.context.errant_record_reporter()
@@ -447,7 +458,7 @@ class ArchiveSinkTask(SinkTask):
             tp = part.tp
             config = self.config
             name = render_file_name(
-                config.file_name_format, tp.topic, tp.partition, start, config.format.extension, config.offset_pad_width
+                config.file_name_format, tp.topic, tp.partition, start, config.extension, config.offset_pad_width
             )
             folder = part.buffer_dir
             path = storage.join(folder, name)

@@ -31,15 +31,14 @@ from typing import Any
 import fastavro
 
 from conveyor.api import DataError, Schema, SinkRecord
-from conveyor.connectors.archive.formats import JsonlBuffer
+from conveyor.connectors.archive.config import ArchiveSinkConfig, NullValues
+from conveyor.connectors.archive.formats import AvroBuffer, FileBuffer, JsonlBuffer
 from conveyor.converters import _avro_data
 from conveyor.converters.json_converter import JsonConverter
 
 AVRO_FORMAT = "io.confluent.connect.s3.format.avro.AvroFormat"
 JSON_FORMAT = "io.confluent.connect.s3.format.json.JsonFormat"
 BYTEARRAY_FORMAT = "io.confluent.connect.s3.format.bytearray.ByteArrayFormat"
-FORMAT_CLASSES = (AVRO_FORMAT, JSON_FORMAT, BYTEARRAY_FORMAT)
-EXTENSIONS = {AVRO_FORMAT: ".avro", JSON_FORMAT: ".json"}
 
 
 class ValueAvroLayout:
@@ -121,8 +120,35 @@ class ByteArrayBuffer(JsonlBuffer):
         self._add_line(bytes(value), offset, self._separator)
 
 
-def json_value_converter(decimal_format: str) -> JsonConverter:
-    """Kafka Connect's ``JsonConverter`` as Confluent's ``JsonFormat`` configures it."""
-    converter = JsonConverter()
-    converter.configure({"schemas.enable": False, "decimal.format": decimal_format}, False)
-    return converter
+class ValueFiles:
+    """Makes the buffers of the ``format.class`` chosen (one per task)."""
+
+    def __init__(self, config: ArchiveSinkConfig) -> None:
+        self.format_class = (config.format_class or "").strip()
+        self.skip_nulls = config.behavior_on_null_values is NullValues.IGNORE
+        self._config = config
+        self._layouts = ValueAvroLayouts()
+        self._json = JsonConverter()
+        self._json.configure({"schemas.enable": False, "decimal.format": config.json_decimal_format.value}, False)
+        self._separator = config.bytearray_separator.encode("utf-8")
+
+    def null_value(self, record: SinkRecord) -> DataError:
+        """The error of a null value under ``behavior.on.null.values=fail``."""
+        return DataError(
+            f"record {record.topic}-{record.kafka_partition}@{record.kafka_offset} has a null value, which"
+            f" {self.format_class.rsplit('.', 1)[-1]} cannot archive (behavior.on.null.values=fail;"
+            " set it to ignore to skip such records)"
+        )
+
+    def new(self, record: SinkRecord, offset: int, now: float) -> FileBuffer:
+        """A buffer for the file starting with ``record``.
+
+        Raises:
+            DataError: AvroFormat and the record's value schema cannot be used.
+        """
+        if self.format_class == AVRO_FORMAT:
+            layout = self._layouts.get(record.key_schema, record.value_schema)
+            return AvroBuffer(offset, now, layout, self._config.avro_codec)  # type: ignore[arg-type]
+        if self.format_class == JSON_FORMAT:
+            return ValueJsonBuffer(offset, now, self._json)
+        return ByteArrayBuffer(offset, now, self._separator)
