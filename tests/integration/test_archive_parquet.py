@@ -21,7 +21,7 @@ import pytest
 from conveyor.api import ConfigError, DataError, Header, Schema, SchemaType, SinkRecord, TopicPartition
 from conveyor.connectors.archive import ArchiveSinkConnector, ArchiveSinkTask
 from conveyor.connectors.archive import parquet_format
-from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext
+from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext, closing_commit, start_sink_task
 
 pytestmark = pytest.mark.integration
 
@@ -37,21 +37,7 @@ UTC = dt.timezone.utc
 def start_task(
     config: Mapping[str, Any], reporter: RecordingReporter | None = None
 ) -> tuple[ArchiveSinkTask, StubSinkTaskContext]:
-    task = ArchiveSinkTask()
-    context = StubSinkTaskContext(config, reporter)
-    task.initialize(context)
-    task.start(config)
-    context.assigned.add(TP0)
-    task.open([TP0])
-    return task, context
-
-
-def closing_commit(task: ArchiveSinkTask, context: StubSinkTaskContext, offsets: Mapping[TopicPartition, int]) -> dict:
-    context.closing = True
-    try:
-        return dict(task.pre_commit(offsets))
-    finally:
-        context.closing = False
+    return start_sink_task(ArchiveSinkTask(), config, [TP0], reporter)
 
 
 def record(

@@ -15,7 +15,7 @@ import pytest
 
 from conveyor.api import RetriableError, SinkRecord, TopicPartition
 from conveyor.connectors.archive import ArchiveSinkTask
-from conveyor.testing.contexts import StubSinkTaskContext
+from conveyor.testing.contexts import StubSinkTaskContext, closing_commit, start_sink_task
 from conveyor.testing.s3 import S3Server
 
 pytestmark = pytest.mark.integration
@@ -53,21 +53,11 @@ def _config(server: S3Server, bucket: str, **overrides: Any) -> dict[str, Any]:
 
 
 def _start(config: dict[str, Any]) -> tuple[ArchiveSinkTask, StubSinkTaskContext]:
-    task = ArchiveSinkTask()
-    context = StubSinkTaskContext(config, None)
-    task.initialize(context)
-    task.start(config)
-    context.assigned.add(TP)
-    task.open([TP])
-    return task, context
+    return start_sink_task(ArchiveSinkTask(), config, [TP])
 
 
 def _closing_commit(task: ArchiveSinkTask, context: StubSinkTaskContext, offset: int) -> dict:
-    context.closing = True
-    try:
-        return dict(task.pre_commit({TP: offset}))
-    finally:
-        context.closing = False
+    return closing_commit(task, context, {TP: offset})
 
 
 def _uploads(server: S3Server, bucket: str) -> list[str]:

@@ -35,7 +35,7 @@ from conveyor.api import (
     SinkRecord,
     TopicPartition,
 )
-from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext
+from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext, closing_commit, start_sink_task
 from conveyor.connectors.archive import ArchiveSinkConfig, ArchiveSinkConnector, ArchiveSinkTask
 from conveyor.connectors.archive.config import load_config
 from conveyor.testing.s3 import S3Server
@@ -57,22 +57,7 @@ Context = StubSinkTaskContext
 def start_task(
     config: Mapping[str, Any], partitions: Sequence[TopicPartition] = (TP0,), reporter: Reporter | None = None
 ) -> tuple[ArchiveSinkTask, Context]:
-    task = ArchiveSinkTask()
-    context = Context(config, reporter)
-    task.initialize(context)
-    task.start(config)
-    context.assigned.update(partitions)
-    task.open(list(partitions))
-    return task, context
-
-
-def closing_commit(task: ArchiveSinkTask, context: Context, offsets: Mapping[TopicPartition, int]) -> dict:
-    """What the runtime does before partitions close: pre_commit with is_closing() true."""
-    context.closing = True
-    try:
-        return dict(task.pre_commit(offsets))
-    finally:
-        context.closing = False
+    return start_sink_task(ArchiveSinkTask(), config, partitions, reporter)
 
 
 def record(

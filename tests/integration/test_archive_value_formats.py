@@ -20,7 +20,7 @@ from conveyor.connectors.archive import ArchiveSinkTask
 from conveyor.connectors.archive.config import load_config
 from conveyor.converters import _avro_data
 from conveyor.converters.logical import decimal_schema, timestamp_schema
-from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext
+from conveyor.testing.contexts import RecordingReporter, closing_commit, start_sink_task
 
 pytestmark = pytest.mark.integration
 
@@ -63,15 +63,9 @@ def archive(request, tmp_path) -> tuple[dict[str, Any], Any, str]:
 
 def _run(config: dict[str, Any], batch: list[SinkRecord]) -> tuple[dict, RecordingReporter]:
     reporter = RecordingReporter()
-    task = ArchiveSinkTask()
-    context = StubSinkTaskContext(config, reporter)
-    task.initialize(context)
-    task.start(config)
-    task.open([TP])
+    task, context = start_sink_task(ArchiveSinkTask(), config, [TP], reporter)
     task.put(batch)
-    context.closing = True
-    committed = dict(task.pre_commit({TP: batch[-1].kafka_offset + 1}))
-    return committed, reporter
+    return closing_commit(task, context, {TP: batch[-1].kafka_offset + 1}), reporter
 
 
 def _files(fs: Any, folder: str) -> dict[str, bytes]:

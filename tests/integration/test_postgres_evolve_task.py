@@ -12,7 +12,7 @@ import pytest
 
 from conveyor.api import ConnectError, DataError, ErrantRecordReporter, Schema, SchemaType, SinkRecord, TopicPartition
 from conveyor.connectors.postgres.sink import PostgresSinkTask
-from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext
+from conveyor.testing.contexts import RecordingReporter, start_sink_task
 
 pytestmark = pytest.mark.integration
 
@@ -26,13 +26,7 @@ V4_ITEM_INT = Schema.struct(("id", Schema(S.INT64)), ("item", Schema(S.INT64)), 
 
 
 def start_task(config: Mapping[str, Any], reporter: ErrantRecordReporter | None = None) -> PostgresSinkTask:
-    task = PostgresSinkTask()
-    context = StubSinkTaskContext(config, reporter)
-    task.initialize(context)
-    task.start(config)
-    context.assigned.add(TP0)
-    task.open([TP0])
-    return task
+    return start_sink_task(PostgresSinkTask(), config, [TP0], reporter)[0]
 
 
 def rec(offset: int, value: Any, schema: Schema | None = None) -> SinkRecord:

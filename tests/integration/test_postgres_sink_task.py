@@ -28,7 +28,7 @@ from conveyor.api import (
     SinkRecord,
     TopicPartition,
 )
-from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext
+from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext, start_sink_task
 from conveyor.connectors.postgres.sink import PostgresSinkConnector, PostgresSinkTask
 
 pytestmark = pytest.mark.integration
@@ -48,13 +48,7 @@ def start_task(
     partitions: Sequence[TopicPartition] = (TP0,),
     reporter: ErrantRecordReporter | None = None,
 ) -> tuple[PostgresSinkTask, RecordingContext]:
-    task = PostgresSinkTask()
-    context = RecordingContext(config, reporter)
-    task.initialize(context)
-    task.start(config)
-    context.assigned.update(partitions)
-    task.open(list(partitions))
-    return task, context
+    return start_sink_task(PostgresSinkTask(), config, partitions, reporter)
 
 
 def rec(

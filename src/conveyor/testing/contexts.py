@@ -5,12 +5,12 @@ external system; the runtime's behaviour is tested through the real runtime."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from conveyor.api import ErrantRecordReporter, SinkRecord, SinkTaskContext, TopicPartition
+from conveyor.api import ErrantRecordReporter, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
 
 
 class RecordingReporter(ErrantRecordReporter):
@@ -66,3 +66,35 @@ class StubSinkTaskContext(SinkTaskContext):
 
     def is_closing(self) -> bool:
         return self.closing
+
+
+T = TypeVar("T", bound=SinkTask)
+
+
+def start_sink_task(
+    task: T,
+    config: Mapping[str, Any],
+    partitions: Sequence[TopicPartition],
+    reporter: ErrantRecordReporter | None = None,
+) -> tuple[T, StubSinkTaskContext]:
+    """What the runtime does to start ``task`` on ``partitions``: ``initialize`` with a
+    :class:`StubSinkTaskContext` (with ``reporter`` as its errant record reporter), ``start``,
+    then ``open``. Returns the task and its context."""
+    context = StubSinkTaskContext(config, reporter)
+    task.initialize(context)
+    task.start(config)
+    context.assigned.update(partitions)
+    task.open(list(partitions))
+    return task, context
+
+
+def closing_commit(
+    task: SinkTask, context: StubSinkTaskContext, offsets: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """What the runtime does before partitions close (KIP-275): ``pre_commit`` with
+    ``is_closing()`` true. Returns what the task says may be committed."""
+    context.closing = True
+    try:
+        return dict(task.pre_commit(dict(offsets)))
+    finally:
+        context.closing = False
