@@ -26,7 +26,7 @@ def _ms(*args, tz=dt.timezone.utc) -> int:
     [
         (HOURLY, "year=%Y/month=%m/day=%d/hour=%H"),
         ("YYYY-MM-dd", "%Y-%m-%d"),
-        ("'dt'=yyyyMMdd/'h'=H", "dt=%Y%m%d/h={H}"),
+        ("'dt'=yyyyMMdd/'h'=H", "dt=%Y%m%d/h=\x01H"),
         ("'it''s'/DDD", "it's/%j"),
         ("'100%'", "100%%"),
     ],
@@ -52,6 +52,11 @@ def test_hourly_folders_from_record_time_in_utc_and_in_a_zone() -> None:
     # 08:59 UTC is 14:29 in Kolkata (+05:30): the 30-minute folder starting at 14:00
     assert kolkata.folder(_record(_ms(2026, 11, 27, 8, 59))) == "2026-11-27/14-00"
     assert kolkata.folder(_record(_ms(2026, 11, 27, 9, 0))) == "2026-11-27/14-30"
+
+
+def test_unpadded_fields_and_literal_braces() -> None:
+    folders = time_folders("TimeBasedPartitioner", "'{x}'/M/d/H", 3_600_000, "UTC", "Record", "timestamp")
+    assert folders.folder(_record(_ms(2026, 3, 5, 7, 10))) == "{x}/3/5/7"
 
 
 def test_daily_folders_follow_daylight_saving_time() -> None:

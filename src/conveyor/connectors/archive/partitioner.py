@@ -64,7 +64,7 @@ _PRESETS = {
 }
 _TOKENS = {
     "yyyy": "%Y", "YYYY": "%Y", "yy": "%y", "YY": "%y", "MM": "%m", "dd": "%d", "HH": "%H",
-    "mm": "%M", "ss": "%S", "DDD": "%j", "M": "{M}", "d": "{d}", "H": "{H}",
+    "mm": "%M", "ss": "%S", "DDD": "%j", "M": "\x01M", "d": "\x01d", "H": "\x01H",
 }
 _LEXEME = re.compile(r"'((?:[^']|'')*)'|([A-Za-z])\2*|([^A-Za-z']+)|(')")
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -76,7 +76,7 @@ def short_name(name: str) -> str:
 
 def joda_to_strftime(pattern: str) -> str:
     """A Joda-Time pattern (subset, see the module docstring) as a ``strftime`` format
-    (with ``{M}``/``{d}``/``{H}`` for the unpadded fields).
+    (with ``\\x01M``/``\\x01d``/``\\x01H`` marking the unpadded fields, filled in after it).
 
     Raises:
         ValueError: an unsupported letter or an unclosed quote.
@@ -130,8 +130,9 @@ class TimeFolders:
         floored = (millis + offset_ms) // self._duration * self._duration
         start = _EPOCH + dt.timedelta(milliseconds=floored)  # local wall time, naive
         text = start.strftime(self._format)
-        if "{" in text:
-            text = text.format(M=start.month, d=start.day, H=start.hour)
+        if "\x01" in text:
+            for mark, number in (("\x01M", start.month), ("\x01d", start.day), ("\x01H", start.hour)):
+                text = text.replace(mark, str(number))
         low = floored - offset_ms
         end_local = dt.datetime.fromtimestamp((low + self._duration) / 1000, self._zone)
         if end_local.utcoffset() == local.utcoffset():  # no offset change inside: cache the window
