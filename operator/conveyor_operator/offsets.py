@@ -151,5 +151,6 @@ def _handle(key: str, body: kopf.Body, meta: kopf.Meta, name: str, namespace: st
         raise kopf.TemporaryError(f"offsets {operation} not delivered: {exc}", delay=backoff(retry)) from None
     except DriverUnreachable as exc:
         raise kopf.TemporaryError(f"offsets {operation} not delivered: {exc}", delay=backoff(retry)) from None
-    kube.remove_annotation(namespace, name, key)
+    # the Event first: once the annotation is gone, the outcome is there to read
     kube.event(body, "Normal", _REASONS[operation], message=message)
+    kube.remove_annotation(namespace, name, key)

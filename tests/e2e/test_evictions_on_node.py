@@ -177,7 +177,7 @@ def archive_volume(claim: str = ARCHIVE_CLAIM) -> dict[str, str]:
 def archived(root: str, topic: str, field: str = "id") -> dict[int, list[int]]:
     """``{partition: [record ids (or, field="offset", offsets)]}`` of every file the sink has written."""
     out: dict[int, list[int]] = {}
-    base = os.path.join(root, topic)
+    base = os.path.join(root, "topics", topic)  # the archive sink's default topics.dir
     for directory in sorted(os.listdir(base)) if os.path.isdir(base) else []:
         partition = int(directory.removeprefix("partition="))
         for name in sorted(n for n in os.listdir(os.path.join(base, directory)) if n.endswith(".jsonl")):

@@ -70,7 +70,7 @@ class PostgresTarget:
 
 
 class ArchiveTarget:
-    """JSON-lines files ``<topic>/partition=<p>/<topic>+<p>+<start offset>.jsonl``."""
+    """JSON-lines files ``topics/<topic>/partition=<p>/<topic>+<p>+<start offset>.jsonl``."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -80,7 +80,7 @@ class ArchiveTarget:
 
     def offsets(self) -> list[tuple[int, int]]:
         found = []
-        for path in sorted(self.root.glob("*/partition=*/*.jsonl")):
+        for path in sorted(self.root.glob("topics/*/partition=*/*.jsonl")):
             partition, start = (int(x) for x in path.stem.rsplit("+", 2)[1:])
             lines = path.read_text().count("\n")
             found += [(partition, start + i) for i in range(lines)]
