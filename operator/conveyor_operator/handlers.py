@@ -172,7 +172,7 @@ def parse(body: kopf.Body | dict[str, Any]) -> ConnectorManifest:
         "apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
         "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
         "spec": dict(body.get("spec") or {}),
-    }, source=f"Connector {meta['namespace']}/{meta['name']}")
+    }, source=f"Connector {meta['namespace']}/{meta['name']}", allowed_spark_conf=RUNTIME.settings.allowed_spark_conf)
 
 
 def write_status(namespace: str, name: str, conditions: Conditions, **fields: Any) -> None:

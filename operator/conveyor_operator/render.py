@@ -283,13 +283,17 @@ escalation, every capability dropped, non-root) and a read-only root filesystem 
 to the ``/tmp`` ``emptyDir``, Spark's local dirs and the user's volumes)."""
 
 
-def _downward_env() -> list[dict[str, Any]]:
+def _downward_env(settings: OperatorSettings) -> list[dict[str, Any]]:
+    """The environment of the pods that read the manifest (driver, cleanup Job): the pod's
+    identity, where Secrets are mounted, and the platform's extra ``sparkConf`` globs, so that
+    they accept what the operator accepted."""
     return [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "CONVEYOR_MOUNT_DIR", "value": MOUNT_ROOT},
         {"name": "HOME", "value": WORK_DIR},
+        {"name": spark_security.ALLOWED_ENV, "value": ",".join(settings.allowed_spark_conf)},
     ]
 
 
@@ -495,7 +499,7 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
                         "command": ["conveyor"],
                         "args": args,
                         "workingDir": WORK_DIR,
-                        "env": _downward_env() + [
+                        "env": _downward_env(settings) + [
                             {"name": "CONVEYOR_CONTROL_URL", "value": local},
                             {"name": TOKEN_DIR_ENV, "value": CONTROL_DIR},
                             {"name": TOKEN_FILE_ENV, "value": f"{CONTROL_DIR}/{ADMIN_TOKEN_FILE}"}],
@@ -592,7 +596,7 @@ def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSetting
                         "command": ["conveyor"],
                         "args": args,
                         "workingDir": WORK_DIR,
-                        "env": _downward_env(),
+                        "env": _downward_env(settings),
                         "volumeMounts": mounts,
                         "securityContext": CONTAINER_SECURITY,
                     }],

@@ -64,6 +64,13 @@ class OperatorSettings(BaseModel):
         description="fnmatch patterns of the ServiceAccounts a Connector may name in spec.spark.serviceAccount "
                     "(chart value connectors.allowedServiceAccounts); the namespace's conveyor-spark by default.",
     )
+    allowed_spark_conf: list[str] = Field(
+        default_factory=list,
+        description="fnmatch globs of spec.spark.sparkConf keys allowed beyond conveyor.spark_security.ALLOWED "
+                    "(chart value connectors.allowedSparkConf), e.g. spark.jars.packages for a platform that lets "
+                    "its connectors load code; passed to every driver and cleanup Job as CONVEYOR_ALLOWED_SPARK_CONF. "
+                    "The operator's own properties and Spark's RPC security stay refused.",
+    )
     field_manager: str = Field("conveyor-operator", description="Server-side apply field manager.")
     allowed_connector_modules: list[str] = Field(
         default_factory=list,

@@ -10,12 +10,12 @@ from __future__ import annotations
 import enum
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from conveyor import spark_security, spark_volumes
 from conveyor.api.redaction import redact_value, remember_resolved
@@ -31,6 +31,10 @@ _MOUNT_REF = re.compile(r"\$\{(secret|configmap):([^:}]+):([^}]+)\}")
 class ManifestError(ValueError):
     """A manifest is unreadable or invalid; the message names each offending field
     by its path (``spec.tasksMax``) and says what was expected."""
+
+
+class NotMounted(ManifestError):
+    """A Secret, ConfigMap or one of their keys that a manifest references is not mounted."""
 
 
 class _KeysRefused(ValueError):
@@ -55,6 +59,11 @@ class ConnectorState(str, enum.Enum):
 
 
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+MOUNTED_KEY = r"^\.?[-_a-zA-Z0-9][-._a-zA-Z0-9]*$"
+"""A Secret or ConfigMap key as Kubernetes' ``IsConfigMapKey``: ``[-._a-zA-Z0-9]+``, not ``.``
+or ``..`` and not starting with ``..``, so no path separator and no way out of the mount. In
+a form both RE2 (the CRD's ``pattern``) and Python read the same."""
+_MOUNTED_KEY_RULE = "a Secret or ConfigMap key ([-._a-zA-Z0-9]+, not '.' or '..' nor starting with '..')"
 _SPARK_MEMORY = r"^[0-9]+[kmgtKMGT]?$"
 _K8S_CPU = r"^([0-9]+(\.[0-9]+)?|\.[0-9]+|[0-9]+m)$"
 _CHECKED_SPARK_PROPERTIES = {
@@ -70,11 +79,24 @@ class SecretKeySelector(_Model):
     """One key of a Secret in the connector's namespace, as Kubernetes' ``secretKeyRef``."""
 
     name: str = Field(min_length=1, max_length=253, pattern=_K8S_NAME, description="Name of the Secret.")
-    key: str = Field(min_length=1, max_length=253, description="Key within the Secret.")
+    key: str = Field(min_length=1, max_length=253, json_schema_extra={"pattern": MOUNTED_KEY},
+                     description="Key within the Secret: [-._a-zA-Z0-9]+, not '.' or '..' nor starting with '..'.")
 
-    def path(self, mount_root: Path) -> Path:
-        """Where the driver and executor pods see this key (Secrets are mounted as files)."""
-        return mount_root / "secrets" / self.name / self.key
+    @field_validator("key")
+    @classmethod
+    def _check_key(cls, key: str) -> str:
+        if not re.fullmatch(MOUNTED_KEY, key):
+            raise ValueError(f"{key!r} is not {_MOUNTED_KEY_RULE}")
+        return key
+
+    def mounted_file(self, mount_root: Path, field: str) -> Path:
+        """Where the driver and executor pods see this key (Secrets are mounted as files),
+        checked by :func:`mounted_file`.
+
+        Raises:
+            ManifestError: see :func:`mounted_file` (names ``field``).
+        """
+        return mounted_file(mount_root, "secret", self.name, self.key, field)
 
 
 class KafkaTlsSpec(_Model):
@@ -157,11 +179,11 @@ class KafkaSpec(_Model):
                                      ("ssl.certificate.location", tls.certificate, "certificate"),
                                      ("ssl.key.location", tls.key, "key")):
                 if ref is not None:
-                    props[prop] = str(_mounted(ref.path(root), f"spec.kafka.tls.{field}"))
+                    props[prop] = str(ref.mounted_file(root, f"spec.kafka.tls.{field}"))
         if sasl is not None:
             props["sasl.mechanism"] = sasl.type.value.upper()
             props["sasl.username"] = sasl.username
-            password = _mounted(sasl.password_secret.path(root), "spec.kafka.authentication.passwordSecret")
+            password = sasl.password_secret.mounted_file(root, "spec.kafka.authentication.passwordSecret")
             props["sasl.password"] = password.read_text().strip()
             remember_resolved(props["sasl.password"], "spec.kafka.authentication.passwordSecret")
         return props
@@ -173,9 +195,33 @@ def mount_root() -> Path:
     return Path(os.environ.get("CONVEYOR_MOUNT_DIR", "/etc/conveyor"))
 
 
-def _mounted(path: Path, field: str) -> Path:
+def mounted_file(root: Path, kind: str, name: str, key: str, field: str) -> Path:
+    """The file of ``key`` in the Secret (``kind`` ``"secret"``) or ConfigMap (``"configmap"``)
+    ``name`` mounted under ``root`` (``secrets/<name>/<key>``, ``configmaps/<name>/<key>``),
+    after checking that ``key`` is a Kubernetes key and that the path, symlinks followed (the
+    kubelet's ``..data`` links), lies inside that source's directory: a key is never a way to
+    another file of the pod (issue 28, item 1).
+
+    Returns:
+        The path as mounted (not resolved, so that a rotated Secret is read anew).
+
+    Raises:
+        NotMounted: the file is not there (names ``field``).
+        ManifestError: ``key`` is not a Secret or ConfigMap key, or leads outside the mount;
+            names ``field``, never the file's content.
+    """
+    if not re.fullmatch(MOUNTED_KEY, key) or len(key) > 253:
+        raise ManifestError(f"{field}: {key!r} is not {_MOUNTED_KEY_RULE}")
+    directory = root / ("secrets" if kind == "secret" else "configmaps") / name
+    path = directory / key
+    try:
+        inside = path.resolve(strict=True).is_relative_to(directory.resolve(strict=True))
+    except (OSError, RuntimeError):  # missing, or a symlink loop
+        raise NotMounted(f"{field}: {path} is not mounted (is the Secret or ConfigMap missing?)") from None
+    if not inside:
+        raise ManifestError(f"{field}: key {key!r} of {kind} {name!r} leads outside its mount")
     if not path.is_file():
-        raise ManifestError(f"{field}: {path} is not mounted (is the Secret or ConfigMap missing?)")
+        raise NotMounted(f"{field}: {path} is not mounted (is the Secret or ConfigMap missing?)")
     return path
 
 
@@ -282,17 +328,24 @@ class SparkSpec(_Model):
     )
     spark_conf: dict[str, str] = Field(
         default_factory=dict, alias="sparkConf",
-        description="Extra Spark properties (spark.*). The operator's own properties (master, driver address "
-        "and ports, namespace, image, service account, pod names, resources set by the fields above) and "
-        "Spark's RPC security (spark.authenticate*, spark.network.crypto.*, spark.network.sasl.*, spark.ssl.*; "
-        "always authenticated and AES-GCM encrypted) are refused, as is -Dspark. in *JavaOptions. "
-        "spark.kubernetes.{driver,executor}.volumes.* mount volumes as Spark's, in the driver pod too.",
+        description="Extra Spark properties, from an allow-list: memory, cores and overheads, timeouts and retries, "
+        "locality, node selectors, spark.kubernetes.{driver,executor}.volumes.* (mounted as Spark's, in the driver "
+        "pod too), a few SQL settings; the operator's connectors.allowedSparkConf adds globs. Refused whatever "
+        "that setting says: the operator's own properties (master, driver address and ports, namespace, image, "
+        "service account, pod names, resources set by the fields above), conveyor.dev/ pod labels and Spark's "
+        "RPC security (spark.authenticate*, spark.network.crypto.*, spark.network.sasl.*, spark.ssl.*; always "
+        "authenticated and AES-GCM encrypted), as is -Dspark. in *JavaOptions.",
+        json_schema_extra={"maxProperties": 256, "x-kubernetes-validations": spark_security.admission_rules()},
     )
 
     @field_validator("spark_conf")
     @classmethod
-    def _check_spark_conf(cls, conf: dict[str, str]) -> dict[str, str]:
-        refused = spark_security.refused_spark_conf(conf)
+    def _check_spark_conf(cls, conf: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        context = info.context or {}
+        also_allowed = context.get("allowed_spark_conf")
+        if also_allowed is None:
+            also_allowed = spark_security.allowed_patterns()
+        refused = spark_security.refused_spark_conf(conf, also_allowed)
         if refused:
             raise _KeysRefused(refused)
         for key, (pattern, expected) in _CHECKED_SPARK_PROPERTIES.items():
@@ -400,6 +453,22 @@ class ConnectorSpec(_Model):
             raise _KeysRefused(refused)
         return {**data, **updates}
 
+    @field_validator("config")
+    @classmethod
+    def _check_mount_references(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """``${secret:<name>:<key>}`` / ``${configmap:<name>:<key>}`` name a Kubernetes object
+        and key, so no reference reaches another file of the pod (issue 28, item 1)."""
+        refused = {}
+        for key, value in config.items():
+            for kind, name, item in _MOUNT_REF.findall(value) if isinstance(value, str) else ():
+                if not re.fullmatch(_K8S_NAME, name):
+                    refused[key] = f"${{{kind}:{name}:...}}: {name!r} is not a {kind} name"
+                elif not re.fullmatch(MOUNTED_KEY, item):
+                    refused[key] = f"${{{kind}:{name}:{item}}}: {item!r} is not {_MOUNTED_KEY_RULE}"
+        if refused:
+            raise _KeysRefused(refused)
+        return config
+
     def connect_config(self, name: str) -> dict[str, Any]:
         """The configuration Kafka Connect gives ``Connector.start``: ``config`` with
         ``connector.class``, ``tasks.max`` and ``name`` (the last two as strings)."""
@@ -432,16 +501,23 @@ class ConnectorManifest(_Model):
         return self.metadata.name
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "<manifest>") -> ConnectorManifest:
+    def from_dict(cls, data: Any, source: str = "<manifest>",
+                  allowed_spark_conf: Sequence[str] | None = None) -> ConnectorManifest:
         """Validate a parsed manifest.
+
+        Args:
+            allowed_spark_conf: globs of ``sparkConf`` keys allowed beyond
+                :data:`conveyor.spark_security.ALLOWED`; ``None`` reads them from the environment
+                (:func:`conveyor.spark_security.allowed_patterns`).
 
         Raises:
             ManifestError: naming each invalid field by its path.
         """
         if not isinstance(data, dict):
             raise ManifestError(f"{source}: expected a mapping with apiVersion, kind, metadata and spec")
+        context = None if allowed_spark_conf is None else {"allowed_spark_conf": tuple(allowed_spark_conf)}
         try:
-            return cls.model_validate(data)
+            return cls.model_validate(data, context=context)
         except ValidationError as exc:
             lines = []
             for err in exc.errors():
@@ -512,7 +588,8 @@ def resolve_mounted_config(spec: ConnectorSpec, root: Path, source: str = "<mani
             raise ManifestError(f"{source}: spec.configFrom[{i}]: {src.kind} {src.name!r} is not mounted at {directory}")
         for item in sorted(directory.iterdir()):
             if item.is_file() and not item.name.startswith("."):
-                merged[src.prefix + item.name] = item.read_text()
+                file = mounted_file(root, src.kind.lower(), src.name, item.name, f"spec.configFrom[{i}]")
+                merged[src.prefix + item.name] = file.read_text()
                 remember_resolved(merged[src.prefix + item.name], f"${{{src.kind.lower()}:{src.name}:{item.name}}}")
     merged.update(spec.config)
     listed = {("secret", s.name) for s in spec.config_from if s.secret_ref is not None}
@@ -526,9 +603,12 @@ def resolve_mounted_config(spec: ConnectorSpec, root: Path, source: str = "<mani
             kind, name, item = match.groups()
             if (kind, name) not in listed:
                 raise ManifestError(f"{source}: spec.config.{key}: ${{{kind}:{name}:...}} needs {name!r} in spec.configFrom")
-            path = root / ("secrets" if kind == "secret" else "configmaps") / name / item
-            if not path.is_file():
-                raise ManifestError(f"{source}: spec.config.{key}: {kind} {name!r} has no key {item!r}")
+            try:
+                path = mounted_file(root, kind, name, item, f"spec.config.{key}")
+            except NotMounted:
+                raise ManifestError(f"{source}: spec.config.{key}: {kind} {name!r} has no key {item!r}") from None
+            except ManifestError as exc:
+                raise ManifestError(f"{source}: {exc}") from None
             resolved = path.read_text()
             remember_resolved(resolved, match.group(0))
             return resolved

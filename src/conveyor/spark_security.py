@@ -1,6 +1,20 @@
 """Spark's RPC security for a connector's driver and executors, and the ``sparkConf`` keys a
-user may not set (issue 13, item 3). Pure: no Spark, Kafka or Kubernetes import, so that the
-manifest, the driver and the operator share one list.
+user may set (issue 13, item 3; issue 28, item 2). Pure: no Spark, Kafka or Kubernetes import,
+so that the manifest, the driver and the operator share one list.
+
+``spec.spark.sparkConf`` is an allow-list (:data:`ALLOWED`): what a connector's author tunes
+(memory, cores and overheads, timeouts and retries, locality, node selectors, Spark's volume
+keys checked by :mod:`conveyor.spark_volumes`). Everything else is refused naming the key:
+among others every property that loads code into the driver or the executors
+(``spark.jars*``, ``spark.plugins``, ``spark.extraListeners``, ``spark.submit.pyFiles``,
+``spark.python.worker.module``, ``spark.executorEnv.LD_PRELOAD``, ``*.extraClassPath``,
+``*.extraJavaOptions`` with ``-javaagent:``, ``spark.sql.extensions``, class-name properties
+such as ``spark.serializer``), the pods' labels and annotations (NetworkPolicies and the
+operator trust ``conveyor.dev/*`` labels), Secrets mounted into executors, and the web UI. A
+platform widens the list with globs (:func:`allowed_patterns`: the Helm value
+``connectors.allowedSparkConf``, which the operator passes to every driver as
+:data:`ALLOWED_ENV`); the operator's own properties and Spark's RPC security stay refused
+whatever the setting.
 
 Driver and executors authenticate each other with a shared secret and encrypt their RPC with
 AES-GCM (Spark's "Security" page, §Spark RPC: ``spark.authenticate``, §AES-based encryption:
@@ -21,7 +35,9 @@ AES-GCM (Spark's "Security" page, §Spark RPC: ``spark.authenticate``, §AES-bas
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
 
 ENFORCED: dict[str, str] = {
     "spark.authenticate": "true",
@@ -79,27 +95,92 @@ FORBIDDEN_PREFIXES: dict[str, str] = {
     "spark.kubernetes.authenticate.": "set by the operator: the driver's credentials on the Kubernetes API",
     "spark.kubernetes.driver.container.image": "set by spec.spark.image",
     "spark.kubernetes.executor.container.image": "set by spec.spark.image",
+    **{f"spark.kubernetes.{role}.{kind}.{prefix}": "set by the operator: the NetworkPolicies and the operator "
+       "trust these labels" for role in ("driver", "executor") for kind in ("label", "annotation")
+       for prefix in ("conveyor.dev/", "app.kubernetes.io/", "spark-")},
 }
-"""Prefixes of properties a user may not set, with the reason given."""
+"""Prefixes of properties a user may not set whatever the operator's settings allow, with the
+reason given."""
+
+ALLOWED: tuple[str, ...] = (
+    # memory, cores and their overheads (Spark's "Application Properties", "Running on Kubernetes")
+    "spark.driver.memoryOverhead", "spark.driver.memoryOverheadFactor", "spark.driver.minMemoryOverhead",
+    "spark.executor.memoryOverhead", "spark.executor.memoryOverheadFactor", "spark.executor.minMemoryOverhead",
+    "spark.executor.pyspark.memory", "spark.driver.maxResultSize", "spark.kubernetes.memoryOverheadFactor",
+    "spark.memory.fraction", "spark.memory.storageFraction", "spark.memory.offHeap.enabled",
+    "spark.memory.offHeap.size", "spark.python.worker.memory", "spark.python.worker.reuse",
+    "spark.python.worker.faulthandler.enabled", "spark.task.cpus",
+    "spark.kubernetes.driver.request.cores", "spark.kubernetes.driver.limit.cores",
+    "spark.kubernetes.executor.request.cores", "spark.kubernetes.executor.limit.cores",
+    # timeouts and retries
+    "spark.network.timeout", "spark.network.timeoutInterval", "spark.executor.heartbeatInterval",
+    "spark.rpc.askTimeout", "spark.rpc.lookupTimeout", "spark.rpc.numRetries", "spark.rpc.retry.wait",
+    "spark.task.maxFailures", "spark.stage.maxConsecutiveAttempts",
+    "spark.kubernetes.driver.connectionTimeout", "spark.kubernetes.driver.requestTimeout",
+    "spark.kubernetes.executor.apiPollingInterval", "spark.kubernetes.executor.missingPodDetectDelta",
+    "spark.kubernetes.allocation.batch.size", "spark.kubernetes.allocation.batch.delay",
+    # locality and placement
+    "spark.locality.wait", "spark.locality.wait.*", "spark.kubernetes.node.selector.*",
+    "spark.kubernetes.driver.node.selector.*", "spark.kubernetes.executor.node.selector.*",
+    # storage: Spark's volume keys, checked by conveyor.spark_volumes
+    "spark.kubernetes.driver.volumes.*", "spark.kubernetes.executor.volumes.*", "spark.kubernetes.local.dirs.tmpfs",
+    # SQL and Arrow settings that name no class
+    "spark.sql.shuffle.partitions", "spark.sql.session.timeZone", "spark.sql.execution.arrow.maxRecordsPerBatch",
+    "spark.sql.execution.arrow.pyspark.enabled", "spark.ui.showConsoleProgress",
+)
+"""fnmatch globs (case-sensitive) of the ``sparkConf`` keys every connector may set."""
+
+ALLOWED_ENV = "CONVEYOR_ALLOWED_SPARK_CONF"
+"""Comma-separated globs of further ``sparkConf`` keys allowed, in the operator's and the
+drivers' environment (the chart's ``connectors.allowedSparkConf``)."""
 
 JAVA_OPTIONS_KEYS: tuple[str, ...] = tuple(
     f"spark.{role}.{kind}JavaOptions" for role in ("driver", "executor") for kind in ("extra", "default"))
 """JVM options whose ``-Dspark.`` system properties would set Spark properties behind the list."""
 
 
-def refused_spark_conf(conf: Mapping[str, str]) -> dict[str, str]:
-    """The keys of a user's ``spec.spark.sparkConf`` that are not the user's to set.
+def admission_rules() -> list[dict[str, str]]:
+    """``x-kubernetes-validations`` of ``spec.spark.sparkConf`` in the CRD: the keys no setting
+    allows (:data:`OPERATOR_KEYS`, :data:`FORBIDDEN_PREFIXES`) refused at admission, the first
+    such key named. The allow-list itself is the operator's and the driver's to apply, since
+    the operator's setting widens it and the CRD is the same for every installation."""
+    keys = ", ".join(f"'{k}'" for k in OPERATOR_KEYS)
+    prefixes = ", ".join(f"'{p}'" for p in FORBIDDEN_PREFIXES)
+    refused = f"k in [{keys}] || [{prefixes}].exists(p, k.startsWith(p))"
+    return [{
+        "rule": f"!self.exists(k, {refused})",
+        "messageExpression": f"'key ' + self.filter(k, {refused})[0] + ' is set by the operator "
+                             "(Spark RPC security, identity or labels of the pods); remove it'",
+        "reason": "FieldValueForbidden",
+    }]
+
+
+def allowed_patterns(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The platform's extra allowed ``sparkConf`` globs, from :data:`ALLOWED_ENV` in
+    ``environ`` (default ``os.environ``); ``()`` when unset."""
+    raw = (os.environ if environ is None else environ).get(ALLOWED_ENV, "")
+    return tuple(p.strip() for p in raw.split(",") if p.strip())
+
+
+def refused_spark_conf(conf: Mapping[str, str], also_allowed: Iterable[str] = ()) -> dict[str, str]:
+    """The keys of a user's ``spec.spark.sparkConf`` that are not the user's to set: the
+    operator's properties and Spark's RPC security always, and any key that neither
+    :data:`ALLOWED` nor ``also_allowed`` (fnmatch globs, the platform's) matches.
 
     Returns:
         ``{key: reason}`` in key order, ``{}`` when every key is allowed; reasons read after
         the field path, e.g. ``"set by spec.spark.image"``.
     """
+    allowed = (*ALLOWED, *also_allowed)
     refused: dict[str, str] = {}
     for key in sorted(conf):
         if key in OPERATOR_KEYS:
             refused[key] = f"set by {OPERATOR_KEYS[key]}"
         elif prefix := next((p for p in FORBIDDEN_PREFIXES if key.startswith(p)), None):
             refused[key] = FORBIDDEN_PREFIXES[prefix]
+        elif not any(fnmatchcase(key, pattern) for pattern in allowed):
+            refused[key] = ("not a property a connector may set (it may load code or change what the pods are); "
+                            f"the operator's connectors.allowedSparkConf ({ALLOWED_ENV}) can allow it")
         elif key in JAVA_OPTIONS_KEYS and "-Dspark." in str(conf[key]):
             refused[key] = "-Dspark.* would set Spark properties; set them as sparkConf keys instead"
     return refused

@@ -77,3 +77,9 @@ def test_naming_conveyor_spark_still_gets_the_namespaces_driver_rbac():
     kinds = [(o["kind"], o["metadata"]["name"]) for o in
              render.namespace_objects(manifest(serviceAccount="conveyor-spark"), SETTINGS)]
     assert ("RoleBinding", "conveyor-spark") in kinds
+
+
+def test_allowed_spark_conf_is_a_comma_list_of_globs():
+    settings = OperatorSettings.from_env({"CONVEYOR_OPERATOR_ALLOWED_SPARK_CONF": "spark.jars.packages, spark.eventLog.*"})
+    assert settings.allowed_spark_conf == ["spark.jars.packages", "spark.eventLog.*"]
+    assert OperatorSettings.from_env({}).allowed_spark_conf == []

@@ -402,3 +402,18 @@ def test_pod_settings_come_from_the_environment_and_empty_means_unset():
     assert OperatorSettings.from_env({}).pod_run_as_user is None
     with pytest.raises(pydantic.ValidationError):
         OperatorSettings.from_env({"CONVEYOR_OPERATOR_POD_RUN_AS_USER": "0"})  # root: never
+
+
+def test_the_platforms_spark_conf_globs_reach_the_pods_that_read_the_manifest():
+    platform = OperatorSettings(runtime_image="registry.example/conveyor:1.2.3",
+                                allowed_spark_conf=["spark.jars.packages", "spark.eventLog.*"])
+    m = ConnectorManifest.from_dict(
+        {"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector", "metadata": {"name": "orders", "namespace": "d"},
+         "spec": {"class": "noop-sink", "kafka": {"bootstrapServers": "k:1"}, "config": {"topics": "t"},
+                  "spark": {"sparkConf": {"spark.jars.packages": "org.example:lib:1"}}}},
+        allowed_spark_conf=platform.allowed_spark_conf)
+    driver = by_kind(render.objects(m, "u", 1, platform))["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    job = render.cleanup_job(m, "u", platform, attempt=1)["spec"]["template"]["spec"]["containers"][0]
+    for container in (driver, job):
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env[spark_security.ALLOWED_ENV] == "spark.jars.packages,spark.eventLog.*"

@@ -255,7 +255,7 @@ def test_spark_conf_then_cli_conf_then_master_win_in_that_order():
 
 def test_the_driver_uses_spec_spark_conf_and_its_own_spark_conf(monkeypatch):
     manifest = connector_manifest("orders", "noop-sink", "k:1", {"topics": "t"},
-                                  spark={"sparkConf": {"spark.ui.enabled": "true", "spark.custom": "m"}})
+                                  spark={"sparkConf": {"spark.ui.showConsoleProgress": "true", "spark.task.maxFailures": "2"}})
     seen: dict[str, str] = {}
 
     class Builder:
@@ -271,9 +271,9 @@ def test_the_driver_uses_spec_spark_conf_and_its_own_spark_conf(monkeypatch):
     import pyspark.sql
 
     monkeypatch.setattr(pyspark.sql.SparkSession, "builder", Builder())
-    driver = Driver(manifest, spark_conf={"spark.custom": "cli", "spark.master": "local[5]"})
+    driver = Driver(manifest, spark_conf={"spark.task.maxFailures": "3", "spark.master": "local[5]"})
     driver._ensure_spark(1)
-    assert seen["spark.custom"] == "cli" and seen["spark.ui.enabled"] == "true"
+    assert seen["spark.task.maxFailures"] == "3" and seen["spark.ui.showConsoleProgress"] == "true"
     assert seen["spark.authenticate"] == "true" and seen["spark.network.crypto.enabled"] == "true"
     assert driver.spark_info == {"master": "local[5]", "app_name": "conveyor-orders", "app_id": "local-1"}
     assert driver.spark is not None
