@@ -107,5 +107,10 @@ def deadline_protocol(read_header_timeout_s: float, read_timeout_s: float) -> ty
     if not 0 < read_header_timeout_s <= read_timeout_s:
         raise ValueError(f"need 0 < read_header_timeout_s ({read_header_timeout_s}) <= "
                          f"read_timeout_s ({read_timeout_s})")
-    return type("ReadDeadlineH11Protocol", (ReadDeadlineProtocol,),
-                {"read_header_timeout_s": read_header_timeout_s, "read_timeout_s": read_timeout_s})
+    header_s, whole_s = read_header_timeout_s, read_timeout_s
+
+    class Deadlines(ReadDeadlineProtocol):
+        read_header_timeout_s = header_s
+        read_timeout_s = whole_s
+
+    return Deadlines
