@@ -477,7 +477,9 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
         annotations[names.ANNOTATION_CONTROL_SECRET_UID] = control_secret_uid
     memory = driver_memory(manifest)
     local = f"http://127.0.0.1:{settings.control_port}"
-    probe = {"httpGet": {"path": "/healthz", "port": "control"}, "periodSeconds": 10}
+    # /healthz is answered on the driver's event loop, but a driver busy with its tasks may be
+    # slow to get the GIL: 5 s rather than Kubernetes' default of 1 before a probe fails.
+    probe = {"httpGet": {"path": "/healthz", "port": "control"}, "periodSeconds": 10, "timeoutSeconds": 5}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": _metadata(manifest, names.driver(manifest.name), uid, names.DRIVER),

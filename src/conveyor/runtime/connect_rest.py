@@ -17,7 +17,8 @@ On purpose different (see ``docs/kafka-connect-compat.md``):
   ``topic.tracking.allow.reset=false``: topics are those the tasks hold now.
 * Every endpoint but ``GET /health`` needs the admin token (:mod:`conveyor.runtime.control_auth`).
 
-Each endpoint's work runs on a worker thread (see :mod:`conveyor.runtime.control_server`).
+Each endpoint's work but ``GET /health``'s runs on a worker thread (see
+:mod:`conveyor.runtime.control_server`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Who may call the driver's control API: two bearer tokens, and where they are kept.
 
-Every request except ``GET /healthz`` and ``GET /metrics`` carries
+Every request except ``GET /healthz``, ``GET /metrics`` and Kafka Connect's ``GET /health``
+(KIP-1017) carries
 ``Authorization: Bearer <token>``:
 
 * the **admin** token may call every endpoint. The operator, the ``conveyor`` commands and the

@@ -30,20 +30,34 @@ Public endpoints (the operator, ``conveyor`` commands and people use them):
 Internal: ``POST /internal/tasks/<id>/sync?directive_version=N&wait_ms=M`` — a task
 runner posts its report and long-polls for its next directive.
 
-Authentication (:mod:`conveyor.runtime.control_auth`): every endpoint but ``/healthz`` and
-``/metrics`` needs ``Authorization: Bearer <token>``; the admin token may call all of them,
-the task token only ``/internal/tasks/<id>/sync`` and ``/drain``. No or an unknown token: 401
-with ``WWW-Authenticate``; the task token elsewhere: 403. ``/healthz`` stays open for the
-kubelet's probes, which cannot carry a secret without putting it in the pod spec, and
+Authentication (:mod:`conveyor.runtime.control_auth`): every endpoint but ``/healthz``,
+``/metrics`` and Kafka Connect's ``GET /health`` (KIP-1017) needs ``Authorization: Bearer
+<token>``; the admin token may call all of them, the task token only
+``/internal/tasks/<id>/sync`` and ``/drain``. No or an unknown token: 401 with
+``WWW-Authenticate``; the task token elsewhere: 403. ``/healthz`` and ``/health`` stay open for
+probes, which cannot carry a secret without putting it in the pod spec, and
 ``/metrics`` for the cluster's Prometheus scrapers: it holds names, task ids, partitions and
 counts, never a configuration value.
 
 Errors are Kafka Connect's error document, ``{"error_code": <status>, "message": str}``
 (an unknown path 404 ``HTTP 404 Not Found``, a known path with another method 405 ``HTTP 405
 Method Not Allowed``, as Connect's Jersey answers). Kafka Connect's own REST API is served
-beside these (:mod:`conveyor.runtime.connect_rest`). Every driver call runs on a
-worker thread of its own (up to :data:`MAX_CONCURRENT_CALLS`): long-polls, drains and a
-stop of many minutes never hold the event loop or one another.
+beside these (:mod:`conveyor.runtime.connect_rest`).
+
+Limits (:class:`ServerLimits`), so that no client holds the port:
+
+* A request's line and headers must arrive within ``read_header_timeout_s`` (10 s), the
+  whole request within ``read_timeout_s`` (30 s); else the connection is closed unanswered
+  (:mod:`conveyor.runtime.read_deadlines`).
+* With ``max_connections`` connections open (the caller's included) or requests in flight,
+  a request is answered ``503`` at once, with ``Connection: close`` (uvicorn's
+  ``limit_concurrency``).
+* The probes (``GET /healthz``, ``GET /health``) are answered on the event loop, without a
+  worker thread. Every other driver call runs on a worker thread of its own, so that
+  long-polls, drains and a stop of many minutes never hold the event loop or one another:
+  the calls that may wait (:data:`SHORT_CALLS` lists those that may not) share
+  ``max_long_calls`` threads, the short ones (``GET /status``, ``/metrics``, Connect's reads)
+  ``max_short_calls`` others, so that long-polls never delay a status request.
 """
 
 from __future__ import annotations
@@ -53,19 +67,20 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 import uvicorn
+from anyio import CapacityLimiter
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.datastructures import QueryParams
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -76,6 +91,7 @@ from conveyor.runtime.control_auth import AUTH_SCHEME, REALM, ControlTokens, Rol
 from conveyor.runtime.live_config import apply_written_spec
 from conveyor.runtime.operation_error import OperationError
 from conveyor.runtime.protocol import TaskReport
+from conveyor.runtime.read_deadlines import deadline_protocol
 
 if TYPE_CHECKING:
     from conveyor.runtime.driver import Driver
@@ -86,9 +102,23 @@ MAX_WAIT_MS = 30_000
 #: answers 413 and closes the connection unread (a malformed ``Content-Length`` is a 400 from
 #: the HTTP parser itself).
 MAX_BODY_BYTES = 1 << 20
-#: Driver calls served at once: every task holds one long-poll (``tasksMax`` of them) while
-#: drains, stops and status requests come in beside them.
-MAX_CONCURRENT_CALLS = 2048
+#: Open connections (or requests in flight) at which a request is answered 503 (uvicorn counts
+#: the caller's own connection).
+#: Every task holds one connection for its long-polls (``tasksMax``, up to 1000), while drains,
+#: stops, status requests, probes and scrapes come in beside them. Also the listen backlog.
+MAX_CONNECTIONS = 2048
+#: Worker threads for the calls that may wait (long-polls, drains, stops, Kafka requests): one
+#: per connection, so that none waits for a thread while its connection is admitted.
+MAX_LONG_CALLS = MAX_CONNECTIONS
+#: Worker threads for the calls that answer at once (:data:`SHORT_CALLS`), apart from the long
+#: ones so that a status request never waits behind long-polls.
+MAX_SHORT_CALLS = 64
+#: A request line and headers are a few hundred bytes, sent at once by any HTTP client: 10 s
+#: leaves room for a congested network while a client that stalls mid-request (slowloris) is
+#: cut before it can hold many connections. Go's ``http.Server.ReadHeaderTimeout`` by another name.
+READ_HEADER_TIMEOUT_S = 10.0
+#: The whole request, body (up to :data:`MAX_BODY_BYTES`) included: 30 s is 1 MiB at ~35 KiB/s.
+READ_TIMEOUT_S = 30.0
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
 
@@ -226,6 +256,41 @@ ENDPOINTS: list[tuple[str, str, Call, bool, frozenset[Role]]] = [
     ("POST", "/tasks/{task_id:int}/restart", _restart_task, False, ADMIN),
 ]
 
+#: (method, path) answered on the event loop: they read one attribute of the driver, so a
+#: kubelet probe never waits for a worker thread (Connect's ``GET /health`` is KIP-1017's).
+PROBES: frozenset[tuple[str, str]] = frozenset({("GET", "/healthz"), ("GET", "/health")})
+#: (method, path) that answer at once: they read the driver's state under its short-held lock,
+#: never wait for tasks, Kafka or the ``operations`` lock. Every other call may wait, and runs
+#: on the long calls' threads (a new endpoint is long until listed here).
+SHORT_CALLS: frozenset[tuple[str, str]] = frozenset({
+    ("GET", "/status"), ("GET", "/metrics"),
+    ("GET", "/connectors"), ("GET", "/connectors/{connector}"), ("GET", "/connectors/{connector}/config"),
+    ("GET", "/connectors/{connector}/status"), ("GET", "/connectors/{connector}/tasks"),
+    ("GET", "/connectors/{connector}/tasks/{task_id:int}/status"), ("GET", "/connectors/{connector}/topics"),
+    ("PUT", "/connectors/{connector}/topics/reset"),
+    ("GET", "/connector-plugins"), ("GET", "/connector-plugins/{plugin}/config"),
+})
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """How much of the control port a client may hold (see the module docstring).
+
+    Attributes:
+        read_header_timeout_s: seconds for a request's line and headers to arrive.
+        read_timeout_s: seconds for the whole request, body included (from the same start).
+        max_connections: open connections (the caller's included) or requests in flight at
+            which a request gets 503.
+        max_long_calls: worker threads for the calls that may wait.
+        max_short_calls: worker threads for :data:`SHORT_CALLS`.
+    """
+
+    read_header_timeout_s: float = READ_HEADER_TIMEOUT_S
+    read_timeout_s: float = READ_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
+    max_long_calls: int = MAX_LONG_CALLS
+    max_short_calls: int = MAX_SHORT_CALLS
+
 
 def _refusal(tokens: ControlTokens, roles: frozenset[Role], request: Request) -> Response | None:
     """401 / 403 for a caller that may not call this endpoint, ``None`` for one that may."""
@@ -242,7 +307,9 @@ def _refusal(tokens: ControlTokens, roles: frozenset[Role], request: Request) ->
 
 
 def _call(driver: Driver, tokens: ControlTokens, call: Call, method: str, reads_body: bool,
-          roles: frozenset[Role]) -> Callable[[Request], Any]:
+          roles: frozenset[Role], limiter: CapacityLimiter | None) -> Callable[[Request], Any]:
+    """The endpoint serving ``call``: on a worker thread of ``limiter``, or on the event
+    loop for ``None`` (a probe)."""
     async def endpoint(request: Request) -> Response:
         if (refused := _refusal(tokens, roles, request)) is not None:
             return refused
@@ -253,8 +320,12 @@ def _call(driver: Driver, tokens: ControlTokens, call: Call, method: str, reads_
                 # Kafka Connect answers a malformed body with 500 (Jackson's parse error); so do its paths here.
                 status = HTTPStatus.INTERNAL_SERVER_ERROR if is_connect_path(request.url.path) else HTTPStatus.BAD_REQUEST
                 return _error(status, f"malformed JSON in the request body: {exc}")
-            result = await anyio.to_thread.run_sync(
-                call, driver, request.query_params, request.path_params, body, abandon_on_cancel=True)
+            args = (driver, request.query_params, request.path_params, body)
+            result = (call(*args) if limiter is None
+                      else await anyio.to_thread.run_sync(call, *args, abandon_on_cancel=True, limiter=limiter))
+        except ClientDisconnect:  # gone, or its body missed the read deadline: the answer goes nowhere
+            log.info("control api: %s %s: the client went before its request was read", method, request.url.path)
+            return Response(status_code=HTTPStatus.BAD_REQUEST)
         except _BodyError as exc:
             return _error(exc.status, str(exc), {"Connection": "close"})
         except OperationError as exc:
@@ -278,22 +349,24 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return _error(exc.status_code, message, dict(exc.headers or {}))
 
 
-@asynccontextmanager
-async def _lifespan(app: Starlette) -> AsyncIterator[None]:
-    anyio.to_thread.current_default_thread_limiter().total_tokens = MAX_CONCURRENT_CALLS
-    yield
+def build_app(driver: Driver, tokens: ControlTokens, limits: ServerLimits = ServerLimits()) -> Starlette:
+    """The control API of ``driver`` as an ASGI application, admitting ``tokens``, its driver
+    calls on ``limits.max_long_calls`` and ``limits.max_short_calls`` worker threads."""
+    long_calls, short_calls = CapacityLimiter(limits.max_long_calls), CapacityLimiter(limits.max_short_calls)
 
+    def limiter(method: str, path: str) -> CapacityLimiter | None:
+        if (method, path) in PROBES:
+            return None
+        return short_calls if (method, path) in SHORT_CALLS else long_calls
 
-def build_app(driver: Driver, tokens: ControlTokens) -> Starlette:
-    """The control API of ``driver`` as an ASGI application, admitting ``tokens``."""
-    routes = [Route(path, _call(driver, tokens, call, method, body, roles), methods=[method])
+    routes = [Route(path, _call(driver, tokens, call, method, body, roles, limiter(method, path)), methods=[method])
               for method, path, call, body, roles in ENDPOINTS + CONNECT_ENDPOINTS]
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=_lifespan)
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def _listen(host: str, port: int, backlog: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family, backlog=2048)
+    return socket.create_server((host, port), family=family, backlog=backlog)
 
 
 class ControlServer:
@@ -305,17 +378,24 @@ class ControlServer:
         host: address to listen on (``0.0.0.0`` in a pod).
         port: TCP port; 0 picks a free one (see :attr:`port`).
         tokens: the credentials it admits (see :mod:`conveyor.runtime.control_auth`).
+        limits: deadlines and capacities (the defaults for a driver; tests take smaller ones).
 
     Raises:
         OSError: the address cannot be bound (raised here, not on the server thread).
+        ValueError: ``limits`` has a deadline that is not positive.
     """
 
-    def __init__(self, driver: Driver, host: str, port: int, tokens: ControlTokens) -> None:
+    def __init__(self, driver: Driver, host: str, port: int, tokens: ControlTokens,
+                 limits: ServerLimits = ServerLimits()) -> None:
         self.driver = driver
-        self._socket = _listen(host, port)
-        config = uvicorn.Config(build_app(driver, tokens), http="h11", loop="asyncio", ws="none", lifespan="on",
-                                log_config=None, log_level="warning", access_log=False, server_header=False,
-                                timeout_graceful_shutdown=2)
+        protocol = deadline_protocol(limits.read_header_timeout_s, limits.read_timeout_s)
+        # The backlog only queues connections that arrive faster than the event loop accepts
+        # them; the limit on open ones is limit_concurrency.
+        self._socket = _listen(host, port, limits.max_connections)
+        config = uvicorn.Config(build_app(driver, tokens, limits), http=protocol, loop="asyncio", ws="none",
+                                lifespan="off", log_config=None, log_level="warning", access_log=False,
+                                server_header=False, timeout_graceful_shutdown=2,
+                                limit_concurrency=limits.max_connections, backlog=limits.max_connections)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._serve, name="control-api", daemon=True)
         self._failure: BaseException | None = None
