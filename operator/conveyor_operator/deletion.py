@@ -22,7 +22,7 @@ from typing import Any
 import kopf
 
 from conveyor.manifest import ManifestError, OffsetsPolicy
-from conveyor_operator import names, render
+from conveyor_operator import names, render, succession
 from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverRefused, DriverTimedOut, DriverUnreachable
 from conveyor_operator.handlers import (
@@ -62,14 +62,24 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
            retry: int, **_: Any) -> None:
     """Hold the finalizer until what the connector provisioned outside Kafka is gone."""
     if (meta.get("annotations") or {}).get(names.ANNOTATION_SKIP_CLEANUP) == "true":
+        _end_cleanup_job(namespace, name, uid)
         shared_kube().event(body, "Warning", "CleanupSkipped",
                   message=f'{names.ANNOTATION_SKIP_CLEANUP} is "true": nothing outside Kubernetes was cleaned up')
         return
     try:
         manifest = parse(body)
     except ManifestError:
-        shared_kube().event(body, "Normal", "NothingToCleanUp", message="the spec was never valid, so the connector never ran")
-        return
+        last = succession.last_applied_manifest(shared_kube(), namespace, name, uid,
+                                                RUNTIME.settings.allowed_spark_conf)
+        if last is None:
+            shared_kube().event(body, "Normal", "NothingToCleanUp",
+                                message="the spec was never valid, so the connector never ran")
+            return
+        manifest, generation = last
+        if retry == 0:
+            shared_kube().event(body, "Normal", "CleanupOfLastApplied",
+                                message=f"the current spec is invalid: cleaning up with generation {generation}, "
+                                        "the last one applied")
     policy = manifest.spec.deletion_policy
     delete_offsets = policy.offsets is OffsetsPolicy.DELETE
     if not policy.cleanup and not delete_offsets:
@@ -199,6 +209,9 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
         raise kopf.TemporaryError(f"waiting for {', '.join(sorted(remaining))} to terminate before the cleanup Job",
                                   delay=JOB_POLL_SECONDS)
     job = kube.get("batch/v1", "Job", ns, names.cleanup_job(name))
+    if job is not None and uid not in succession.owner_uids(job):
+        raise kopf.TemporaryError(f"waiting for Job {names.cleanup_job(name)} of an earlier Connector named {name} "
+                                  "to go", delay=JOB_POLL_SECONDS)
     if job is None:
         try:
             ensure_namespace_objects(manifest)  # the Job runs as the namespace's conveyor-executor
@@ -222,6 +235,25 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
     if outcome:
         _fail(body, conditions, f"cleanup Job {names.cleanup_job(name)} failed: {outcome} (see its pod's log)", retry)
     shared_kube().event(body, "Normal", "CleanedUp", message=f"connector-deleted stop done by Job {names.cleanup_job(name)}")
+
+
+def _end_cleanup_job(namespace: str, name: str, uid: str) -> None:
+    """Delete this Connector's cleanup Job, if one runs, and wait until its pods are gone:
+    giving up on a cleanup must not leave it running past the finalizer, where it could drop
+    what a new Connector of the same name provisions.
+
+    Raises:
+        kopf.TemporaryError: a cleanup pod is still there (checked again after
+            :data:`JOB_POLL_SECONDS`).
+    """
+    kube = shared_kube()
+    job = kube.get("batch/v1", "Job", namespace, names.cleanup_job(name))
+    if job is not None and uid in succession.owner_uids(job):
+        kube.delete("batch/v1", "Job", namespace, names.cleanup_job(name))
+    pods = [pod["metadata"]["name"] for pod in kube.list_pods(namespace, succession.cleanup_pods_selector(name))]
+    if pods:
+        raise kopf.TemporaryError(f"waiting for the cleanup pods {', '.join(sorted(pods))} to terminate",
+                                  delay=JOB_POLL_SECONDS)
 
 
 def connector_pods_selector(name: str) -> str:

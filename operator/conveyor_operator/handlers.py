@@ -49,6 +49,7 @@ from conveyor_operator import (
     names,
     network_policy,
     render,
+    succession,
 )
 from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
@@ -65,6 +66,7 @@ log = logging.getLogger("conveyor_operator")
 RESOURCE = (GROUP, VERSION, PLURAL)
 MAX_EVICTIONS_KEPT = 10
 MAX_BACKOFF_SECONDS = 300.0
+PREDECESSOR_POLL_SECONDS = 5.0
 _STATE_OF = {"running": "RUNNING", "paused": "PAUSED", "stopped": "STOPPED"}
 SPEC_PROBLEMS = ("InvalidSpec", "NotAllowed", "InvalidConfig", "MissingReference")
 """Degraded reasons about the spec itself: the status timer leaves them for the next edit."""
@@ -223,6 +225,12 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
 
     kube = shared_kube()
     ns, name = manifest.metadata.namespace, manifest.name
+    if earlier := succession.predecessor_objects(kube, ns, name, uid):
+        message = (f"an earlier Connector named {name} is still going ({', '.join(earlier)}); this one starts once "
+                   "they are gone, so that the earlier one's cleanup never touches what this one provisions")
+        conditions.set(C.PROGRESSING, False, "WaitingForPredecessor", message)
+        write_status(ns, name, conditions, observedGeneration=generation)
+        raise kopf.TemporaryError(message, delay=PREDECESSOR_POLL_SECONDS)
     wanted_config = render.config_hash(manifest)
     known_config = status.get("configHash")
     rolled = None if known_config is None else _current_rolled_hash(kube, ns, name)

@@ -157,8 +157,24 @@ def test_network_policies_are_applied_as_rendered_and_deleted_when_disabled(kube
     ({"class": "noop-sink", "kafka": {"bootstrapServers": "k:9092"}, "state": "sleeping"}, "spec.state"),
     ({"class": "noop-sink", "kafka": {"bootstrapServers": "k:9092"},
       "configFrom": [{"secretRef": {"name": "a"}, "configMapRef": {"name": "b"}}]}, "spec.configFrom[0]"),
+    # issue 28, item 1: a Secret key is a Kubernetes key, never a path
+    ({"class": "noop-sink", "kafka": {"bootstrapServers": "k:9092", "authentication": {
+        "type": "plain", "username": "u", "passwordSecret": {"name": "s", "key": "../../../etc/passwd"}}}},
+     "spec.kafka.authentication.passwordSecret.key"),
+    ({"class": "noop-sink", "kafka": {"bootstrapServers": "k:9092", "tls": {"trustedCertificate": {
+        "name": "s", "key": "/var/run/secrets/kubernetes.io/serviceaccount/token"}}}},
+     "spec.kafka.tls.trustedCertificate.key"),
+    ({"class": "noop-sink", "kafka": {"bootstrapServers": "k:9092", "tls": {
+        "certificate": {"name": "s", "key": "tls.crt"}, "key": {"name": "s", "key": ".."}}}}, "spec.kafka.tls.key.key"),
+    # issue 28, item 2: what no setting allows is refused at admission, the key named
+    ({"class": "noop-sink", "kafka": {"bootstrapServers": "k:9092"},
+      "spark": {"sparkConf": {"spark.executor.pyspark.memory": "1g", "spark.master": "local"}}},
+     "spec.spark.sparkConf: Forbidden: key spark.master is set by the operator"),
+    ({"class": "noop-sink", "kafka": {"bootstrapServers": "k:9092"},
+      "spark": {"sparkConf": {"spark.kubernetes.executor.label.conveyor.dev/connector": "other"}}},
+     "key spark.kubernetes.executor.label.conveyor.dev/connector is set by the operator"),
 ])
-def test_invalid_manifests_are_rejected_at_admission_naming_the_field(kube_api, kube_namespace, spec, field):
+def test_invalid_manifests_are_rejected_at_admission_naming_the_field(kube_api, chart, kube_namespace, spec, field):
     body = {"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
             "metadata": {"name": "bad", "namespace": kube_namespace}, "spec": spec}
     result = kube_api.kubectl("apply", "-f", "-", input=yaml.safe_dump(body), check=False)
@@ -203,24 +219,26 @@ def test_bad_config_and_missing_secret_become_conditions_and_events(kube_api, ku
             api.batch.read_namespaced_job(f"{bad}-cleanup", kube_namespace)
 
 
-def test_spark_conf_cannot_turn_spark_rpc_security_off_or_set_the_operators_keys(kube_api, kube_namespace,
-                                                                                   operator, api):
-    name = _name("sparksec")
-    with operator():
-        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"},
-                                       spark={"sparkConf": {"spark.authenticate": "false",
-                                                            "spark.kubernetes.container.image": "evil:1",
+def test_spark_conf_is_an_allow_list_that_the_operators_setting_widens(kube_api, kube_namespace, operator, api):
+    refused, widened = _name("sparkjar"), _name("sparkpkg")
+    with operator(env={"CONVEYOR_OPERATOR_ALLOWED_SPARK_CONF": "spark.jars.packages"}):
+        api.create_connector(connector(refused, kube_namespace, "noop-sink", "k:9092", {"topics": "t"},
+                                       spark={"sparkConf": {"spark.jars": "https://example.invalid/evil.jar",
                                                             "spark.executor.pyspark.memory": "512m"}}))
-        degraded = eventually(lambda: api.condition(kube_namespace, name, "Degraded"), message="Degraded")
+        api.create_connector(connector(widened, kube_namespace, "noop-sink", "k:9092", {"topics": "t"},
+                                       spark={"sparkConf": {"spark.jars.packages": "org.example:lib:1.0"}}))
+        degraded = eventually(lambda: api.condition(kube_namespace, refused, "Degraded"), message="Degraded")
         assert degraded["status"] == "True" and degraded["reason"] == "InvalidSpec", degraded
-        assert "spec.spark.sparkConf.spark.authenticate: set by the operator: Spark RPC is always authenticated" \
-            in degraded["message"]
-        assert "spec.spark.sparkConf.spark.kubernetes.container.image: set by spec.spark.image" in degraded["message"]
+        assert "spec.spark.sparkConf.spark.jars: not a property a connector may set" in degraded["message"]
         assert "pyspark.memory" not in degraded["message"], "allowed keys are not named"
-        event = eventually(lambda: api.events(kube_namespace, name, "InvalidSpec"), message="InvalidSpec Event")
-        assert "spec.spark.sparkConf.spark.authenticate" in event[0].message
+        event = eventually(lambda: api.events(kube_namespace, refused, "InvalidSpec"), message="InvalidSpec Event")
+        assert "spec.spark.sparkConf.spark.jars" in event[0].message
         with pytest.raises(client.ApiException):
-            api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace)
+            api.apps.read_namespaced_deployment(f"{refused}-driver", kube_namespace)
+        deployment = eventually(lambda: api.apps.read_namespaced_deployment(f"{widened}-driver", kube_namespace),
+                                message="the Deployment of a connector using a key the platform allows")
+        env = {e.name: e.value for e in deployment.spec.template.spec.containers[0].env}
+        assert env["CONVEYOR_ALLOWED_SPARK_CONF"] == "spark.jars.packages", "the driver accepts what the operator did"
 
 
 # --- drivers run locally --------------------------------------------------------------------------
@@ -442,6 +460,140 @@ def test_failed_cleanup_keeps_the_finalizer_and_says_why(kube_api, kube_namespac
                                                   {"metadata": {"annotations": {"conveyor.dev/skip-cleanup": "true"}}})
         eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=60,
                    message="gone after skip-cleanup")
+
+
+# --- one Connector after another of the same name (issue 28, item 7) -----------------------------
+
+def _patch_connector(api: Api, namespace: str, name: str, patch: dict) -> None:
+    api.custom.patch_namespaced_custom_object("conveyor.dev", "v1alpha1", namespace, "connectors", name, patch)
+
+
+def _cleanup_pod(api: Api, namespace: str, name: str) -> str:
+    """A pod of the connector's cleanup Job, bound to a node that has no kubelet: once deleted
+    gracefully it stays Terminating until the test (playing the kubelet) removes it."""
+    pod = f"{name}-cleanup-x7k2p"
+    api.core.create_namespaced_pod(namespace, client.V1Pod(
+        metadata=client.V1ObjectMeta(name=pod, labels={"conveyor.dev/connector": name,
+                                                       "conveyor.dev/component": "cleanup"}),
+        spec=client.V1PodSpec(node_name="node-a", containers=[client.V1Container(name="cleanup", image="conveyor")])))
+    return pod
+
+
+def test_a_connector_whose_spec_became_invalid_is_cleaned_up_as_last_applied(kube_api, kube_namespace, operator,
+                                                                             api):
+    name = _name("lastgood")
+    with operator():
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        # admitted by the CRD, refused by the model: the connector ran, its current spec is invalid
+        _patch_connector(api, kube_namespace, name, {"spec": {"config": {"connector.class": "postgres-sink"}}})
+        degraded = eventually(lambda: (api.condition(kube_namespace, name, "Degraded") or {}).get("reason")
+                              == "InvalidSpec", message="Degraded InvalidSpec")
+        assert degraded
+        api.delete_connector(kube_namespace, name)
+        job = eventually(lambda: api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace), timeout_s=30,
+                         message="a cleanup Job for the generation that ran")
+        mounted = {v.config_map.name for v in job.spec.template.spec.volumes if v.config_map}
+        assert f"{name}-connector" in mounted
+        manifest = yaml.safe_load(api.core.read_namespaced_config_map(f"{name}-connector", kube_namespace)
+                                  .data["connector.yaml"])
+        assert "connector.class" not in manifest["spec"]["config"], "the Job cleans up with the last applied spec"
+        event = api.events(kube_namespace, name, "CleanupOfLastApplied")
+        assert event and "generation 1" in event[0].message
+        assert not api.events(kube_namespace, name, "NothingToCleanUp")
+        _complete_job(api, kube_namespace, f"{name}-cleanup")
+        eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=60,
+                   message="Connector gone after the Job succeeded")
+
+
+def test_skip_cleanup_ends_the_cleanup_job_before_the_finalizer_goes(kube_api, kube_namespace, operator, api):
+    name = _name("skipjob")
+    with operator():
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        api.delete_connector(kube_namespace, name)
+        eventually(lambda: api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace), message="cleanup Job")
+        pod = _cleanup_pod(api, kube_namespace, name)
+        api.core.delete_namespaced_pod(pod, kube_namespace, grace_period_seconds=300)  # as the Job's deletion would
+        _patch_connector(api, kube_namespace, name, {"metadata": {"annotations": {"conveyor.dev/skip-cleanup": "true"}}})
+
+        def job_gone():
+            try:
+                api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace)
+            except client.ApiException as exc:
+                return exc.status == 404
+            return False
+        eventually(job_gone, timeout_s=30, message="the cleanup Job deleted")
+        time.sleep(7)  # more than one of the operator's 5 s polls
+        assert api.get_connector(kube_namespace, name) is not None, "the finalizer went while a cleanup pod ran"
+        api.core.delete_namespaced_pod(pod, kube_namespace, grace_period_seconds=0)
+        eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=30,
+                   message="Connector gone once its cleanup pod is")
+        assert api.events(kube_namespace, name, "CleanupSkipped")
+
+
+def test_a_connector_recreated_after_skip_cleanup_keeps_what_it_provisions(kube_api, kube_namespace, operator, api,
+                                                                           kafka_bootstrap, pg_database, tmp_path):
+    """skip-cleanup, then at once a new Connector of the same name: the earlier one's cleanup
+    Job must not run on (and drop the new one's triggers, tombstone its offsets), and the new
+    one must not take over the earlier one's objects while they await the garbage collector."""
+    name = _name("again")
+    port = free_port()
+    policy = {"cleanup": True, "offsets": "delete"}
+    with operator(port):
+        api.create_connector(_audit_connector(name, kube_namespace, kafka_bootstrap, pg_database,
+                                              deletionPolicy=policy))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        first = api.get_connector(kube_namespace, name)["metadata"]["uid"]
+        api.delete_connector(kube_namespace, name)  # no driver answers: a cleanup Job
+        eventually(lambda: api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace), message="cleanup Job")
+        _patch_connector(api, kube_namespace, name, {"metadata": {"annotations": {"conveyor.dev/skip-cleanup": "true"}}})
+        eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=30, message="first one gone")
+
+        api.create_connector(_audit_connector(name, kube_namespace, kafka_bootstrap, pg_database,
+                                              deletionPolicy=policy))
+        second = api.get_connector(kube_namespace, name)["metadata"]["uid"]
+        waiting = eventually(lambda: (api.condition(kube_namespace, name, "Progressing") or {}).get("reason")
+                             == "WaitingForPredecessor" and api.condition(kube_namespace, name, "Progressing"),
+                             timeout_s=30, message="the second one waits for the first one's objects")
+        assert f"Deployment {name}-driver" in waiting["message"]
+        deployment = api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace)
+        assert [ref.uid for ref in deployment.metadata.owner_references] == [first], "taken over"
+        # play the garbage collector: the first Connector's dependents go
+        for read, remove in ((api.apps.read_namespaced_deployment, api.apps.delete_namespaced_deployment),
+                             (api.core.read_namespaced_secret, api.core.delete_namespaced_secret),
+                             (api.core.read_namespaced_config_map, api.core.delete_namespaced_config_map),
+                             (api.core.read_namespaced_service, api.core.delete_namespaced_service)):
+            for suffix in ("driver", "control", "connector"):
+                try:
+                    obj = read(f"{name}-{suffix}", kube_namespace)
+                except client.ApiException:
+                    continue
+                if [ref.uid for ref in obj.metadata.owner_references or []] == [first]:
+                    remove(f"{name}-{suffix}", kube_namespace)
+        eventually(lambda: [r.uid for r in api.apps.read_namespaced_deployment(
+            f"{name}-driver", kube_namespace).metadata.owner_references] == [second], timeout_s=30,
+            message="the second Connector's own Deployment")
+        driver = LocalDriver(api, kube_namespace, name, tmp_path, port)
+        try:
+            driver.wait_running()
+            eventually(lambda: len(_audit_objects(pg_database)) >= 2, message="the second one's trigger and table")
+        finally:
+            driver.stop()
+        # play the kubelet: a cleanup Job still there would now run its command
+        try:
+            job = api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace)
+        except client.ApiException:
+            job = None
+        if job is not None:
+            manifest = tmp_path / "mounted.yaml"
+            manifest.write_text(api.core.read_namespaced_config_map(f"{name}-connector", kube_namespace)
+                                .data["connector.yaml"])
+            container = job.spec.template.spec.containers[0]
+            args = [str(manifest) if a.endswith("/connector.yaml") else a for a in container.args]
+            subprocess.run([sys.executable, "-m", "conveyor.cli", *args], capture_output=True, timeout=300)
+        assert len(_audit_objects(pg_database)) >= 2, "the second Connector's triggers were dropped"
+        assert job is None, "the first Connector's cleanup Job outlived its finalizer"
 
 
 def test_eviction_of_a_driver_pod_becomes_a_closing_commit(kube_api, kube_namespace, operator, api,
