@@ -92,7 +92,8 @@ def _state_info(driver: Driver, status: dict[str, Any] | None = None) -> dict[st
 
 
 def _config_of(driver: Driver) -> dict[str, str]:
-    spec = driver.manifest.spec
+    """The connector's configuration as written (references unresolved), as Connect keeps it."""
+    spec = driver.written_spec
     return docs.connect_config(driver.name, spec.connector_class, spec.tasks_max, spec.config)
 
 
@@ -256,7 +257,7 @@ def _spec_from_connect(driver: Driver, name: str, config: dict[str, Any]) -> Con
     if given is not None and given != name:
         raise OperationError(HTTPStatus.BAD_REQUEST,
                              f"Connector name configuration ({given}) doesn't match connector name in the URL ({name})")
-    running = driver.manifest.spec
+    written = driver.written_spec
     update: dict[str, Any] = {"config": {k: v for k, v in config.items() if k not in _SPEC_KEYS}}
     if "connector.class" in config:
         update["connector_class"] = config["connector.class"]
@@ -267,7 +268,7 @@ def _spec_from_connect(driver: Driver, name: str, config: dict[str, Any]) -> Con
             raise OperationError(HTTPStatus.BAD_REQUEST,
                                  f"Invalid value {config['tasks.max']} for configuration tasks.max: "
                                  "Not a number of type INT") from None
-    return ConnectorSpec.model_validate(running.model_copy(update=update).model_dump(by_alias=True))
+    return ConnectorSpec.model_validate(written.model_copy(update=update).model_dump(by_alias=True))
 
 
 def _put_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
@@ -279,6 +280,8 @@ def _put_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) ->
 
 
 def _patch_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    """Connect's ``PATCH``: ``body`` merged into the written configuration (a ``null`` removes a
+    key), never into resolved values; the references are resolved again for the connector."""
     name = _check_connector(driver, p, "Connector {c} not found")
     merged = {**_config_of(driver), **body}
     apply_written_spec(driver, _spec_from_connect(driver, name, {k: v for k, v in merged.items() if v is not None}))
