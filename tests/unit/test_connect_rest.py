@@ -236,6 +236,21 @@ def test_patch_config_of_a_config_with_references_cannot_change_it_live(env_driv
     assert driver.reconfigured is None
 
 
+def test_task_configs_show_the_keys_written_as_references_as_written():
+    """Kafka Connect's reverseTransform: a short resolved value (not searched for in text) too."""
+    driver = FakeDriver({"topics": "t1", "table.suffix": "${env:CONVEYOR_TEST_SUFFIX}"},
+                        {"topics": "t1", "table.suffix": "q7"})
+    driver.tasks = {0: TaskHandle(0, {"topics": "t1", "table.suffix": "q7", "name": "c1"})}
+    server = ControlServer(driver=driver, host="127.0.0.1", port=0, tokens=TOKENS)  # type: ignore[arg-type]
+    server.start()
+    try:
+        status, tasks = client_of(server)("GET", "/connectors/c1/tasks")
+    finally:
+        server.stop()
+    assert status == 200 and tasks[0]["config"]["table.suffix"] == "${env:CONVEYOR_TEST_SUFFIX}"
+    assert tasks[0]["config"]["topics"] == "t1"
+
+
 @pytest.mark.parametrize("method", ["PUT", "PATCH"])
 def test_connect_config_cannot_point_a_kafka_client_elsewhere(call, driver, method):
     body = {"topics": "t1,t2", "consumer.override.bootstrap.servers": "evil:9092"}

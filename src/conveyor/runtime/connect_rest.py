@@ -36,7 +36,7 @@ from conveyor.runtime import connect_documents as docs
 from conveyor.runtime import connect_offsets as offsets
 from conveyor.runtime.control_auth import Role
 from conveyor.runtime.kafka_clients import bootstrap_servers, client_config
-from conveyor.runtime.live_config import apply_written_spec
+from conveyor.runtime.live_config import apply_written_spec, mentions_reference
 from conveyor.runtime.operation_error import OperationError
 from conveyor.runtime.protocol import TaskState
 
@@ -171,8 +171,15 @@ def _tasks(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tupl
     if _stopped(driver) or driver.connector is None:
         return HTTPStatus.OK, []
     task_class = docs.class_name(driver.connector.task_class())
-    configs = {task_id: handle.config for task_id, handle in driver.tasks.items()}
+    configs = {task_id: _unresolved(driver, handle.config) for task_id, handle in driver.tasks.items()}
     return HTTPStatus.OK, docs.task_infos(name, configs, task_class)
+
+
+def _unresolved(driver: Driver, task_config: dict[str, Any]) -> dict[str, Any]:
+    """A task's configuration with the keys written as references in the connector's
+    configuration shown as written (Kafka Connect's ``AbstractHerder.reverseTransform``)."""
+    written = driver.written_spec.config
+    return {k: written[k] if mentions_reference(written.get(k)) else v for k, v in task_config.items()}
 
 
 def _task_status(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:

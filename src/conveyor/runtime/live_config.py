@@ -72,13 +72,19 @@ def is_connection_key(key: str) -> bool:
     return key in _CONNECTION_PROPERTIES or key.startswith(_CONNECTION_PROPERTY_PREFIXES)
 
 
+def mentions_reference(value: Any) -> bool:
+    """Whether a config value (as written) holds a ``${secret:...}``, ``${configmap:...}`` or
+    ``${env:...}`` reference."""
+    return isinstance(value, str) and _REFERENCE.search(value) is not None
+
+
 def uses_credentials(spec: ConnectorSpec) -> bool:
     """Whether ``spec`` (as written, references unresolved) holds credentials: Kafka TLS or
     SASL (``spec.kafka.tls`` / ``authentication``), or config values from Secrets, ConfigMaps
     or the environment (``configFrom``, ``${secret:...}``, ``${configmap:...}``, ``${env:...}``)."""
     if spec.kafka.authentication is not None or spec.kafka.tls is not None or spec.config_from:
         return True
-    return any(isinstance(v, str) and _REFERENCE.search(v) for v in spec.config.values())
+    return any(mentions_reference(v) for v in spec.config.values())
 
 
 def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
