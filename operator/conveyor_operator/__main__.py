@@ -3,17 +3,20 @@
 Watches every namespace, or those in ``CONVEYOR_OPERATOR_WATCH_NAMESPACES``; serves
 kopf's liveness probe on ``--liveness`` (default ``http://0.0.0.0:8080/healthz``) and the
 operator's Prometheus metrics (:mod:`conveyor_operator.metrics`) on ``--metrics-port``
-(``CONVEYOR_OPERATOR_METRICS_PORT``, default 8081; 0: none) at ``/metrics``.
+(``CONVEYOR_OPERATOR_METRICS_PORT``, default 8081; 0: none) at ``/metrics``. Its logs (and
+the Events kopf posts from them) go through the driver's secret redaction
+(:mod:`conveyor_operator.logs`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 
 import kopf
+
+from conveyor_operator.logs import configure_logging
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -24,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--metrics-port", type=int,
                         default=int(os.environ.get("CONVEYOR_OPERATOR_METRICS_PORT") or 8081))
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s [%(name)s] %(message)s")
+    configure_logging(args.log_level)  # secrets redacted, as in the driver's logs
 
     from conveyor_operator import handlers, metrics  # noqa: F401 - importing handlers registers them
     from conveyor_operator.settings import OperatorSettings

@@ -55,6 +55,7 @@ from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
 from conveyor_operator.control_secret import ControlSecrets
 from conveyor_operator.kube import Kube
+from conveyor_operator.logs import redact_handlers
 from conveyor_operator.pod_health import POD_PROBLEM_REASONS, pod_problem
 from conveyor_operator.settings import OperatorSettings
 from conveyor_operator.shared_objects import SharedObjects
@@ -105,6 +106,7 @@ def _api_client(max_workers: int) -> client.ApiClient:
 
 @kopf.on.startup()
 def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    redact_handlers()  # also those installed since main() (kopf run configures its own)
     ours = OperatorSettings.from_env()
     RUNTIME.settings = ours
     RUNTIME.kube = Kube(_api_client(ours.max_workers), ours.field_manager)

@@ -107,7 +107,7 @@ def run(
         _error(exc)
         raise typer.Exit(2) from None
     try:
-        connector = ConnectorManifest.load(manifest)
+        connector, written_spec = ConnectorManifest.load_as_written(manifest)
     except ManifestError as exc:
         _error(exc)
         raise typer.Exit(2) from None
@@ -118,7 +118,7 @@ def run(
         raise typer.Exit(2) from None
     driver = Driver(
         connector, master=master, control_host=control_host, control_port=control_port,
-        advertised_host=advertised_host, spark_conf=spark_conf, control_tokens=tokens,
+        advertised_host=advertised_host, spark_conf=spark_conf, control_tokens=tokens, written_spec=written_spec,
     )
     stop_requested = threading.Event()
     signals: list[int] = []

@@ -542,6 +542,19 @@ class ConnectorManifest(_Model):
             ManifestError: the file is missing, is not YAML, references an unset
                 variable (naming the field and the variable), or is invalid.
         """
+        return cls.load_as_written(path, environ)[0]
+
+    @classmethod
+    def load_as_written(cls, path: str | Path, environ: Mapping[str, str] | None = None
+                        ) -> tuple[ConnectorManifest, ConnectorSpec]:
+        """:meth:`load`'s manifest, and its ``spec`` as written: ``spec.config`` as in the file
+        (``${env:...}``, ``${secret:...}`` and ``${configmap:...}`` unresolved, ``configFrom``
+        not merged in), the other fields as in the manifest. Kafka Connect keeps a connector's
+        configuration the same way, resolving references only for the connector.
+
+        Raises:
+            ManifestError: as :meth:`load`.
+        """
         p = Path(path)
         try:
             text = p.read_text()
@@ -551,9 +564,12 @@ class ConnectorManifest(_Model):
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise ManifestError(f"{p}: not valid YAML: {exc}") from None
+        spec = data.get("spec") if isinstance(data, dict) else None
+        written_config = spec.get("config") if isinstance(spec, dict) else None
         data = substitute_env(data, os.environ if environ is None else environ, source=str(p))
         manifest = cls.from_dict(data, source=str(p))
-        return manifest.model_copy(update={"spec": with_mounted_config(manifest.spec, source=str(p))})
+        written = manifest.spec.model_copy(update={"config": dict(written_config or {})})
+        return manifest.model_copy(update={"spec": with_mounted_config(manifest.spec, source=str(p))}), written
 
 
 def with_mounted_config(spec: ConnectorSpec, source: str = "<manifest>") -> ConnectorSpec:

@@ -34,11 +34,14 @@ class FakeDriver:
 
     metrics_registry = None
 
-    def __init__(self) -> None:
+    def __init__(self, written_config: dict[str, Any] | None = None, resolved_config: dict[str, Any] | None = None
+                 ) -> None:
+        written_config = written_config or {"topics": ["t1", "t2"], "batch.size": 10, "errors.log.enable": True}
         self.manifest = ConnectorManifest.model_validate({
             "apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector", "metadata": {"name": "c1"},
             "spec": {"class": "noop-sink", "tasksMax": 2, "kafka": {"bootstrapServers": "127.0.0.1:1"},
-                     "config": {"topics": ["t1", "t2"], "batch.size": 10, "errors.log.enable": True}}})
+                     "config": resolved_config or written_config}})
+        self.written_spec = self.manifest.spec.model_copy(update={"config": written_config})
         self.name = "c1"
         self.connector_type = "sink"
         self.connector_state = TaskState.RUNNING
@@ -76,9 +79,10 @@ class FakeDriver:
         self.calls.append(("restart_task", task_id))
         return {}
 
-    def reconfigure(self, spec: Any) -> dict[str, Any]:
+    def reconfigure(self, spec: Any, written: Any = None) -> dict[str, Any]:
         self.reconfigured = spec
         self.manifest = self.manifest.model_copy(update={"spec": spec})
+        self.written_spec = written or spec
         return {}
 
 
@@ -91,7 +95,11 @@ def driver():
 def call(driver):
     server = ControlServer(driver=driver, host="127.0.0.1", port=0, tokens=TOKENS)  # type: ignore[arg-type]
     server.start()
+    yield client_of(server)
+    server.stop()
 
+
+def client_of(server: ControlServer) -> Any:
     def request(method: str, path: str, body: Any = None, raw: bytes | None = None,
                 token: str | None = TOKENS.admin) -> tuple[int, Any]:
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
@@ -105,8 +113,7 @@ def call(driver):
         conn.close()
         return response.status, json.loads(payload) if payload else None
 
-    yield request
-    server.stop()
+    return request
 
 
 def test_the_connector_list_and_its_expansions(call):
@@ -192,6 +199,64 @@ def test_patch_config_merges_and_null_removes_a_key(call, driver):
     status, info = call("PATCH", "/connectors/c1/config", {"batch.size": "20", "errors.log.enable": None})
     assert status == 200, info
     assert driver.reconfigured.config == {"topics": "t1,t2", "batch.size": "20"}
+
+
+ENV_CANARY = "patch-env-canary-5b1e"
+
+
+@pytest.fixture
+def env_driver(monkeypatch):
+    """A driver started from a config with a ${env:...} reference: the manifest holds the
+    resolved value, the written spec the reference."""
+    monkeypatch.setenv("CONVEYOR_TEST_TABLE", ENV_CANARY)
+    written = {"topics": "t1", "table.name.format": "${env:CONVEYOR_TEST_TABLE}"}
+    driver = FakeDriver(written, {**written, "table.name.format": ENV_CANARY})
+    server = ControlServer(driver=driver, host="127.0.0.1", port=0, tokens=TOKENS)  # type: ignore[arg-type]
+    server.start()
+    yield driver, client_of(server)
+    server.stop()
+
+
+def test_patch_config_merges_into_the_written_config_and_the_driver_gets_the_reference_resolved(env_driver):
+    driver, call = env_driver
+    status, info = call("PATCH", "/connectors/c1/config", {"tasks.max": "3"})
+    assert status == 200, info
+    assert driver.reconfigured.tasks_max == 3
+    assert driver.reconfigured.config == {"topics": "t1", "table.name.format": ENV_CANARY}
+    assert driver.written_spec.config == {"topics": "t1", "table.name.format": "${env:CONVEYOR_TEST_TABLE}"}
+    assert ENV_CANARY not in json.dumps(driver.written_spec.model_dump(mode="json"))
+    status, config = call("GET", "/connectors/c1/config")
+    assert config["table.name.format"] == "${env:CONVEYOR_TEST_TABLE}"
+
+
+def test_patch_config_of_a_config_with_references_cannot_change_it_live(env_driver):
+    driver, call = env_driver
+    status, doc = call("PATCH", "/connectors/c1/config", {"topics": "t2"})
+    assert status == 409 and "holds credentials" in doc["message"] and "roll the driver" in doc["message"], doc
+    assert driver.reconfigured is None
+
+
+def test_task_configs_show_the_keys_written_as_references_as_written():
+    """Kafka Connect's reverseTransform: a short resolved value (not searched for in text) too."""
+    driver = FakeDriver({"topics": "t1", "table.suffix": "${env:CONVEYOR_TEST_SUFFIX}"},
+                        {"topics": "t1", "table.suffix": "q7"})
+    driver.tasks = {0: TaskHandle(0, {"topics": "t1", "table.suffix": "q7", "name": "c1"})}
+    server = ControlServer(driver=driver, host="127.0.0.1", port=0, tokens=TOKENS)  # type: ignore[arg-type]
+    server.start()
+    try:
+        status, tasks = client_of(server)("GET", "/connectors/c1/tasks")
+    finally:
+        server.stop()
+    assert status == 200 and tasks[0]["config"]["table.suffix"] == "${env:CONVEYOR_TEST_SUFFIX}"
+    assert tasks[0]["config"]["topics"] == "t1"
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH"])
+def test_connect_config_cannot_point_a_kafka_client_elsewhere(call, driver, method):
+    body = {"topics": "t1,t2", "consumer.override.bootstrap.servers": "evil:9092"}
+    status, doc = call(method, "/connectors/c1/config", body)
+    assert status == 409 and "spec.config.consumer.override.bootstrap.servers" in doc["message"], doc
+    assert driver.reconfigured is None
 
 
 @pytest.mark.parametrize(("method", "path", "body", "status", "fragment"), [

@@ -52,7 +52,7 @@ class _Driver:
         self.calls.append("sync")
         return Directive()
 
-    def reconfigure(self, spec):
+    def reconfigure(self, spec, written=None):
         self.calls.append("reconfigure")
         return {}
 

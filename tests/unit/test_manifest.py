@@ -76,6 +76,26 @@ def test_env_references_are_substituted(tmp_path):
         ConnectorManifest.load(f, environ={"PGHOST": "h"})
 
 
+def test_the_written_spec_keeps_the_config_references_unresolved(tmp_path, monkeypatch):
+    """What Connect's GET .../config shows and PATCH merges into (issue 28): never a resolved value."""
+    monkeypatch.setenv("CONVEYOR_MOUNT_DIR", str(tmp_path))
+    (tmp_path / "secrets" / "pg").mkdir(parents=True)
+    (tmp_path / "secrets" / "pg" / "password").write_text("written-spec-canary")
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "apiVersion: conveyor.dev/v1alpha1\nkind: Connector\nmetadata: {name: c}\n"
+        "spec:\n  class: noop-sink\n  kafka: {bootstrapServers: '${env:BROKER}'}\n"
+        "  configFrom: [{secretRef: {name: pg}}]\n"
+        "  config: {topics: t, connection.url: 'postgresql://${env:PGHOST}/db', pw: '${secret:pg:password}'}\n"
+    )
+    manifest, written = ConnectorManifest.load_as_written(f, environ={"BROKER": "b:1", "PGHOST": "h"})
+    assert manifest.spec.config == {"password": "written-spec-canary", "topics": "t",
+                                    "connection.url": "postgresql://h/db", "pw": "written-spec-canary"}
+    assert written.config == {"topics": "t", "connection.url": "postgresql://${env:PGHOST}/db",
+                              "pw": "${secret:pg:password}"}
+    assert written.kafka == manifest.spec.kafka and written.config_from == manifest.spec.config_from
+
+
 def _pasted(spec_patch: dict, config: dict) -> ConnectorManifest:
     spec = {k: v for k, v in GOOD["spec"].items() if k != "tasksMax"} | spec_patch
     return ConnectorManifest.from_dict({**GOOD, "spec": {**spec, "config": config}})

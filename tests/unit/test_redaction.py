@@ -100,3 +100,44 @@ def test_log_records_are_redacted_messages_and_tracebacks(caplog):
     assert RedactSecrets().filter(record)
     text = logging.Formatter().format(record)
     assert "log-canary-value-77" not in text and "RuntimeError: boom ${env:LOG_CANARY}" in text
+
+
+# ---------------------------------------------------------------- issue 28: more secret keys, free text
+
+@pytest.mark.parametrize("key", ["ssl.keystore.key", "producer.override.ssl.keystore.key", "ssl.key.pem",
+                                 "consumer.override.ssl.key.pem", "ssl_key", "azure.account.key",
+                                 "azblob.account.key", "ssl.keystore.password", "ssl.truststore.password",
+                                 "sasl.oauthbearer.assertion.private.key.passphrase",
+                                 "sasl.oauthbearer.client.credentials.client.secret"])
+def test_private_keys_and_account_keys_are_secret(key):
+    assert is_secret_key(key)
+    assert redact_value(key, CANARY) == HIDDEN
+
+
+@pytest.mark.parametrize("key", ["ssl.key.location", "ssl.keystore.location", "ssl.truststore.certificates",
+                                 "ssl.keystore.certificate.chain", "ssl.certificate.pem", "ssl.ca.pem",
+                                 "key.converter", "key.ignore", "azure.account.name"])
+def test_paths_certificates_and_key_converters_are_not_secret(key):
+    assert not is_secret_key(key)
+
+
+PEM = f"-----BEGIN RSA PRIVATE KEY-----\nMIIEow{CANARY}AKCAQEA\n-----END RSA PRIVATE KEY-----"
+
+
+@pytest.mark.parametrize("text", [
+    f"config {{'topics': 'orders', 'ssl.keystore.key': {PEM!r}}}",
+    f'{{"ssl.key.pem": "{CANARY}", "topics": "orders"}}',
+    f"ssl.keystore.key={CANARY} topics=orders",
+    f"sasl.jaas.config=\"org.apache.kafka.common.security.plain.PlainLoginModule required password='{CANARY}';\"",
+    f"key material follows\n{PEM}\nend",
+    f"truncated: -----BEGIN PRIVATE KEY-----\nMII{CANARY}",
+    f'librdkafka: sasl.oauthbearer.config: password="{CANARY}"',
+])
+def test_secret_values_in_free_text_are_hidden(text):
+    shown = redact_text(text)
+    assert CANARY not in shown and HIDDEN in shown, shown
+
+
+def test_free_text_keeps_what_is_not_secret():
+    text = "ssl.key.location=/mnt/tls/key.pem 'topics': 'orders' spec.config.connection.password: not mounted"
+    assert redact_text(text) == text

@@ -4,9 +4,19 @@ Two rules, both applied by :func:`redact_text` and :func:`redact_value`:
 
 * **By key.** A config value is secret by its key (Kafka Connect's ``PASSWORD`` config type
   covers the same ground: ``connection.password``, ``sasl.jaas.config``, ``*.secret``,
-  ``*.token``, the Schema Registry's ``basic.auth.user.info``...), and a URL or a libpq
-  connection string may carry a password whatever its
-  key (``postgresql://user:password@host/db``, ``host=h password=p``).
+  ``*.token``, the Schema Registry's ``basic.auth.user.info``, the private key in
+  ``ssl.keystore.key`` / librdkafka's ``ssl.key.pem``, ``azure.account.key``...), and a URL or a
+  libpq connection string may carry a password whatever its
+  key (``postgresql://user:password@host/db``, ``host=h password=p``). In free text (log
+  lines, tracebacks) a secret key's value is hidden where it is written as ``key=value`` or
+  as an item of a Python or JSON mapping (``'sasl.password': '...'``, ``"pw": "..."``), and
+  a PEM private key block is hidden wherever it is.
+
+  Not secret, on purpose: paths (``ssl.key.location``, ``ssl.keystore.location``) and
+  certificates (``ssl.truststore.certificates``, ``ssl.keystore.certificate.chain``,
+  ``ssl.certificate.pem``, ``ssl.ca.pem``): Kafka types the last two ``PASSWORD`` only to keep
+  them out of its logs, but a certificate is public, and hiding it would hide which one a
+  client used.
 * **By provenance.** A value that came from a reference -- ``${env:NAME}``,
   ``${secret:<name>:<key>}``, ``${configmap:<name>:<key>}``, a key merged from ``configFrom``,
   a Kafka password file -- is shown as that reference wherever it would appear, whatever its
@@ -30,10 +40,21 @@ from typing import Any
 HIDDEN = "[hidden]"
 MIN_SEARCHED_LENGTH = 6
 
+#: Parts of a key that make its value secret. ``keystore.key``: Kafka's ``ssl.keystore.key``
+#: (a PEM private key); ``key.pem``: librdkafka's ``ssl.key.pem`` (the same); ``ssl_key``:
+#: librdkafka's API-only private key; ``account.key``: Azure Storage account keys
+#: (``azure.account.key``, ``azblob.account.key``); ``passphrase``: a private key's passphrase.
 _SECRET_KEY_PARTS = ("password", "passwd", "secret", "token", "jaas", "credential", "apikey", "api.key",
-                     "private.key", "access.key", "auth.key", "user.info")
+                     "private.key", "access.key", "auth.key", "user.info", "keystore.key", "key.pem", "ssl_key",
+                     "account.key", "passphrase")
 _URL_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^/@:\s'\"]*:)[^@/\s'\"]*(?P<at>@)")
-_DSN_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)('[^']*'|[^\s'\"]+)", re.IGNORECASE)
+_DSN_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)('[^']*'|\"[^\"]*\"|[^\s'\"]+)", re.IGNORECASE)
+_PEM_PRIVATE_KEY = re.compile(
+    r"-----BEGIN (?P<kind>[A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END (?P=kind)PRIVATE KEY-----|$)", re.DOTALL)
+#: ``key=value``, and ``'key': 'value'`` / ``"key": "value"`` (mapping items, Python or JSON).
+_ASSIGNMENT = re.compile(r"""(?P<head>(?P<key>[A-Za-z_][\w.-]*)\s*=\s*)(?P<value>'[^']*'|"[^"]*"|[^\s'"]+)""")
+_MAPPING_ITEM = re.compile(r"""(?P<head>(?P<q>['"])(?P<key>[^'"\s]+)(?P=q)\s*:\s*)"""
+                           r"""(?P<value>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 
 _lock = threading.Lock()
 _resolved: dict[str, str] = {}  # value -> the reference it came from
@@ -74,14 +95,26 @@ def is_secret_key(key: str) -> bool:
 
 
 def redact_text(text: str) -> str:
-    """``text`` with resolved values replaced by their references, and the passwords of URLs
-    (``scheme://user:[hidden]@host``) and of libpq connection strings (``password=[hidden]``)
-    hidden."""
+    """``text`` with resolved values replaced by their references, and hidden: PEM private key
+    blocks, the passwords of URLs (``scheme://user:[hidden]@host``) and of libpq connection
+    strings (``password=[hidden]``), and the values of secret keys written as ``key=value`` or
+    as mapping items (``'sasl.password': '[hidden]'``)."""
     for value, reference in _searched:
         if value in text:
             text = text.replace(value, reference)
+    text = _PEM_PRIVATE_KEY.sub(HIDDEN, text)
     text = _URL_PASSWORD.sub(lambda m: f"{m.group('head')}{HIDDEN}{m.group('at')}", text)
-    return _DSN_PASSWORD.sub(lambda m: f"{m.group('head')}{HIDDEN}", text)
+    text = _DSN_PASSWORD.sub(lambda m: f"{m.group('head')}{HIDDEN}", text)
+    text = _MAPPING_ITEM.sub(_hide_secret_item, text)
+    return _ASSIGNMENT.sub(_hide_secret_item, text)
+
+
+def _hide_secret_item(match: re.Match[str]) -> str:
+    if not is_secret_key(match.group("key")):
+        return match.group(0)
+    value = match.group("value")
+    quote = value[0] if value[0] in "'\"" else ""
+    return f"{match.group('head')}{quote}{HIDDEN}{quote}"
 
 
 def redact_value(key: str, value: Any) -> str:

@@ -37,7 +37,7 @@ from conveyor.runtime import connect_documents as docs
 from conveyor.runtime import connect_offsets as offsets
 from conveyor.runtime.control_auth import Role
 from conveyor.runtime.kafka_clients import bootstrap_servers, client_config
-from conveyor.runtime.live_config import apply_written_spec
+from conveyor.runtime.live_config import apply_written_spec, mentions_reference
 from conveyor.runtime.operation_error import OperationError
 from conveyor.runtime.protocol import TaskState
 
@@ -93,7 +93,8 @@ def _state_info(driver: Driver, status: dict[str, Any] | None = None) -> dict[st
 
 
 def _config_of(driver: Driver) -> dict[str, str]:
-    spec = driver.manifest.spec
+    """The connector's configuration as written (references unresolved), as Connect keeps it."""
+    spec = driver.written_spec
     return docs.connect_config(driver.name, spec.connector_class, spec.tasks_max, spec.config)
 
 
@@ -171,8 +172,15 @@ def _tasks(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tupl
     if _stopped(driver) or driver.connector is None:
         return HTTPStatus.OK, []
     task_class = docs.class_name(driver.connector.task_class())
-    configs = {task_id: handle.config for task_id, handle in driver.tasks.items()}
+    configs = {task_id: _unresolved(driver, handle.config) for task_id, handle in driver.tasks.items()}
     return HTTPStatus.OK, docs.task_infos(name, configs, task_class)
+
+
+def _unresolved(driver: Driver, task_config: dict[str, Any]) -> dict[str, Any]:
+    """A task's configuration with the keys written as references in the connector's
+    configuration shown as written (Kafka Connect's ``AbstractHerder.reverseTransform``)."""
+    written = driver.written_spec.config
+    return {k: written[k] if mentions_reference(written.get(k)) else v for k, v in task_config.items()}
 
 
 def _task_status(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
@@ -257,7 +265,7 @@ def _spec_from_connect(driver: Driver, name: str, config: dict[str, Any]) -> Con
     if given is not None and given != name:
         raise OperationError(HTTPStatus.BAD_REQUEST,
                              f"Connector name configuration ({given}) doesn't match connector name in the URL ({name})")
-    running = driver.manifest.spec
+    written = driver.written_spec
     update: dict[str, Any] = {"config": {k: v for k, v in config.items() if k not in _SPEC_KEYS}}
     if "connector.class" in config:
         update["connector_class"] = config["connector.class"]
@@ -268,7 +276,7 @@ def _spec_from_connect(driver: Driver, name: str, config: dict[str, Any]) -> Con
             raise OperationError(HTTPStatus.BAD_REQUEST,
                                  f"Invalid value {config['tasks.max']} for configuration tasks.max: "
                                  "Not a number of type INT") from None
-    return ConnectorSpec.model_validate(running.model_copy(update=update).model_dump(by_alias=True))
+    return ConnectorSpec.model_validate(written.model_copy(update=update).model_dump(by_alias=True))
 
 
 def _put_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
@@ -280,6 +288,8 @@ def _put_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) ->
 
 
 def _patch_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    """Connect's ``PATCH``: ``body`` merged into the written configuration (a ``null`` removes a
+    key), never into resolved values; the references are resolved again for the connector."""
     name = _check_connector(driver, p, "Connector {c} not found")
     merged = {**_config_of(driver), **body}
     apply_written_spec(driver, _spec_from_connect(driver, name, {k: v for k, v in merged.items() if v is not None}))

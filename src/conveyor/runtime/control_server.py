@@ -23,9 +23,9 @@ Public endpoints (the operator, ``conveyor`` commands and people use them):
   "tasks": [ids]}`` (:meth:`Driver.restart`); 409 in the ``stopped`` state.
 * ``POST /tasks/<id>/restart`` — 202 ``{"id", "state": "RESTARTING"}``; 404 for an unknown task.
 * ``PUT /config`` — a new ``spec`` (JSON, the manifest's ``spec``): tasks close, the
-  connector restarts with it. 409 for what only a new driver may take: Kafka settings,
-  ``configFrom``, Spark, and any config change of a connector that resolves credentials
-  (:mod:`conveyor.runtime.live_config`).
+  connector restarts with it. 409 for what only a new driver may take: Kafka settings (in
+  ``spec.kafka`` or as client properties in ``spec.config``), ``configFrom``, Spark, and any
+  config change of a connector that holds credentials (:mod:`conveyor.runtime.live_config`).
 
 Internal: ``POST /internal/tasks/<id>/sync?directive_version=N&wait_ms=M`` — a task
 runner posts its report and long-polls for its next directive.

@@ -118,6 +118,14 @@ class Driver:
             Ignored when ``spark`` is given.
         control_tokens: the credentials the control API admits (default: fresh ones, see
             :attr:`control_tokens`).
+        written_spec: ``manifest.spec`` as written, its references unresolved
+            (:meth:`ConnectorManifest.load_as_written`); default ``manifest.spec``.
+
+    Attributes:
+        manifest: the manifest the driver runs, references resolved.
+        written_spec: its spec as written: what Kafka Connect's ``GET
+            /connectors/<name>/config`` shows and ``PATCH`` merges into, so that a resolved
+            value never becomes part of a written config (:mod:`conveyor.runtime.live_config`).
     """
 
     def __init__(
@@ -130,8 +138,10 @@ class Driver:
         advertised_host: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
         control_tokens: ControlTokens | None = None,
+        written_spec: ConnectorSpec | None = None,
     ) -> None:
         self.manifest = manifest
+        self.written_spec = written_spec or manifest.spec
         self.control_tokens = control_tokens or ControlTokens.generate()
         self._spark_conf = dict(spark_conf or {})
         self.spark_info: dict[str, str] = {}
@@ -585,9 +595,10 @@ class Driver:
             return configs
         return False
 
-    def reconfigure(self, spec: ConnectorSpec) -> dict[str, Any]:
-        """Apply a new ``spec`` (configuration, ``tasksMax``, ``state``): every task makes
-        a closing commit and stops, the connector restarts with the new configuration.
+    def reconfigure(self, spec: ConnectorSpec, written: ConnectorSpec | None = None) -> dict[str, Any]:
+        """Apply a new ``spec`` (configuration, ``tasksMax``, ``state``; references resolved):
+        every task makes a closing commit and stops, the connector restarts with the new
+        configuration. ``written`` (default ``spec``) becomes :attr:`written_spec`.
 
         Raises:
             OperationError: 400 with the invalid keys, or 409 when the class changed.
@@ -613,6 +624,7 @@ class Driver:
                 self._stop_tasks(connector_deleted=False)
                 self._stop_connector(False)
             self.manifest = self.manifest.model_copy(update={"spec": spec})
+            self.written_spec = written or spec
             self.kafka = kafka
             self.target_state = spec.state
             if spec.state is ConnectorState.STOPPED:

@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from conveyor.api.redaction import HIDDEN, is_secret_key
+
 KafkaProperties = Mapping[str, str] | str
 """Base librdkafka properties (``bootstrap.servers`` and security), or a bare bootstrap string."""
-
-SECRET_KEYS = frozenset({"sasl.password", "ssl.key.password", "ssl.keystore.password", "sasl.oauthbearer.client.secret"})
-"""Properties whose values are never logged or reported."""
-
 
 def base_properties(kafka: KafkaProperties) -> dict[str, str]:
     """A fresh ``dict`` of the base properties.
@@ -70,5 +68,6 @@ def describe(kafka: KafkaProperties) -> str:
 
 
 def redacted(kafka: KafkaProperties) -> dict[str, str]:
-    """The base properties with secret values replaced by ``"[hidden]"``."""
-    return {k: ("[hidden]" if k in SECRET_KEYS else v) for k, v in base_properties(kafka).items()}
+    """The base properties with the values of secret keys (:func:`is_secret_key`: ``sasl.password``,
+    ``ssl.key.password``, ``ssl.keystore.key``...) replaced by ``"[hidden]"``."""
+    return {k: (HIDDEN if is_secret_key(k) else v) for k, v in base_properties(kafka).items()}
