@@ -75,6 +75,11 @@ _CHECKED_SPARK_PROPERTIES = {
 }
 
 
+CODE_LOADING_CLIENT_PROPERTIES = ("plugin.library.paths", "ssl.engine.location", "ssl.providers",
+                                  "sasl.kerberos.kinit.cmd")
+"""librdkafka properties (CONFIGURATION.md) whose value is a library to load or a command to run."""
+
+
 class SecretKeySelector(_Model):
     """One key of a Secret in the connector's namespace, as Kubernetes' ``secretKeyRef``."""
 
@@ -452,6 +457,19 @@ class ConnectorSpec(_Model):
         if refused:
             raise _KeysRefused(refused)
         return {**data, **updates}
+
+    @field_validator("config")
+    @classmethod
+    def _check_code_loading_client_keys(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """librdkafka properties that load a library or run a command, bare or under any prefix
+        (``consumer.override.``...), are refused: a connector's author may not put code into the
+        pods (issue 28, item 2)."""
+        refused = {key: f"librdkafka's {suffix} would load code or run a command in the pods"
+                   for key in config for suffix in CODE_LOADING_CLIENT_PROPERTIES
+                   if key == suffix or key.endswith("." + suffix)}
+        if refused:
+            raise _KeysRefused(refused)
+        return config
 
     @field_validator("config")
     @classmethod

@@ -143,6 +143,9 @@ class _Kube:
     def get(self, *_):
         return None
 
+    def list_pods(self, *_):
+        return []
+
     def create(self, obj):
         return {"metadata": {"uid": "secret-uid"}}
 

@@ -179,3 +179,15 @@ def test_changed_enforced_ignores_case_and_space_of_the_same_value():
     assert spark_security.changed_enforced({"spark.authenticate": " TRUE ", "spark.other": "x"}) == {}
     assert spark_security.changed_enforced({"spark.network.crypto.cipher": "AES/CTR/NoPadding"}) == {
         "spark.network.crypto.cipher": "AES/CTR/NoPadding"}
+
+
+@pytest.mark.parametrize("key", ["consumer.override.plugin.library.paths", "producer.override.ssl.engine.location",
+                                 "admin.override.ssl.providers", "consumer.override.sasl.kerberos.kinit.cmd",
+                                 "plugin.library.paths"])
+def test_kafka_client_properties_that_load_code_are_refused_naming_the_key(key):
+    with pytest.raises(ManifestError) as refused:
+        ConnectorManifest.from_dict({
+            "apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector", "metadata": {"name": "orders"},
+            "spec": {"class": "noop-sink", "kafka": {"bootstrapServers": "k:1"},
+                     "config": {"topics": "t", key: "/tmp/evil.so"}}})
+    assert f"spec.config.{key}: librdkafka's " in str(refused.value)
