@@ -29,32 +29,18 @@ same two labels, so a pod carrying them would be an endpoint too. The pods that 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from conveyor.manifest import KIND
 from conveyor_operator import GROUP, names
 from conveyor_operator.kube import Kube
+from conveyor_operator.ownership import controlled_by
 
 APPS = "apps"
 
 
-def controller_reference(obj: dict[str, Any]) -> dict[str, Any] | None:
-    """The owner reference with ``controller: true`` of ``obj``, or None (at most one exists)."""
-    return next((ref for ref in (obj.get("metadata") or {}).get("ownerReferences") or [] if ref.get("controller")),
-                None)
-
-
-def _controlled_by(obj: dict[str, Any], group: str, kind: str, owner: dict[str, Any]) -> bool:
-    """Whether ``obj``'s controller is ``owner`` (an object of ``group``/``kind``), by uid and name
-    in the same namespace."""
-    ref = controller_reference(obj)
-    meta, owner_meta = obj.get("metadata") or {}, owner.get("metadata") or {}
-    return (ref is not None and ref.get("apiVersion", "").split("/")[0] == group and ref.get("kind") == kind
-            and bool(ref.get("uid")) and ref.get("uid") == owner_meta.get("uid")
-            and ref.get("name") == owner_meta.get("name") and meta.get("namespace") == owner_meta.get("namespace"))
-
-
-def started_driver_pods(connector: dict[str, Any], deployment: dict[str, Any] | None,
+def started_driver_pods(connector: Mapping[str, Any], deployment: dict[str, Any] | None,
                         replica_sets: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The pods of ``pods`` that are the connector's driver as the operator started it, and
     running (see the module docstring); in the order given.
@@ -65,11 +51,11 @@ def started_driver_pods(connector: dict[str, Any], deployment: dict[str, Any] | 
         replica_sets, pods: as listed from the API (the ones not in the chain are left out).
     """
     if (deployment is None or deployment["metadata"].get("name") != names.driver(connector["metadata"]["name"])
-            or not _controlled_by(deployment, GROUP, "Connector", connector)):
+            or not controlled_by(deployment, GROUP, KIND, connector)):
         return []
-    owned_sets = [rs for rs in replica_sets if _controlled_by(rs, APPS, "Deployment", deployment)]
+    owned_sets = [rs for rs in replica_sets if controlled_by(rs, APPS, "Deployment", deployment)]
     return [pod for pod in pods
-            if _running(pod) and any(_controlled_by(pod, APPS, "ReplicaSet", rs) for rs in owned_sets)]
+            if _running(pod) and any(controlled_by(pod, APPS, "ReplicaSet", rs) for rs in owned_sets)]
 
 
 def _running(pod: dict[str, Any]) -> bool:
@@ -91,7 +77,7 @@ def pod_url(pod: dict[str, Any], port: int) -> str:
     return f"http://[{address}]:{port}" if isinstance(address, ipaddress.IPv6Address) else f"http://{address}:{port}"
 
 
-def driver_pod_urls(kube: Kube, connector: dict[str, Any], port: int) -> list[str]:
+def driver_pod_urls(kube: Kube, connector: Mapping[str, Any], port: int) -> list[str]:
     """Control API URLs of :func:`started_driver_pods` (three API reads: the Deployment, its
     ReplicaSets and the driver pods, by the labels the operator renders)."""
     meta = connector["metadata"]

@@ -99,6 +99,13 @@ class Kube:
             if exc.status != 404:
                 raise
 
+    def merge_patch(self, api_version: str, kind: str, namespace: str, name: str, patch: dict[str, Any]
+                    ) -> dict[str, Any]:
+        """JSON merge patch (RFC 7386) of one object; a ``metadata.resourceVersion`` in ``patch``
+        makes it conditional (409 Conflict when the object changed since)."""
+        return self._call(resource_path(api_version, kind, namespace, name), "PATCH", patch,
+                          [("fieldManager", self.field_manager)], "application/merge-patch+json")
+
     def scale_deployment(self, namespace: str, name: str, replicas: int) -> None:
         """Set a Deployment's replicas through its scale subresource; a missing one is fine."""
         path = resource_path("apps/v1", "Deployment", namespace, name) + "/scale"
