@@ -93,17 +93,17 @@ def _listed_to(connector: Mapping[str, Any], config_map: str) -> dict[str, Any] 
     return found
 
 
-def _write_listed(connector: Mapping[str, Any], config_map: str, own: dict[str, Any] | None,
-                  document: dict[str, Any]) -> None:
-    """Create the operator's ConfigMap ``config_map`` with ``document``, or update ``own`` (only
-    its ``offsets.json``, conditional on its ``resourceVersion``).
+def _write_listed(connector: Mapping[str, Any], config_map: str, document: dict[str, Any]) -> None:
+    """Create the operator's ConfigMap ``config_map`` with ``document``, or update it if it is the
+    operator's own (only its ``offsets.json``, conditional on the ``resourceVersion`` checked).
 
     Raises:
-        _Refused: someone else created a ConfigMap of that name meanwhile.
-        ApiException: 409 when ``own`` changed meanwhile (kopf retries the handler).
+        _Refused: the ConfigMap is someone else's (:func:`_listed_to`).
+        ApiException: 409 when it changed between the check and the update (kopf retries the handler).
     """
     kube = shared_kube()
     meta = connector["metadata"]
+    own = _listed_to(connector, config_map)
     if own is None:
         try:
             kube.create(offsets_config_map(meta["namespace"], config_map, meta["name"], meta["uid"], document))
@@ -111,9 +111,9 @@ def _write_listed(connector: Mapping[str, Any], config_map: str, own: dict[str, 
         except ApiException as exc:
             if exc.status != 409:
                 raise
-        own = _listed_to(connector, config_map)
+        own = _listed_to(connector, config_map)  # created meanwhile: by whom?
         if own is None:
-            raise kopf.TemporaryError(f"ConfigMap {config_map} was created and deleted meanwhile", delay=1)
+            raise kopf.TemporaryError(f"ConfigMap {config_map} was created and deleted meanwhile", delay=1) from None
     kube.merge_patch("v1", "ConfigMap", meta["namespace"], config_map, {
         "metadata": {"resourceVersion": own["metadata"]["resourceVersion"]}, "data": {DATA_KEY: _text(document)}})
 
@@ -150,9 +150,8 @@ def _perform(operation: str, body: kopf.Body, name: str, namespace: str) -> str:
         if spec.list_offsets is None:
             raise _Refused("list needs spec.listOffsets.toConfigMap.name")
         target = spec.list_offsets.to_config_map.name
-        own = _listed_to(body, target)  # refused before the driver is asked
-        document = client.offsets(name)
-        _write_listed(body, target, own, document)
+        _listed_to(body, target)  # a ConfigMap that is not the operator's is refused before the driver is asked
+        _write_listed(body, target, client.offsets(name))
         return f"{len(document.get('offsets') or [])} offset(s) written to ConfigMap {target} key {DATA_KEY}"
     if spec.state.value != "stopped":
         raise _Waiting(f"{operation} of offsets needs the connector stopped: set spec.state to stopped; "
