@@ -49,7 +49,7 @@ class DriverRefused(RuntimeError):
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
     """No new request for a 3xx: urllib then raises the 3xx as an :class:`urllib.error.HTTPError`."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201 - urllib's signature
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
 
 

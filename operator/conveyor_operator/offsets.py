@@ -151,7 +151,8 @@ def _perform(operation: str, body: kopf.Body, name: str, namespace: str) -> str:
             raise _Refused("list needs spec.listOffsets.toConfigMap.name")
         target = spec.list_offsets.to_config_map.name
         _listed_to(body, target)  # a ConfigMap that is not the operator's is refused before the driver is asked
-        _write_listed(body, target, client.offsets(name))
+        document = client.offsets(name)
+        _write_listed(body, target, document)
         return f"{len(document.get('offsets') or [])} offset(s) written to ConfigMap {target} key {DATA_KEY}"
     if spec.state.value != "stopped":
         raise _Waiting(f"{operation} of offsets needs the connector stopped: set spec.state to stopped; "

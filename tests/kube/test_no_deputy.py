@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 import pytest
-import yaml
 from _objects import Api, connector, eventually, free_port, unique_name
 from kubernetes import client
 
@@ -36,11 +35,11 @@ class _Driverlike(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):
         stopped = {"name": "c", "connector_deleted": True, "tasks": [], "removed": []}
         self._answer(stopped if self.path.startswith("/stop") else None)
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         self._answer(LISTED if self.path.endswith("/offsets") else None)
 
     def log_message(self, *args):

@@ -7,7 +7,6 @@ import threading
 from contextlib import contextmanager
 
 import pytest
-
 from conveyor_operator.control import DriverClient, DriverRefused, DriverTimedOut, DriverUnreachable
 
 
@@ -39,7 +38,7 @@ def test_a_driver_that_takes_the_request_and_does_not_answer_in_time_is_timed_ou
 class _Recorder(http.server.BaseHTTPRequestHandler):
     """Records each request's path and ``Authorization`` header on its server."""
 
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):
         self.server.seen.append((self.path, self.headers.get("Authorization")))
         body = b'{"name": "c", "connector": {"state": "RUNNING"}, "tasks": []}'
         self.send_response(200)
@@ -54,7 +53,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 
 def _redirecting_to(target: str, status: int):
     class Redirect(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             self.send_response(status)
             self.send_header("Location", target + self.path)
             self.send_header("Content-Length", "0")
