@@ -771,6 +771,12 @@ def test_offsets_are_listed_altered_and_reset_through_the_connector_as_strimzi_d
             assert sorted((o["partition"]["kafka_partition"], o["offset"]["kafka_offset"]) for o in listed["offsets"]) \
                 == sorted(committed_offsets(kafka_bootstrap, group, topic, 2).items())
             assert api.events(kube_namespace, name, "OffsetsListed")
+            # the operator's own ConfigMap: controlled by the Connector (deleted with it), marked as its offsets
+            own = api.core.read_namespaced_config_map(f"{name}-listed", kube_namespace)
+            reference = own.metadata.owner_references[0]
+            assert (reference.kind, reference.name, reference.uid, reference.controller) == \
+                ("Connector", name, api.get_connector(kube_namespace, name)["metadata"]["uid"], True)
+            assert own.metadata.labels["conveyor.dev/component"] == "offsets"
 
             wanted = {"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0},
                                    "offset": {"kafka_offset": 1}}]}
@@ -786,6 +792,14 @@ def test_offsets_are_listed_altered_and_reset_through_the_connector_as_strimzi_d
                                                       {"spec": {"state": "stopped"}})
             eventually(lambda: api.events(kube_namespace, name, "OffsetsAltered"), timeout_s=90, message="altered")
             assert committed_offsets(kafka_bootstrap, group, topic, 2) == {**before, 0: 1}
+            # listed again: the operator's own ConfigMap is updated (its other keys kept)
+            api.core.patch_namespaced_config_map(f"{name}-listed", kube_namespace, {"data": {"note": "kept"}})
+            annotate("list")
+            again = api.core.read_namespaced_config_map(f"{name}-listed", kube_namespace)
+            relisted = json.loads(again.data["offsets.json"])["offsets"]
+            assert sorted((o["partition"]["kafka_partition"], o["offset"]["kafka_offset"]) for o in relisted) \
+                == sorted({**before, 0: 1}.items())
+            assert again.data["note"] == "kept"
 
             annotate("reset")
             assert api.events(kube_namespace, name, "OffsetsReset")
