@@ -128,8 +128,10 @@ def read_lock(path: Path) -> Lock:
         spec, *options = re.split(r"\s+(?=--)", stripped)
         req = Requirement(spec)
         assert req.url is None and not req.extras and req.marker is None, f"{path.name}:{number}: {spec}"
-        (specifier,) = req.specifier
-        assert specifier.operator == "==" and "*" not in specifier.version, f"{path.name}:{number}: {spec} not pinned"
+        specifiers = list(req.specifier)
+        pinned = len(specifiers) == 1 and specifiers[0].operator == "==" and "*" not in specifiers[0].version
+        assert pinned, f"{path.name}:{number}: {spec} not pinned"
+        specifier = specifiers[0]
         hashes = tuple(options)
         assert hashes, f"{path.name}:{number}: {spec} has no hash"
         for option in hashes:
