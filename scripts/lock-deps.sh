@@ -28,4 +28,5 @@ compile() {
 
 compile requirements/build.lock requirements/build.in "$@"
 compile requirements/runtime.lock pyproject.toml --extra spark --extra postgres --extra rabbitmq --extra archive "$@"
-compile requirements/operator.lock pyproject.toml --extra operator --extra postgres --extra rabbitmq --extra archive "$@"
+compile requirements/operator.lock pyproject.toml --extra operator --extra postgres --extra rabbitmq --extra archive \
+    "$@"

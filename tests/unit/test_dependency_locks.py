@@ -99,10 +99,13 @@ class Lock:
         return found
 
 
-def logical_lines(text: str) -> list[tuple[int, str]]:
-    """(first line number, text) of each line, continuation lines joined; comment lines kept."""
+def logical_lines(text: str, *, comments: bool = True) -> list[tuple[int, str]]:
+    """(first line number, text) of each line, continuation lines joined; comment lines dropped
+    unless ``comments`` (a Dockerfile drops them inside a continued instruction too)."""
     lines, buffer, start = [], "", 0
     for number, raw in enumerate(text.splitlines(), start=1):
+        if not comments and raw.strip().startswith("#"):
+            continue
         if not buffer:
             start = number
         if raw.rstrip().endswith("\\"):
@@ -215,8 +218,7 @@ def dockerfile_stages() -> tuple[dict[str, str], dict[str, tuple[str, list[Instr
     global_args: dict[str, str] = {}
     stages: dict[str, tuple[str, list[Instruction]]] = {}
     current: list[Instruction] | None = None
-    joined = logical_lines("\n".join("" if l.strip().startswith("#") else l for l in DOCKERFILE.read_text().splitlines()))
-    for number, line in joined:
+    for number, line in logical_lines(DOCKERFILE.read_text(), comments=False):
         keyword, _, args = line.strip().partition(" ")
         if not keyword:
             continue
@@ -333,8 +335,10 @@ def test_lock_was_written_by_the_script_for_the_images_python(name):
     script = SCRIPT.read_text()
     assert os.access(SCRIPT, os.X_OK), "scripts/lock-deps.sh is not executable"
     for option in ("--python-version", "--python-platform"):
-        assert f"{option} {locked.option(option)[0]}" in script, f"scripts/lock-deps.sh has no {option} {locked.option(option)[0]}"
-    (call,) = [line for line in script.splitlines() if line.startswith(f"compile requirements/{name} ")]
+        expected = f"{option} {locked.option(option)[0]}"
+        assert expected in script, f"scripts/lock-deps.sh has no {expected}"
+    calls = [line for _, line in logical_lines(script, comments=False) if line.startswith("compile ")]
+    (call,) = [line for line in calls if line.startswith(f"compile requirements/{name} ")]
     script_args = [w for w in shlex.split(call)[2:] if w != "$@"]
     header_args = words[words.index(script_args[0]):words.index("--output-file")]
     assert script_args == header_args, f"scripts/lock-deps.sh runs `{call}`, the header of {name} says {header_args}"
@@ -396,7 +400,8 @@ def test_every_pip_install_is_a_hashed_lock_or_conveyor_from_no_index(stage):
             (package,) = [w for w in words[2:] if not w.startswith("-")]
             assert CONVEYOR_WHEEL.match(package), f"line {run.line}: pip install {package} (not from a lock)"
             assert "--no-index" in words, f"line {run.line}: conveyor's wheel installed from an index"
-    assert not [w for _, w in commands(chain(stage)) if "--upgrade-deps" in w], "venv --upgrade-deps fetches unlocked pip"
+    upgrades = [w for _, w in commands(chain(stage)) if "--upgrade-deps" in w]
+    assert not upgrades, "venv --upgrade-deps fetches pip and setuptools from no lock"
     for name in installed_locks(stage):
         assert name in copied_locks(stage), f"{stage} installs {name} without COPYing requirements/{name}"
 
