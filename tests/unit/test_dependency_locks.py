@@ -13,7 +13,8 @@ tests are offline and resolve nothing). They check that
   environment markers evaluated for the image's platform) is pinned, at a version its specifier
   allows: a dependency added to pyproject.toml or a bound moved past the pin fails here until the
   locks are regenerated;
-* build.lock pins pip, setuptools and wheel, at versions [build-system].requires allows;
+* build.lock pins pip, setuptools and wheel, at versions [build-system].requires allows, and a
+  package in both build.lock and an image's lock has one version;
 * the Dockerfile installs each lock with ``--require-hashes --no-deps --no-build-isolation``
   (sdists are built by the locked setuptools, not by build dependencies fetched unhashed) and
   conveyor's own wheel with ``--no-index``, so pip can fetch nothing else.
@@ -371,6 +372,16 @@ def test_image_locks_pin_no_build_tools_and_not_conveyor():
     """The venv's pip, setuptools and wheel come from build.lock only (one version in the image)."""
     for name in TARGET_LOCKS.values():
         assert not (set(lock(name).pins) & (BUILD_TOOLS | {canonicalize_name(PROJECT["name"])})), name
+
+
+@pytest.mark.parametrize("target", TARGET_LOCKS)
+def test_image_lock_agrees_with_build_lock_on_shared_packages(target):
+    """A package in both locks (wheel's ``packaging``) gets one version: the image lock, installed
+    second with --no-deps, would otherwise replace what the build tools were checked with."""
+    build, image = lock(BUILD_LOCK).pins, lock(TARGET_LOCKS[target]).pins
+    differ = {name: (str(build[name].version), str(image[name].version)) for name in set(build) & set(image)
+              if build[name].version != image[name].version}
+    assert not differ, f"build.lock and {TARGET_LOCKS[target]} pin different versions: {differ}"
 
 
 def test_build_lock_pins_the_build_tools_build_system_allows():
