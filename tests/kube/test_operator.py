@@ -873,3 +873,23 @@ def _manifest_of(api: Api, namespace: str, name: str, tmp: Path) -> str:
     path = tmp / f"{name}-impostor.yaml"
     path.write_text(api.core.read_namespaced_config_map(f"{name}-connector", namespace).data["connector.yaml"])
     return str(path)
+
+
+def test_an_object_of_the_connectors_name_that_is_someone_elses_is_not_taken_over(kube_api, kube_namespace,
+                                                                                  operator, api):
+    name = _name("taken")
+    api.core.create_namespaced_config_map(kube_namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=f"{name}-connector"), data={"theirs": "keep"}))
+    with operator():
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
+        waiting = eventually(lambda: (api.condition(kube_namespace, name, "Progressing") or {}).get("reason")
+                             == "WaitingForPredecessor" and api.condition(kube_namespace, name, "Progressing"),
+                             timeout_s=30, message="the Connector waits instead of taking the ConfigMap over")
+        assert f"ConfigMap {name}-connector" in waiting["message"]
+        config_map = api.core.read_namespaced_config_map(f"{name}-connector", kube_namespace)
+        assert config_map.data == {"theirs": "keep"} and not config_map.metadata.owner_references
+        with pytest.raises(client.ApiException):
+            api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace)
+        api.core.delete_namespaced_config_map(f"{name}-connector", kube_namespace)
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), timeout_s=30,
+                   message="applied once the name is free")
