@@ -439,13 +439,18 @@ def test_skip_cleanup_annotation_gives_up_explicitly(kube_api, kube_namespace, o
         assert api.events(kube_namespace, name, "CleanupSkipped")
 
 
+def _deleted_with_a_cleanup_job(api: Api, namespace: str, name: str) -> client.V1Job:
+    """A noop-sink Connector applied, then deleted with no driver answering: its cleanup Job."""
+    api.create_connector(connector(name, namespace, "noop-sink", "k:9092", {"topics": "t"}))
+    eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", namespace), message="Deployment")
+    api.delete_connector(namespace, name)
+    return eventually(lambda: api.batch.read_namespaced_job(f"{name}-cleanup", namespace), message="cleanup Job")
+
+
 def test_failed_cleanup_keeps_the_finalizer_and_says_why(kube_api, kube_namespace, operator, api):
     name = _name("fails")
     with operator():
-        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
-        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
-        api.delete_connector(kube_namespace, name)
-        job = eventually(lambda: api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace), message="Job")
+        job = _deleted_with_a_cleanup_job(api, kube_namespace, name)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         api.batch.patch_namespaced_job_status(job.metadata.name, kube_namespace, {"status": {
             "startTime": now, "failed": 1, "conditions": [
@@ -509,10 +514,7 @@ def test_a_connector_whose_spec_became_invalid_is_cleaned_up_as_last_applied(kub
 def test_skip_cleanup_ends_the_cleanup_job_before_the_finalizer_goes(kube_api, kube_namespace, operator, api):
     name = _name("skipjob")
     with operator():
-        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
-        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
-        api.delete_connector(kube_namespace, name)
-        eventually(lambda: api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace), message="cleanup Job")
+        _deleted_with_a_cleanup_job(api, kube_namespace, name)
         pod = _cleanup_pod(api, kube_namespace, name)
         api.core.delete_namespaced_pod(pod, kube_namespace, grace_period_seconds=300)  # as the Job's deletion would
         _patch_connector(api, kube_namespace, name, {"metadata": {"annotations": {"conveyor.dev/skip-cleanup": "true"}}})

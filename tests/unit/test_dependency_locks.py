@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _pyproject import declared_requirements
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -169,26 +170,6 @@ def platform_environment(python_version: str) -> dict[str, str]:
         "platform_system": "Linux",
         "platform_machine": "x86_64",
     }
-
-
-def declared_requirements(extras: set[str], environment: dict[str, str]) -> list[Requirement]:
-    """The requirements installing conveyor with ``extras`` pulls in directly: the dependencies and
-    the extras' requirements, following ``conveyor[...]`` references; markers evaluated."""
-    requirements = [Requirement(r) for r in PROJECT["dependencies"]]
-    todo, seen = sorted(extras), set()
-    while todo:
-        extra = todo.pop()
-        if extra in seen:
-            continue
-        seen.add(extra)
-        assert extra in PROJECT["optional-dependencies"], f"pyproject.toml has no extra {extra!r}"
-        for line in PROJECT["optional-dependencies"][extra]:
-            req = Requirement(line)
-            if canonicalize_name(req.name) == canonicalize_name(PROJECT["name"]):
-                todo.extend(req.extras)
-            else:
-                requirements.append(req)
-    return [r for r in requirements if r.marker is None or r.marker.evaluate({**environment, "extra": ""})]
 
 
 def unmet(requirements: list[Requirement], pins: dict[str, Pin]) -> list[str]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
+from _pyproject import declared_requirements
 from packaging.specifiers import SpecifierSet
 
 try:
@@ -156,22 +156,8 @@ def installed_extras(name: str) -> set[str]:
 
 
 def requirement_names(extras: set[str]) -> set[str]:
-    """Distribution names (normalized) that installing conveyor with ``extras`` pulls in directly,
-    following the package's references to itself (``conveyor[spark,...]``)."""
-    names = {Requirement(r).name.lower() for r in PROJECT["dependencies"]}
-    todo, seen = list(extras), set()
-    while todo:
-        extra = todo.pop()
-        if extra in seen:
-            continue
-        seen.add(extra)
-        for line in EXTRAS[extra]:
-            req = Requirement(line)
-            if req.name == PROJECT["name"]:
-                todo.extend(req.extras)
-            else:
-                names.add(req.name.lower())
-    return names
+    """Distribution names (lowercase) that installing conveyor with ``extras`` pulls in directly."""
+    return {r.name.lower() for r in declared_requirements(extras)}
 
 
 def apt_packages(name: str) -> set[str]:
