@@ -160,7 +160,7 @@ def test_the_executor_pod_spark_renders_is_admitted_and_nothing_else(kube_api, k
 
 def test_a_driver_cannot_touch_another_connectors_pods_or_write_configmaps(kube_api, kube_namespace, driver_setup,
                                                                             api):
-    name, template, driver = driver_setup
+    _, template, driver = driver_setup
     other = executor_pod("another-connector", template, driver, index=7)
     other["metadata"]["labels"]["conveyor.dev/connector"] = "another-connector"
     other["metadata"]["ownerReferences"] = []
