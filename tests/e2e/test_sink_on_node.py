@@ -63,6 +63,18 @@ def test_postgres_sink_with_two_tasks_runs_on_executor_pods(kube_node, node_kafk
     assert len(executors) == 2, sorted(executors)  # one task slot each (tasksMax 2, 1 core per executor)
     assert {t["pod"] for t in tasks} == set(executors), (tasks, sorted(executors))
     print(f"apply -> first row in PostgreSQL: {first_row_s:.1f}s")
+    # Spark created those executors through the chart's drivers' admission policy (issue 28,
+    # item 3), which the controller manager has type-checked without a warning.
+    policies = json.loads(kube_node.kubectl("get", "validatingadmissionpolicies", "-o", "json").stdout)["items"]
+    drivers_policy = [p for p in policies if p["metadata"]["name"].endswith("-spark-drivers")]
+    assert len(drivers_policy) == 1, [p["metadata"]["name"] for p in policies]
+
+    def type_checked():
+        checked = get(kube_node, "validatingadmissionpolicy", drivers_policy[0]["metadata"]["name"], "default")
+        status = (checked or {}).get("status") or {}
+        return status if "typeChecking" in status else None
+    status = eventually(type_checked, 60, "the policy type-checked")
+    assert not (status["typeChecking"] or {}).get("expressionWarnings"), status
 
 
 OPENSHIFT_UID = 1000650000
