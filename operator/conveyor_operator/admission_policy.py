@@ -18,6 +18,13 @@ The operator and the driver check all of this again (the API server may lack the
 chart value ``admissionPolicy.enabled`` be false). On UPDATE only a changed ``spec`` is checked,
 so that a Connector stored before the policy can still lose its finalizer.
 
+Cost: the API server (1.36) accepts the policy's estimated cost without a ``maxProperties`` on
+``spec.config``. At run time only values holding ``${secret:``/``${configmap:`` are matched, each
+candidate on its own: about 700 kB of such values passed (1024 keys of 600 characters with a
+reference each; values without references cost little up to the 3 MiB request limit), 1.6 MB
+of them exceeded the per-expression budget, which refuses the Connector ("actual cost limit
+exceeded": the policy fails closed).
+
 fnmatch globs become RE2 regular expressions (:func:`glob_regex`) the way the chart's helper
 ``conveyor.allowedSparkConfRegexes`` converts the platform's: Go's ``regexp.QuoteMeta``, then
 ``*`` as ``.*`` (any characters, dots and newlines too, as fnmatch's) and ``?`` as ``.``,
