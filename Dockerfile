@@ -7,19 +7,31 @@
 # names the runtime image and `image` the operator image.
 #
 # Build arguments (neither is needed for a normal build):
-#   BASE_IMAGE  the image both targets start FROM (default python:3.11-slim-bookworm). Any Debian 12
-#               image with `python3` (3.10+) and its `venv` module works: nothing below depends on
-#               where Python lives. The test harness (conveyor.testing.images) builds on a base
-#               bootstrapped from Debian packages, because no registry is reachable there.
+#   BASE_IMAGE  the image both targets start FROM: by default python:3.11-slim-bookworm pinned by
+#               digest, so a rebuild starts from the same bytes (the tag moves with every Debian or
+#               Python update). The digest is the linux/amd64 image manifest (Python 3.11.16, built
+#               2026-08-25) as recorded by Docker's official-images metadata (docker-library/repo-info,
+#               repos/python/remote/3.11-slim-bookworm.md); amd64, like the locks below. To move to a
+#               newer build: `docker buildx imagetools inspect python:3.11-slim-bookworm` and take the
+#               linux/amd64 manifest's digest. Any Debian 12 image with `python3` 3.11 and its `venv`
+#               module works too: nothing below depends on where Python lives. The test harness
+#               (conveyor.testing.images) passes a base it bootstrapped from Debian packages
+#               (`--build-arg BASE_IMAGE=localhost/conveyor-base:...`): no registry is reachable there.
 #   PIP_CERT    a CA bundle file for pip, for builds behind a TLS-inspecting proxy; it has to be
 #               mounted into the build (e.g. `buildah bud --volume <dir with ca.crt>:/mnt:ro
 #               --build-arg PIP_CERT=/mnt/ca.crt`). An ARG, so it is not kept in the image.
 #
 # Conveyor and its dependencies are installed into a virtual environment at /opt/conveyor/venv (on
 # PATH), so the images never touch the base's own Python (Debian's is externally managed, PEP 668).
+# Every Python package comes from a hashed lock (requirements/*.lock, written by
+# scripts/lock-deps.sh for Python 3.11 on linux x86_64): `pip install --require-hashes --no-deps`
+# installs exactly the locked files, sdists (pyspark's) are built with --no-build-isolation by the
+# locked setuptools and wheel, and conveyor's own wheel goes in last with --no-index, so pip can fetch
+# nothing and fails if the lock lacks anything conveyor and its extras require.
 # pip's cache is a build cache mount (`RUN --mount=type=cache`, BuildKit's and buildah's syntax;
-# Docker 23+ builds with BuildKit by default), so a rebuild after a source change reuses the wheel
-# built from pyspark's 400 MB sdist instead of fetching and building it again.
+# Docker 23+ builds with BuildKit by default), so a rebuild after a change to a lock reuses the
+# wheel built from pyspark's 400 MB sdist instead of fetching and building it again; a change to
+# conveyor's sources alone reinstalls only conveyor's wheel (the locks are installed in layers before).
 #
 # How the runtime image runs on Kubernetes:
 #   * The driver is a Deployment whose container runs `conveyor run ...` (ENTRYPOINT below), with
@@ -35,37 +47,42 @@
 #     own image entrypoint does. Python workers run with PYSPARK_PYTHON (the venv's python).
 #     `spark-class` and `spark-submit` are on PATH as well ($SPARK_HOME/bin).
 
-ARG BASE_IMAGE=python:3.11-slim-bookworm
+ARG BASE_IMAGE=python:3.11-slim-bookworm@sha256:2fc9207f64226cb05ac317cee0bab6fa55a9ea311ce5a086baddd4b4a83c2d3c
 
 # ---------------------------------------------------------------------------------------------
-# builder: the conveyor wheel (pure Python; dependencies are installed from PyPI in each target)
+# builder: the conveyor wheel (pure Python; its dependencies are installed from each target's lock)
 FROM ${BASE_IMAGE} AS builder
 
 ARG PIP_CERT
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH="/opt/conveyor/venv/bin:${PATH}"
 WORKDIR /src
+COPY requirements/build.lock /tmp/requirements/
 COPY pyproject.toml README.md ./
 COPY src ./src
 COPY operator ./operator
 RUN --mount=type=cache,id=conveyor-pip,target=/root/.cache/pip \
     python3 -m venv /opt/conveyor/venv \
- && pip wheel --no-deps --wheel-dir /wheels .
+ && pip install --require-hashes --no-deps --no-build-isolation -r /tmp/requirements/build.lock \
+ && pip wheel --no-deps --no-build-isolation --wheel-dir /wheels .
 
 # ---------------------------------------------------------------------------------------------
 # base: what both images share (the venv, the non-root user, Python settings)
 FROM ${BASE_IMAGE} AS base
 
 # Bytecode is compiled by pip at install time (the venv is read-only to the user at run time).
-# The venv gets the current pip, whatever the base's is (Debian 12's pip 23.0 would install an
-# sdist such as pyspark's with `setup.py install`, leaving no built wheel in the cache).
+# The venv gets the locked pip, setuptools and wheel, whatever the base's are (Debian 12's pip 23.0
+# would install an sdist such as pyspark's with `setup.py install`, leaving no built wheel in the cache).
 ARG PIP_CERT
 ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     VIRTUAL_ENV=/opt/conveyor/venv \
     PATH="/opt/conveyor/venv/bin:${PATH}"
+COPY requirements/build.lock /tmp/requirements/
 RUN --mount=type=cache,id=conveyor-pip,target=/root/.cache/pip \
-    python3 -m venv --upgrade-deps /opt/conveyor/venv \
+    python3 -m venv /opt/conveyor/venv \
+ && pip install --require-hashes --no-deps --no-build-isolation -r /tmp/requirements/build.lock \
+ && rm -rf /tmp/requirements \
  && groupadd --gid 10001 conveyor \
  && useradd --uid 10001 --gid 10001 --no-log-init --create-home --home-dir /home/conveyor \
       --shell /usr/sbin/nologin conveyor
@@ -78,12 +95,17 @@ WORKDIR /home/conveyor
 FROM base AS operator
 
 ARG PIP_CERT
-COPY --from=builder /wheels /tmp/wheels
-# The wheel built above pins conveyor; its dependencies are pyproject.toml's ranges (no lock file).
-# hadolint ignore=DL3013
+COPY requirements/operator.lock /tmp/requirements/
 RUN --mount=type=cache,id=conveyor-pip,target=/root/.cache/pip \
-    set -- /tmp/wheels/conveyor-*.whl \
- && pip install "$1[operator,postgres,rabbitmq,archive]" \
+    pip install --require-hashes --no-deps --no-build-isolation -r /tmp/requirements/operator.lock \
+ && rm -rf /tmp/requirements
+COPY --from=builder /wheels /tmp/wheels
+# The wheel built above, from no index (see the top): its extras' requirements must all be locked
+# (the wheel is this build's own, so it has no version to pin).
+# hadolint ignore=DL3013
+RUN set -- /tmp/wheels/conveyor-*.whl \
+ && pip install --no-cache-dir --no-index "$1[operator,postgres,rabbitmq,archive]" \
+ && pip check \
  && rm -rf /tmp/wheels
 
 USER 10001:10001
@@ -106,15 +128,21 @@ RUN mkdir -p /usr/share/man/man1 \
  && ln -s "$java_home" /usr/lib/jvm/java-17
 
 ARG PIP_CERT
-COPY --from=builder /wheels /tmp/wheels
-# The wheel built above pins conveyor; its dependencies are pyproject.toml's ranges (no lock file).
+COPY requirements/runtime.lock /tmp/requirements/
+# Sdists (pyspark's) are built by the locked setuptools and wheel (no isolated build environment).
 # SPARK_HOME is a fixed path: a link to the pyspark package in the venv's site-packages.
-# hadolint ignore=DL3013
 RUN --mount=type=cache,id=conveyor-pip,target=/root/.cache/pip \
-    set -- /tmp/wheels/conveyor-*.whl \
- && pip install "$1[spark,postgres,rabbitmq,archive]" \
- && rm -rf /tmp/wheels \
+    pip install --require-hashes --no-deps --no-build-isolation -r /tmp/requirements/runtime.lock \
+ && rm -rf /tmp/requirements \
  && ln -s "$(python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" /opt/conveyor/spark
+COPY --from=builder /wheels /tmp/wheels
+# The wheel built above, from no index (see the top): its extras' requirements must all be locked
+# (the wheel is this build's own, so it has no version to pin).
+# hadolint ignore=DL3013
+RUN set -- /tmp/wheels/conveyor-*.whl \
+ && pip install --no-cache-dir --no-index "$1[spark,postgres,rabbitmq,archive]" \
+ && pip check \
+ && rm -rf /tmp/wheels
 
 ENV JAVA_HOME=/usr/lib/jvm/java-17 \
     SPARK_HOME=/opt/conveyor/spark \

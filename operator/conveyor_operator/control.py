@@ -1,6 +1,11 @@
 """Client of a driver's control API (served by ``conveyor run``, see
 ``conveyor.runtime.control_server``). Standard library and ``conveyor.runtime.control_auth``
-only: the operator image has no Spark and needs no HTTP library for this."""
+only: the operator image has no Spark and needs no HTTP library for this.
+
+Redirects are never followed: urllib's default opener would repeat the request, with its
+``Authorization`` header, at whatever ``Location`` the answer names. A 3xx is
+:class:`DriverRefused` with its status instead (issue 28: the admin token goes to the driver and
+nowhere else)."""
 
 from __future__ import annotations
 
@@ -41,10 +46,21 @@ class DriverRefused(RuntimeError):
         self.message = message
 
 
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """No new request for a 3xx: urllib then raises the 3xx as an :class:`urllib.error.HTTPError`."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_RefuseRedirects())
+
+
 class DriverClient:
     """Calls to one driver. Every method raises :class:`DriverUnreachable` when the driver
     cannot be reached (:class:`DriverTimedOut` when it took the request but did not answer in
-    time) and :class:`DriverRefused` when it answers with an error; blocking
+    time) and :class:`DriverRefused` when it answers with an error or a redirect (never
+    followed: a 3xx is refused with its status); blocking
     calls (``stop``, ``drain``) wait up to their own timeout plus a margin.
 
     Args:
@@ -67,9 +83,12 @@ class DriverClient:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=self._headers)
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as response:
+            with _OPENER.open(request, timeout=timeout_s or self.timeout_s) as response:
                 payload = response.read()
         except urllib.error.HTTPError as exc:
+            if HTTPStatus.MULTIPLE_CHOICES <= exc.code < HTTPStatus.BAD_REQUEST:
+                exc.close()
+                raise DriverRefused(exc.code, f"a redirect ({exc.reason}); redirects are not followed") from None
             try:
                 message = json.loads(exc.read() or b"{}").get("message", exc.reason)
             except ValueError:

@@ -6,9 +6,10 @@ Failures keep the finalizer and back off (5 s doubling to 5 min) with a
 explicitly. An operator that is down only delays all this: the finalizer waits for it.
 
 A driver that no longer answers through its Service (no ready endpoint, the Service gone) is
-asked through its pod's IP. When the Connector's namespace is deleted, Kubernetes deletes its
-pods first (KEP-5080) and the Connector only after they are gone: the driver, at SIGTERM, sees
-the namespace terminating and runs the connector-deleted stop path itself
+asked through its pod's IP, only that of a running pod the operator's own Deployment started
+(:mod:`conveyor_operator.driver_pods`). When the Connector's namespace is deleted, Kubernetes
+deletes its pods first (KEP-5080) and the Connector only after they are gone: the driver, at
+SIGTERM, sees the namespace terminating and runs the connector-deleted stop path itself
 (:mod:`conveyor.runtime.namespace_deletion`). The operator then finds no driver and cannot
 create a cleanup Job in a terminating namespace: it removes the finalizer with a
 ``NamespaceTerminating`` warning rather than hold the namespace in ``Terminating`` forever.
@@ -25,6 +26,7 @@ from conveyor.manifest import ManifestError, OffsetsPolicy
 from conveyor_operator import names, render, succession
 from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverRefused, DriverTimedOut, DriverUnreachable
+from conveyor_operator.driver_pods import driver_pod_urls
 from conveyor_operator.handlers import (
     RESOURCE,
     RUNTIME,
@@ -94,7 +96,7 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
         write_status(namespace, name, conditions)
     grace = manifest.spec.shutdown.grace_period_seconds
     try:
-        report = _stop_driver(name, namespace, connector_deleted=policy.cleanup, delete_offsets=delete_offsets,
+        report = _stop_driver(body, connector_deleted=policy.cleanup, delete_offsets=delete_offsets,
                               timeout_s=grace)
     except DriverTimedOut as exc:
         # Still stopping (closing commits, the connector's cleanup): never a Job beside it.
@@ -119,20 +121,22 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
     shared_kube().event(body, "Normal", "CleanedUp", message=f"connector-deleted stop done by the driver: {summary(report)}")
 
 
-def _stop_driver(name: str, namespace: str, **stop: Any) -> dict[str, Any]:
-    """``POST /stop`` to the driver through its Service, else to each driver pod's own IP
-    (the Service may be gone or list no endpoint: a namespace being deleted, a pod not Ready).
+def _stop_driver(connector: kopf.Body, **stop: Any) -> dict[str, Any]:
+    """``POST /stop`` to the driver through its Service, else to the own IP of each running driver
+    pod the operator started (the Service may be gone or list no endpoint: a namespace being
+    deleted, a pod not Ready).
 
     Raises:
         DriverTimedOut, DriverRefused: from the driver that took the request.
         DriverUnreachable: no driver answered, through the Service or directly.
     """
+    name, namespace = connector["metadata"]["name"], connector["metadata"]["namespace"]
     try:
         return driver_client(name, namespace).stop(**stop)
     except DriverTimedOut:
         raise
     except DriverUnreachable as through_service:
-        for url in driver_pod_urls(name, namespace):
+        for url in driver_pod_urls(shared_kube(), connector, RUNTIME.settings.control_port):
             try:
                 return driver_client(name, namespace, url).stop(**stop)
             except DriverTimedOut:
@@ -140,13 +144,6 @@ def _stop_driver(name: str, namespace: str, **stop: Any) -> dict[str, Any]:
             except DriverUnreachable:
                 continue
         raise through_service from None
-
-
-def driver_pod_urls(name: str, namespace: str) -> list[str]:
-    """Control API URLs of the connector's driver pods that have an IP, terminating ones included."""
-    pods = shared_kube().list_pods(namespace, f"{names.LABEL_CONNECTOR}={name},{names.LABEL_COMPONENT}={names.DRIVER}")
-    port = RUNTIME.settings.control_port
-    return [f"http://{pod['status']['podIP']}:{port}" for pod in pods if (pod.get("status") or {}).get("podIP")]
 
 
 def stop_problem(report: dict[str, Any]) -> str:

@@ -228,8 +228,9 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
     kube = shared_kube()
     ns, name = manifest.metadata.namespace, manifest.name
     if earlier := succession.predecessor_objects(kube, ns, name, uid):
-        message = (f"an earlier Connector named {name} is still going ({', '.join(earlier)}); this one starts once "
-                   "they are gone, so that the earlier one's cleanup never touches what this one provisions")
+        message = (f"{', '.join(earlier)} of the same name is not this Connector's (an earlier Connector's "
+                   "still going, or someone else's): this one starts once they are gone, so that an earlier "
+                   "cleanup never touches what it provisions and the operator never takes over another's objects")
         conditions.set(C.PROGRESSING, False, "WaitingForPredecessor", message)
         write_status(ns, name, conditions, observedGeneration=generation)
         raise kopf.TemporaryError(message, delay=PREDECESSOR_POLL_SECONDS)

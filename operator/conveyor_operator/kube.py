@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 
 _PLURALS = {
     "ConfigMap": "configmaps", "Service": "services", "ServiceAccount": "serviceaccounts", "Secret": "secrets",
-    "Pod": "pods", "Deployment": "deployments", "Job": "jobs", "RoleBinding": "rolebindings",
+    "Pod": "pods", "Deployment": "deployments", "ReplicaSet": "replicasets", "Job": "jobs",
+    "RoleBinding": "rolebindings",
     "Connector": PLURAL, "Event": "events", "PodDisruptionBudget": "poddisruptionbudgets",
     "NetworkPolicy": "networkpolicies",
 }
@@ -80,10 +81,14 @@ class Kube:
                 return None
             raise
 
+    def list_objects(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """Objects of ``kind`` in ``namespace`` matching ``label_selector`` (server-side)."""
+        return self._call(resource_path(api_version, kind, namespace), "GET",
+                          query=[("labelSelector", label_selector)]).get("items") or []
+
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         """Pods of ``namespace`` matching ``label_selector`` (server-side)."""
-        return self._call(resource_path("v1", "Pod", namespace), "GET",
-                          query=[("labelSelector", label_selector)]).get("items") or []
+        return self.list_objects("v1", "Pod", namespace, label_selector)
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Delete with background propagation; a missing object is fine."""
@@ -93,6 +98,13 @@ class Kube:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+    def merge_patch(self, api_version: str, kind: str, namespace: str, name: str, patch: dict[str, Any]
+                    ) -> dict[str, Any]:
+        """JSON merge patch (RFC 7386) of one object; a ``metadata.resourceVersion`` in ``patch``
+        makes it conditional (409 Conflict when the object changed since)."""
+        return self._call(resource_path(api_version, kind, namespace, name), "PATCH", patch,
+                          [("fieldManager", self.field_manager)], "application/merge-patch+json")
 
     def scale_deployment(self, namespace: str, name: str, replicas: int) -> None:
         """Set a Deployment's replicas through its scale subresource; a missing one is fine."""

@@ -17,6 +17,8 @@ FINALIZER = "conveyor.dev/finalizer"
 DRIVER = "driver"
 EXECUTOR = "executor"
 CLEANUP = "cleanup"
+OFFSETS = "offsets"
+"""Component label of a ConfigMap the operator created for ``spec.listOffsets.toConfigMap``."""
 CONTROL = "control"
 ANNOTATION_CONTROL_SECRET_UID = "conveyor.dev/control-secret-uid"
 

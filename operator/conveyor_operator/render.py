@@ -236,16 +236,20 @@ def driver_host(manifest: ConnectorManifest) -> str:
 
 
 def _storage(manifest: ConnectorManifest, with_manifest: bool) -> tuple[list[dict], list[dict]]:
-    """Volumes and mounts: the manifest, every Secret and ConfigMap the spec reads (mode
-    :data:`MOUNTED_FILE_MODE`), and ``/tmp`` (an ``emptyDir``, the one writable path of the
-    read-only root filesystem)."""
+    """Volumes and mounts: ``/tmp`` (an ``emptyDir``, the one writable path of the read-only
+    root filesystem), and for the pods that read the manifest (``with_manifest``: the driver,
+    the cleanup Job) the manifest and every Secret and ConfigMap the spec reads (mode
+    :data:`MOUNTED_FILE_MODE`). Executors mount none of those: the driver resolves the config
+    and the Kafka credentials and sends them over Spark's encrypted RPC, so the drivers' pod
+    admission policy can refuse any Secret but ``<name>-control`` in an executor pod."""
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
     mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
-    if with_manifest:
-        volumes.append({"name": "connector", "configMap": {
-            "name": names.manifest_config_map(manifest.name), "defaultMode": MOUNTED_FILE_MODE,
-            "items": [{"key": MANIFEST_KEY, "path": MANIFEST_PATH.rsplit("/", 1)[1]}]}})
-        mounts.append({"name": "connector", "mountPath": f"{MOUNT_ROOT}/connector", "readOnly": True})
+    if not with_manifest:
+        return volumes, mounts
+    volumes.append({"name": "connector", "configMap": {
+        "name": names.manifest_config_map(manifest.name), "defaultMode": MOUNTED_FILE_MODE,
+        "items": [{"key": MANIFEST_KEY, "path": MANIFEST_PATH.rsplit("/", 1)[1]}]}})
+    mounts.append({"name": "connector", "mountPath": f"{MOUNT_ROOT}/connector", "readOnly": True})
     for i, secret in enumerate(manifest.spec.secret_names()):
         volumes.append({"name": f"secret-{i}", "secret": {"secretName": secret, "defaultMode": MOUNTED_FILE_MODE}})
         mounts.append({"name": f"secret-{i}", "mountPath": f"{MOUNT_ROOT}/secrets/{secret}", "readOnly": True})
@@ -253,10 +257,9 @@ def _storage(manifest: ConnectorManifest, with_manifest: bool) -> tuple[list[dic
         volumes.append({"name": f"configmap-{i}", "configMap": {"name": config_map, "defaultMode": MOUNTED_FILE_MODE}})
         mounts.append({"name": f"configmap-{i}", "mountPath": f"{MOUNT_ROOT}/configmaps/{config_map}",
                        "readOnly": True})
-    if with_manifest:  # the driver pod: Spark mounts the executors' volumes itself
-        for volume in spark_volumes.volumes(manifest.spec.spark.spark_conf, "driver"):
-            volumes.append(volume.volume())
-            mounts.append(volume.volume_mount())
+    for volume in spark_volumes.volumes(manifest.spec.spark.spark_conf, "driver"):  # Spark mounts the executors'
+        volumes.append(volume.volume())
+        mounts.append(volume.volume_mount())
     return volumes, mounts
 
 

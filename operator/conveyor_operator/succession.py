@@ -32,13 +32,15 @@ def owner_uids(obj: dict[str, Any]) -> set[str]:
 
 
 def _named_objects(name: str) -> list[tuple[str, str, str]]:
-    return [("apps/v1", "Deployment", names.driver(name)), ("batch/v1", "Job", names.cleanup_job(name)),
-            ("v1", "Secret", names.control_secret(name)), ("v1", "ConfigMap", names.manifest_config_map(name))]
+    return [("apps/v1", "Deployment", names.driver(name)), ("v1", "Service", names.driver(name)),
+            ("batch/v1", "Job", names.cleanup_job(name)), ("v1", "Secret", names.control_secret(name)),
+            ("v1", "ConfigMap", names.manifest_config_map(name))]
 
 
 def predecessor_objects(kube: Kube, namespace: str, name: str, uid: str) -> list[str]:
-    """What of an earlier Connector named ``name`` is still there: its objects named for the
-    connector that a Connector of another uid owns, and any cleanup pod of that name (a
+    """What stands in the way of the Connector ``uid`` named ``name``: the objects named for the
+    connector that it does not own (an earlier Connector's, waiting for the garbage collector,
+    or anyone else's, which the operator never takes over), and any cleanup pod of that name (a
     Connector runs a cleanup Job only once it is being deleted, so while it reconciles every
     cleanup pod is an earlier one's).
 
@@ -48,7 +50,7 @@ def predecessor_objects(kube: Kube, namespace: str, name: str, uid: str) -> list
     found = []
     for api_version, kind, object_name in _named_objects(name):
         obj = kube.get(api_version, kind, namespace, object_name)
-        if obj is not None and (owner_uids(obj) - {uid}):
+        if obj is not None and uid not in owner_uids(obj):
             found.append(f"{kind} {object_name}")
     found += [f"Pod {pod['metadata']['name']}" for pod in kube.list_pods(namespace, cleanup_pods_selector(name))]
     return found

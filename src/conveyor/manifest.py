@@ -113,14 +113,14 @@ class KafkaTlsSpec(_Model):
 
     trusted_certificate: SecretKeySelector | None = Field(
         None, alias="trustedCertificate",
-        description="PEM CA certificate(s) the brokers' certificates are checked against (ssl.ca.location); "
+        description="PEM CA certificate(s) the brokers' certificates are checked against (ssl.ca.pem); "
         "unset uses the image's system trust store.",
     )
     certificate: SecretKeySelector | None = Field(
-        None, description="PEM client certificate for mutual TLS (ssl.certificate.location); needs key."
+        None, description="PEM client certificate for mutual TLS (ssl.certificate.pem); needs key."
     )
     key: SecretKeySelector | None = Field(
-        None, description="PEM private key of the client certificate (ssl.key.location); needs certificate."
+        None, description="PEM private key of the client certificate (ssl.key.pem); needs certificate."
     )
 
     def model_post_init(self, __context: Any) -> None:
@@ -173,6 +173,12 @@ class KafkaSpec(_Model):
         plus TLS and SASL settings read from the mounted Secrets under ``mount_root``
         (default :func:`mount_root`).
 
+        TLS material goes in as PEM text (``ssl.ca.pem``, ``ssl.certificate.pem``,
+        ``ssl.key.pem``), not file paths, as the SASL password goes in as text: the driver reads
+        the Secrets and its clients on the executors get the values over Spark's encrypted RPC,
+        so executor pods mount no Secret but the connector's ``<name>-control`` (issue 28, item 3:
+        a driver may only create executors that mount that one).
+
         Raises:
             ManifestError: a referenced Secret key is not mounted (names the field).
         """
@@ -184,11 +190,13 @@ class KafkaSpec(_Model):
         props["security.protocol"] = {(True, False): "SSL", (True, True): "SASL_SSL"}.get(
             (tls is not None, sasl is not None), "SASL_PLAINTEXT")
         if tls is not None:
-            for prop, ref, field in (("ssl.ca.location", tls.trusted_certificate, "trustedCertificate"),
-                                     ("ssl.certificate.location", tls.certificate, "certificate"),
-                                     ("ssl.key.location", tls.key, "key")):
+            for prop, ref, field in (("ssl.ca.pem", tls.trusted_certificate, "trustedCertificate"),
+                                     ("ssl.certificate.pem", tls.certificate, "certificate"),
+                                     ("ssl.key.pem", tls.key, "key")):
                 if ref is not None:
-                    props[prop] = str(ref.mounted_file(root, f"spec.kafka.tls.{field}"))
+                    props[prop] = ref.mounted_file(root, f"spec.kafka.tls.{field}").read_text()
+            if "ssl.key.pem" in props:
+                remember_resolved(props["ssl.key.pem"], "spec.kafka.tls.key")
         if sasl is not None:
             props["sasl.mechanism"] = sasl.type.value.upper()
             props["sasl.username"] = sasl.username

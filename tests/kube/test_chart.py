@@ -49,6 +49,9 @@ OPERATOR_NEEDS: dict[tuple[str, str], set[str]] = {
     ("apps", "deployments"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     # conveyor_operator.kube.Kube.scale_deployment: PATCH .../deployments/<driver>/scale (to 0 before a cleanup Job)
     ("apps", "deployments/scale"): {"patch"},
+    # read only: the owner chain pod -> ReplicaSet -> driver Deployment before a pod is called
+    # directly (conveyor_operator.driver_pods)
+    ("apps", "replicasets"): {"list"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     # the PodDisruptionBudget of each connector's pods (render.disruption_budget)
     ("policy", "poddisruptionbudgets"): {"get", "list", "watch", "create", "patch", "update", "delete"},

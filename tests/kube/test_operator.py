@@ -443,13 +443,18 @@ def test_skip_cleanup_annotation_gives_up_explicitly(kube_api, kube_namespace, o
         assert api.events(kube_namespace, name, "CleanupSkipped")
 
 
+def _deleted_with_a_cleanup_job(api: Api, namespace: str, name: str) -> client.V1Job:
+    """A noop-sink Connector applied, then deleted with no driver answering: its cleanup Job."""
+    api.create_connector(connector(name, namespace, "noop-sink", "k:9092", {"topics": "t"}))
+    eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", namespace), message="Deployment")
+    api.delete_connector(namespace, name)
+    return eventually(lambda: api.batch.read_namespaced_job(f"{name}-cleanup", namespace), message="cleanup Job")
+
+
 def test_failed_cleanup_keeps_the_finalizer_and_says_why(kube_api, kube_namespace, operator, api):
     name = _name("fails")
     with operator():
-        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
-        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
-        api.delete_connector(kube_namespace, name)
-        job = eventually(lambda: api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace), message="Job")
+        job = _deleted_with_a_cleanup_job(api, kube_namespace, name)
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         api.batch.patch_namespaced_job_status(job.metadata.name, kube_namespace, {"status": {
             "startTime": now, "failed": 1, "conditions": [
@@ -513,10 +518,7 @@ def test_a_connector_whose_spec_became_invalid_is_cleaned_up_as_last_applied(kub
 def test_skip_cleanup_ends_the_cleanup_job_before_the_finalizer_goes(kube_api, kube_namespace, operator, api):
     name = _name("skipjob")
     with operator():
-        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
-        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
-        api.delete_connector(kube_namespace, name)
-        eventually(lambda: api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace), message="cleanup Job")
+        _deleted_with_a_cleanup_job(api, kube_namespace, name)
         pod = _cleanup_pod(api, kube_namespace, name)
         api.core.delete_namespaced_pod(pod, kube_namespace, grace_period_seconds=300)  # as the Job's deletion would
         _patch_connector(api, kube_namespace, name, {"metadata": {"annotations": {"conveyor.dev/skip-cleanup": "true"}}})
@@ -775,6 +777,12 @@ def test_offsets_are_listed_altered_and_reset_through_the_connector_as_strimzi_d
             assert sorted((o["partition"]["kafka_partition"], o["offset"]["kafka_offset"]) for o in listed["offsets"]) \
                 == sorted(committed_offsets(kafka_bootstrap, group, topic, 2).items())
             assert api.events(kube_namespace, name, "OffsetsListed")
+            # the operator's own ConfigMap: controlled by the Connector (deleted with it), marked as its offsets
+            own = api.core.read_namespaced_config_map(f"{name}-listed", kube_namespace)
+            reference = own.metadata.owner_references[0]
+            assert (reference.kind, reference.name, reference.uid, reference.controller) == \
+                ("Connector", name, api.get_connector(kube_namespace, name)["metadata"]["uid"], True)
+            assert own.metadata.labels["conveyor.dev/component"] == "offsets"
 
             wanted = {"offsets": [{"partition": {"kafka_topic": topic, "kafka_partition": 0},
                                    "offset": {"kafka_offset": 1}}]}
@@ -790,6 +798,14 @@ def test_offsets_are_listed_altered_and_reset_through_the_connector_as_strimzi_d
                                                       {"spec": {"state": "stopped"}})
             eventually(lambda: api.events(kube_namespace, name, "OffsetsAltered"), timeout_s=90, message="altered")
             assert committed_offsets(kafka_bootstrap, group, topic, 2) == {**before, 0: 1}
+            # listed again: the operator's own ConfigMap is updated (its other keys kept)
+            api.core.patch_namespaced_config_map(f"{name}-listed", kube_namespace, {"data": {"note": "kept"}})
+            annotate("list")
+            again = api.core.read_namespaced_config_map(f"{name}-listed", kube_namespace)
+            relisted = json.loads(again.data["offsets.json"])["offsets"]
+            assert sorted((o["partition"]["kafka_partition"], o["offset"]["kafka_offset"]) for o in relisted) \
+                == sorted({**before, 0: 1}.items())
+            assert again.data["note"] == "kept"
 
             annotate("reset")
             assert api.events(kube_namespace, name, "OffsetsReset")
@@ -863,3 +879,23 @@ def _manifest_of(api: Api, namespace: str, name: str, tmp: Path) -> str:
     path = tmp / f"{name}-impostor.yaml"
     path.write_text(api.core.read_namespaced_config_map(f"{name}-connector", namespace).data["connector.yaml"])
     return str(path)
+
+
+def test_an_object_of_the_connectors_name_that_is_someone_elses_is_not_taken_over(kube_api, kube_namespace,
+                                                                                  operator, api):
+    name = _name("taken")
+    api.core.create_namespaced_config_map(kube_namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=f"{name}-connector"), data={"theirs": "keep"}))
+    with operator():
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
+        waiting = eventually(lambda: (api.condition(kube_namespace, name, "Progressing") or {}).get("reason")
+                             == "WaitingForPredecessor" and api.condition(kube_namespace, name, "Progressing"),
+                             timeout_s=30, message="the Connector waits instead of taking the ConfigMap over")
+        assert f"ConfigMap {name}-connector" in waiting["message"]
+        config_map = api.core.read_namespaced_config_map(f"{name}-connector", kube_namespace)
+        assert config_map.data == {"theirs": "keep"} and not config_map.metadata.owner_references
+        with pytest.raises(client.ApiException):
+            api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace)
+        api.core.delete_namespaced_config_map(f"{name}-connector", kube_namespace)
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), timeout_s=30,
+                   message="applied once the name is free")

@@ -1,11 +1,13 @@
-"""The driver client tells a driver that is gone from one that is busy (issue 11 §3)."""
+"""The driver client tells a driver that is gone from one that is busy (issue 11 §3), and sends
+its token to the driver's URL only: never through a redirect (issue 28)."""
 
+import http.server
 import socket
 import threading
+from contextlib import contextmanager
 
 import pytest
-
-from conveyor_operator.control import DriverClient, DriverTimedOut, DriverUnreachable
+from conveyor_operator.control import DriverClient, DriverRefused, DriverTimedOut, DriverUnreachable
 
 
 def test_a_closed_port_is_unreachable_not_timed_out():
@@ -31,3 +33,60 @@ def test_a_driver_that_takes_the_request_and_does_not_answer_in_time_is_timed_ou
         for conn in held:
             conn.close()
         server.close()
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Records each request's path and ``Authorization`` header on its server."""
+
+    def do_GET(self):
+        self.server.seen.append((self.path, self.headers.get("Authorization")))
+        body = b'{"name": "c", "connector": {"state": "RUNNING"}, "tasks": []}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def _redirecting_to(target: str, status: int):
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(status)
+            self.send_header("Location", target + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    return Redirect
+
+
+@contextmanager
+def _serving(handler):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.seen = []
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_refused_and_the_admin_token_goes_nowhere_else(status):
+    with _serving(_Recorder) as (elsewhere, elsewhere_url), \
+            _serving(_redirecting_to(elsewhere_url, status)) as (_, driver_url):
+        with pytest.raises(DriverRefused) as refused:
+            DriverClient(driver_url, timeout_s=2, token="admin-token-value").status()
+        # the same client reaches the recording server directly: it would have recorded a redirected call
+        DriverClient(elsewhere_url, timeout_s=2).status()
+    assert refused.value.status == status
+    assert "redirects are not followed" in refused.value.message
+    assert elsewhere.seen == [("/status", None)], "only the direct, token-less call arrived"

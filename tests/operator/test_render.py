@@ -417,3 +417,18 @@ def test_the_platforms_spark_conf_globs_reach_the_pods_that_read_the_manifest():
     for container in (driver, job):
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env[spark_security.ALLOWED_ENV] == "spark.jars.packages,spark.eventLog.*"
+
+
+def test_executor_pods_mount_no_secret_but_the_connectors_control_secret():
+    """The driver resolves the config and the Kafka credentials; executors get them over Spark's
+    encrypted RPC, so the drivers' admission policy may refuse every other Secret (issue 28, item 3)."""
+    m = manifest(kafka={"bootstrapServers": "k:9093", "tls": {"trustedCertificate": {"name": "kafka-ca", "key": "ca.crt"}},
+                        "authentication": {"type": "plain", "username": "u",
+                                           "passwordSecret": {"name": "kafka-credentials", "key": "password"}}})
+    template = render.executor_pod_template(m, SETTINGS)["spec"]
+    secrets = [v["secret"]["secretName"] for v in template["volumes"] if "secret" in v]
+    assert secrets == ["orders-control"]
+    assert not [v for v in template["volumes"] if "configMap" in v or "projected" in v]
+    driver = by_kind(render.objects(m, "u", 1, SETTINGS))["Deployment"]["spec"]["template"]["spec"]
+    assert {"pg", "kafka-ca", "kafka-credentials"} <= {v["secret"]["secretName"] for v in driver["volumes"]
+                                                         if "secret" in v}

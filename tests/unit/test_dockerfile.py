@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
+from _pyproject import declared_requirements
 from packaging.specifiers import SpecifierSet
 
 try:
@@ -37,7 +37,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
 EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]
-BASE_IMAGE = re.compile(r"^python:(?P<version>3\.\d+)-slim-bookworm$")
+BASE_IMAGE = re.compile(r"^python:(?P<version>3\.\d+)-slim-bookworm@sha256:[0-9a-f]{64}$")
 VENV = "/opt/conveyor/venv"
 
 
@@ -156,22 +156,8 @@ def installed_extras(name: str) -> set[str]:
 
 
 def requirement_names(extras: set[str]) -> set[str]:
-    """Distribution names (normalized) that installing conveyor with ``extras`` pulls in directly,
-    following the package's references to itself (``conveyor[spark,...]``)."""
-    names = {Requirement(r).name.lower() for r in PROJECT["dependencies"]}
-    todo, seen = list(extras), set()
-    while todo:
-        extra = todo.pop()
-        if extra in seen:
-            continue
-        seen.add(extra)
-        for line in EXTRAS[extra]:
-            req = Requirement(line)
-            if req.name == PROJECT["name"]:
-                todo.extend(req.extras)
-            else:
-                names.add(req.name.lower())
-    return names
+    """Distribution names (lowercase) that installing conveyor with ``extras`` pulls in directly."""
+    return {r.name.lower() for r in declared_requirements(extras)}
 
 
 def apt_packages(name: str) -> set[str]:
@@ -295,10 +281,11 @@ def external_bases() -> set[str]:
     return {resolve(stage.base) for stage in STAGES.values() if stage.base not in STAGES}
 
 
-def test_base_images_are_pinned_python_slim_bookworm():
-    assert external_bases() == {"python:3.11-slim-bookworm"}, external_bases()
+def test_base_images_are_pinned_python_slim_bookworm_by_digest():
+    (image,) = external_bases()
+    assert BASE_IMAGE.match(image) and image.startswith("python:3.11-slim-bookworm@"), image
     # ... by default: the test harness builds on a Debian base of its own (no registry there)
-    assert GLOBAL_ARGS == {"BASE_IMAGE": "python:3.11-slim-bookworm"}
+    assert GLOBAL_ARGS == {"BASE_IMAGE": image}
     assert {stage.base for stage in STAGES.values() if stage.base not in STAGES} == {"${BASE_IMAGE}"}
 
 

@@ -51,7 +51,9 @@ def test_the_repositorys_context_is_its_sources():
     files = images.context_files(ROOT)
     assert "src/conveyor/testing/images.py" in files and "operator/conveyor_operator/__init__.py" in files
     assert {"pyproject.toml", "README.md"} <= set(files)
-    assert all(f.startswith(("src/", "operator/")) or f in ("pyproject.toml", "README.md") for f in files)
+    assert {"requirements/runtime.lock", "requirements/operator.lock", "requirements/build.lock"} <= set(files)
+    assert all(f.startswith(("src/", "operator/")) or f in ("pyproject.toml", "README.md")
+               or (f.startswith("requirements/") and f.endswith(".lock")) for f in files)
     assert not [f for f in files if "__pycache__" in f or ".egg-info" in f or f.endswith(".pyc")]
 
 

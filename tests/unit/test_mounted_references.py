@@ -109,3 +109,18 @@ def test_kafka_credentials_are_read_through_the_checked_reader(tmp_path):
     sasl = spec.kafka.authentication.model_copy(update={"password_secret": moved})
     with pytest.raises(ManifestError, match="spec.kafka.authentication.passwordSecret: key 'password2' of secret"):
         spec.kafka.model_copy(update={"authentication": sasl}).client_properties(tmp_path)
+
+
+def test_kafka_tls_material_goes_in_as_pem_text_so_executors_need_no_mount(tmp_path):
+    kubelet_secret(tmp_path, "secrets", "kafka-tls", {"ca.crt": "-----BEGIN CERTIFICATE-----\nCA\n",
+                                                      "tls.crt": "-----BEGIN CERTIFICATE-----\nME\n",
+                                                      "tls.key": "-----BEGIN PRIVATE KEY-----\nK\n"})
+    spec = manifest({"kafka": {"bootstrapServers": "k:1", "tls": {
+        "trustedCertificate": {"name": "kafka-tls", "key": "ca.crt"}, "certificate": {"name": "kafka-tls", "key": "tls.crt"},
+        "key": {"name": "kafka-tls", "key": "tls.key"}}}}).spec
+    props = spec.kafka.client_properties(tmp_path)
+    assert props == {"bootstrap.servers": "k:1", "security.protocol": "SSL",
+                     "ssl.ca.pem": "-----BEGIN CERTIFICATE-----\nCA\n",
+                     "ssl.certificate.pem": "-----BEGIN CERTIFICATE-----\nME\n",
+                     "ssl.key.pem": "-----BEGIN PRIVATE KEY-----\nK\n"}
+    assert not any(key.endswith(".location") for key in props)

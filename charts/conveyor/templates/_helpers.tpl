@@ -209,6 +209,11 @@ role holds them, and the operator only binds it (see conveyor.rbac.bindRule).
 - apiGroups: ["apps"]
   resources: ["deployments/scale"]
   verbs: ["patch"]
+# Listed only: a driver pod is called directly only if its owner chain leads through a ReplicaSet
+# to the connector's driver Deployment (conveyor_operator.driver_pods).
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["list"]
 # The PodDisruptionBudget over each connector's driver and executor pods (one pod at a time).
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]

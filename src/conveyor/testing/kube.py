@@ -376,12 +376,16 @@ class KubeEndpoint(Endpoint, abc.ABC):
         path = Path(kubeconfig) if kubeconfig is not None else self.admin_kubeconfig
         return k8s.config.new_client_from_config(config_file=str(path), persist_config=False)
 
-    def service_account_token(self, namespace: str, name: str, expiration_seconds: int = 3600) -> str:
+    def service_account_token(self, namespace: str, name: str, expiration_seconds: int = 3600,
+                              bound_pod: tuple[str, str] | None = None) -> str:
         """A bound token for ServiceAccount ``namespace/name`` from the TokenRequest API (as admin).
 
         Use it with :meth:`kubeconfig_for_token` to act *as* that ServiceAccount (e.g. the
         operator's, created by the Helm chart) so that its RBAC is what is exercised. Its
         audience is the API server's own; the server refuses ``expiration_seconds`` < 600.
+        ``bound_pod`` (name, uid) binds it to a pod of ``namespace``, as the kubelet binds the
+        token it mounts: the server then names that pod in the request's user info
+        (``authentication.kubernetes.io/pod-name``, ``pod-uid``).
 
         Raises:
             LookupError: the ServiceAccount does not exist (nothing creates ``default`` ones here).
@@ -389,7 +393,10 @@ class KubeEndpoint(Endpoint, abc.ABC):
         """
         k8s = _kubernetes_client()
         body = k8s.client.AuthenticationV1TokenRequest(
-            spec=k8s.client.V1TokenRequestSpec(audiences=[], expiration_seconds=expiration_seconds),
+            spec=k8s.client.V1TokenRequestSpec(
+                audiences=[], expiration_seconds=expiration_seconds,
+                bound_object_ref=None if bound_pod is None else k8s.client.V1BoundObjectReference(
+                    api_version="v1", kind="Pod", name=bound_pod[0], uid=bound_pod[1])),
         )
         with self.api_client() as api:
             try:
