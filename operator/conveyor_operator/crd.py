@@ -2,7 +2,8 @@
 models (:class:`conveyor.manifest.ConnectorSpec`, :class:`conveyor_operator.status.ConnectorStatus`).
 
 ``python -m conveyor_operator.crd --write`` regenerates the committed copies
-(``crds/`` and ``charts/conveyor/crds/``); a unit test fails when they drift.
+(``crds/`` and ``charts/conveyor/crds/``) and the chart's Connector admission policy
+(:mod:`conveyor_operator.admission_policy`); a unit test fails when they drift.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import yaml
 
 from conveyor.manifest import ConnectorSpec
-from conveyor_operator import GROUP, KIND, PLURAL, VERSION
+from conveyor_operator import GROUP, KIND, PLURAL, VERSION, admission_policy
 from conveyor_operator.status import ConnectorStatus
 
 SHORT_NAMES = ["cnr"]
@@ -156,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         print(f"wrote {path.relative_to(REPO_ROOT)}")
+    print(f"wrote {admission_policy.write().relative_to(REPO_ROOT)}")
     return 0
 
 

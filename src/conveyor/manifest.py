@@ -58,12 +58,14 @@ class ConnectorState(str, enum.Enum):
     STOPPED = "stopped"
 
 
-_K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+"""A Kubernetes object name (DNS subdomain, as RE2 and Python read it), e.g. of a Secret."""
 MOUNTED_KEY = r"^\.?[-_a-zA-Z0-9][-._a-zA-Z0-9]*$"
 """A Secret or ConfigMap key as Kubernetes' ``IsConfigMapKey``: ``[-._a-zA-Z0-9]+``, not ``.``
 or ``..`` and not starting with ``..``, so no path separator and no way out of the mount. In
 a form both RE2 (the CRD's ``pattern``) and Python read the same."""
-_MOUNTED_KEY_RULE = "a Secret or ConfigMap key ([-._a-zA-Z0-9]+, not '.' or '..' nor starting with '..')"
+MOUNTED_KEY_RULE = "a Secret or ConfigMap key ([-._a-zA-Z0-9]+, not '.' or '..' nor starting with '..')"
+"""What :data:`MOUNTED_KEY` asks, in words (read after "is not")."""
 _SPARK_MEMORY = r"^[0-9]+[kmgtKMGT]?$"
 _K8S_CPU = r"^([0-9]+(\.[0-9]+)?|\.[0-9]+|[0-9]+m)$"
 _CHECKED_SPARK_PROPERTIES = {
@@ -78,12 +80,14 @@ _CHECKED_SPARK_PROPERTIES = {
 CODE_LOADING_CLIENT_PROPERTIES = ("plugin.library.paths", "ssl.engine.location", "ssl.providers",
                                   "sasl.kerberos.kinit.cmd")
 """librdkafka properties (CONFIGURATION.md) whose value is a library to load or a command to run."""
+CODE_LOADING_REASON = "librdkafka's {property} would load code or run a command in the pods"
+"""Why a ``spec.config`` key ending in one of :data:`CODE_LOADING_CLIENT_PROPERTIES` is refused."""
 
 
 class SecretKeySelector(_Model):
     """One key of a Secret in the connector's namespace, as Kubernetes' ``secretKeyRef``."""
 
-    name: str = Field(min_length=1, max_length=253, pattern=_K8S_NAME, description="Name of the Secret.")
+    name: str = Field(min_length=1, max_length=253, pattern=K8S_NAME, description="Name of the Secret.")
     key: str = Field(min_length=1, max_length=253, json_schema_extra={"pattern": MOUNTED_KEY},
                      description="Key within the Secret: [-._a-zA-Z0-9]+, not '.' or '..' nor starting with '..'.")
 
@@ -91,7 +95,7 @@ class SecretKeySelector(_Model):
     @classmethod
     def _check_key(cls, key: str) -> str:
         if not re.fullmatch(MOUNTED_KEY, key):
-            raise ValueError(f"{key!r} is not {_MOUNTED_KEY_RULE}")
+            raise ValueError(f"{key!r} is not {MOUNTED_KEY_RULE}")
         return key
 
     def mounted_file(self, mount_root: Path, field: str) -> Path:
@@ -224,7 +228,7 @@ def mounted_file(root: Path, kind: str, name: str, key: str, field: str) -> Path
             names ``field``, never the file's content.
     """
     if not re.fullmatch(MOUNTED_KEY, key) or len(key) > 253:
-        raise ManifestError(f"{field}: {key!r} is not {_MOUNTED_KEY_RULE}")
+        raise ManifestError(f"{field}: {key!r} is not {MOUNTED_KEY_RULE}")
     directory = root / ("secrets" if kind == "secret" else "configmaps") / name
     path = directory / key
     try:
@@ -263,7 +267,7 @@ class ObjectMeta(BaseModel):
 class NameReference(_Model):
     """A reference by name to an object in the connector's namespace."""
 
-    name: str = Field(min_length=1, max_length=253, pattern=_K8S_NAME, description="Name of the object.")
+    name: str = Field(min_length=1, max_length=253, pattern=K8S_NAME, description="Name of the object.")
 
 
 class ConfigFromSource(_Model):
@@ -335,7 +339,7 @@ class SparkSpec(_Model):
     driver: ResourcesSpec = Field(default_factory=ResourcesSpec, description="Driver pod resources.")
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec, description="Executor pods and their resources.")
     service_account: str | None = Field(
-        None, alias="serviceAccount", pattern=_K8S_NAME,
+        None, alias="serviceAccount", pattern=K8S_NAME,
         description="ServiceAccount of the driver (it creates executor pods); defaults to conveyor-spark, "
         "which the operator creates once per namespace, bound to the ClusterRole Spark needs.",
     )
@@ -472,7 +476,7 @@ class ConnectorSpec(_Model):
         """librdkafka properties that load a library or run a command, bare or under any prefix
         (``consumer.override.``...), are refused: a connector's author may not put code into the
         pods (issue 28, item 2)."""
-        refused = {key: f"librdkafka's {suffix} would load code or run a command in the pods"
+        refused = {key: CODE_LOADING_REASON.format(property=suffix)
                    for key in config for suffix in CODE_LOADING_CLIENT_PROPERTIES
                    if key == suffix or key.endswith("." + suffix)}
         if refused:
@@ -487,10 +491,10 @@ class ConnectorSpec(_Model):
         refused = {}
         for key, value in config.items():
             for kind, name, item in _MOUNT_REF.findall(value) if isinstance(value, str) else ():
-                if not re.fullmatch(_K8S_NAME, name):
+                if not re.fullmatch(K8S_NAME, name):
                     refused[key] = f"${{{kind}:{name}:...}}: {name!r} is not a {kind} name"
                 elif not re.fullmatch(MOUNTED_KEY, item):
-                    refused[key] = f"${{{kind}:{name}:{item}}}: {item!r} is not {_MOUNTED_KEY_RULE}"
+                    refused[key] = f"${{{kind}:{name}:{item}}}: {item!r} is not {MOUNTED_KEY_RULE}"
         if refused:
             raise _KeysRefused(refused)
         return config

@@ -138,6 +138,14 @@ JAVA_OPTIONS_KEYS: tuple[str, ...] = tuple(
     f"spark.{role}.{kind}JavaOptions" for role in ("driver", "executor") for kind in ("extra", "default"))
 """JVM options whose ``-Dspark.`` system properties would set Spark properties behind the list."""
 
+NOT_ALLOWED = ("not a property a connector may set (it may load code or change what the pods are); "
+               f"the operator's connectors.allowedSparkConf ({ALLOWED_ENV}) can allow it")
+"""Why a key that no allowed glob matches is refused (read after its field path)."""
+
+SPARK_JAVA_OPTION = "-Dspark."
+JAVA_OPTIONS_SET_SPARK = "-Dspark.* would set Spark properties; set them as sparkConf keys instead"
+"""Why a :data:`JAVA_OPTIONS_KEYS` value holding :data:`SPARK_JAVA_OPTION` is refused."""
+
 
 def admission_rules() -> list[dict[str, str]]:
     """``x-kubernetes-validations`` of ``spec.spark.sparkConf`` in the CRD: the keys no setting
@@ -179,10 +187,9 @@ def refused_spark_conf(conf: Mapping[str, str], also_allowed: Iterable[str] = ()
         elif prefix := next((p for p in FORBIDDEN_PREFIXES if key.startswith(p)), None):
             refused[key] = FORBIDDEN_PREFIXES[prefix]
         elif not any(fnmatchcase(key, pattern) for pattern in allowed):
-            refused[key] = ("not a property a connector may set (it may load code or change what the pods are); "
-                            f"the operator's connectors.allowedSparkConf ({ALLOWED_ENV}) can allow it")
-        elif key in JAVA_OPTIONS_KEYS and "-Dspark." in str(conf[key]):
-            refused[key] = "-Dspark.* would set Spark properties; set them as sparkConf keys instead"
+            refused[key] = NOT_ALLOWED
+        elif key in JAVA_OPTIONS_KEYS and SPARK_JAVA_OPTION in str(conf[key]):
+            refused[key] = JAVA_OPTIONS_SET_SPARK
     return refused
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 import yaml
+from _admission import chart_policy_only_warns
 from _objects import Api, connector, eventually, free_port, unique_name
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
@@ -219,14 +220,17 @@ def test_bad_config_and_missing_secret_become_conditions_and_events(kube_api, ku
             api.batch.read_namespaced_job(f"{bad}-cleanup", kube_namespace)
 
 
-def test_spark_conf_is_an_allow_list_that_the_operators_setting_widens(kube_api, kube_namespace, operator, api):
+def test_spark_conf_is_an_allow_list_that_the_operators_setting_widens(kube_api, chart, kube_namespace, operator, api):
+    """The operator's own check, behind the chart's admission policy (which would refuse both
+    Connectors: it only warns while they are created; tests/kube/test_admission_policy.py)."""
     refused, widened = _name("sparkjar"), _name("sparkpkg")
     with operator(env={"CONVEYOR_OPERATOR_ALLOWED_SPARK_CONF": "spark.jars.packages"}):
-        api.create_connector(connector(refused, kube_namespace, "noop-sink", "k:9092", {"topics": "t"},
-                                       spark={"sparkConf": {"spark.jars": "https://example.invalid/evil.jar",
-                                                            "spark.executor.pyspark.memory": "512m"}}))
-        api.create_connector(connector(widened, kube_namespace, "noop-sink", "k:9092", {"topics": "t"},
-                                       spark={"sparkConf": {"spark.jars.packages": "org.example:lib:1.0"}}))
+        with chart_policy_only_warns(kube_api, chart, kube_namespace):
+            api.create_connector(connector(refused, kube_namespace, "noop-sink", "k:9092", {"topics": "t"},
+                                           spark={"sparkConf": {"spark.jars": "https://example.invalid/evil.jar",
+                                                                "spark.executor.pyspark.memory": "512m"}}))
+            api.create_connector(connector(widened, kube_namespace, "noop-sink", "k:9092", {"topics": "t"},
+                                           spark={"sparkConf": {"spark.jars.packages": "org.example:lib:1.0"}}))
         degraded = eventually(lambda: api.condition(kube_namespace, refused, "Degraded"), message="Degraded")
         assert degraded["status"] == "True" and degraded["reason"] == "InvalidSpec", degraded
         assert "spec.spark.sparkConf.spark.jars: not a property a connector may set" in degraded["message"]

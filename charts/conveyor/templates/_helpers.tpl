@@ -262,3 +262,25 @@ CONVEYOR_OPERATOR_NETWORK_POLICY_OPERATOR_LABELS: each connector's NetworkPolicy
 {{- end }}
 {{- join "," $items }}
 {{- end }}
+
+{{/*
+Name of the Connector ValidatingAdmissionPolicy and its binding (templates/operator/
+connector-admission-policy.yaml): cluster-scoped, so the release namespace is part of it.
+*/}}
+{{- define "conveyor.connectorPolicyName" -}}
+{{- printf "%s-%s-connectors" .Release.Namespace (include "conveyor.fullname" .) | trunc 253 }}
+{{- end }}
+
+{{/*
+connectors.allowedSparkConf as a CEL list of raw-string RE2 regular expressions, one per fnmatch
+glob: the glob regexp-quoted, then * as .* (any characters, dots too) and ? as . , anchored; the
+same as conveyor_operator.admission_policy.glob_regex. The values schema refuses the characters
+this cannot carry ([ ] ' " \ , and spaces).
+*/}}
+{{- define "conveyor.allowedSparkConfRegexes" -}}
+{{- $regexes := list }}
+{{- range .Values.connectors.allowedSparkConf }}
+{{- $regexes = append $regexes (printf "r'^(?s:%s)$'" (regexQuoteMeta . | replace "\\*" ".*" | replace "\\?" ".")) }}
+{{- end }}
+{{- printf "[%s]" (join ", " $regexes) }}
+{{- end }}
