@@ -31,5 +31,5 @@ connectors.allowedServiceAccounts (fnmatch `*` and `?` only), as a CEL list of r
 
 {{/* Whether the chart installs its ValidatingAdmissionPolicies. */}}
 {{- define "conveyor.admission.enabled" -}}
-{{- if and (dig "admissionPolicy" "enabled" true (.Values | toYaml | fromYaml)) (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") }}true{{ end }}
+{{- if and .Values.admissionPolicy.enabled (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") }}true{{ end }}
 {{- end }}
