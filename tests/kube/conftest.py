@@ -68,6 +68,20 @@ def operator(kube_api, chart, kube_namespace, monkeypatch):
     return run
 
 
+@pytest.fixture(scope="session")
+def helm() -> str:
+    """Path of the harness's helm binary, for ``helm template`` tests (no API server needed)."""
+    from conveyor.testing.errors import ComponentUnavailable
+    from conveyor.testing.kube import ensure_kube_binaries
+
+    error: ComponentUnavailable | None = None
+    try:
+        return str(ensure_kube_binaries().helm)
+    except ComponentUnavailable as e:
+        error = e
+    pytest.fail(f"the chart tests need helm: {error}", pytrace=False)
+
+
 @pytest.fixture
 def api(kube_api):
     """Typed clients of the harness's API server, as admin (:class:`_objects.Api`)."""

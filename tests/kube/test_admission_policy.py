@@ -24,19 +24,6 @@ API = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
 REFERENCE_RULE = "a ${secret:<name>:<key>} or ${configmap:<name>:<key>} reference needs <name> a Kubernetes object name"
 
 
-@pytest.fixture(scope="module")
-def helm() -> str:
-    from conveyor.testing.errors import ComponentUnavailable
-    from conveyor.testing.kube import ensure_kube_binaries
-
-    error: ComponentUnavailable | None = None
-    try:
-        return str(ensure_kube_binaries().helm)
-    except ComponentUnavailable as e:
-        error = e
-    pytest.fail(f"the chart tests need helm: {error}", pytrace=False)
-
-
 def _template(helm: str, *args: str, release: str = "rel", namespace: str = "conveyor-system"
               ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([helm, "template", release, str(CHART), "--namespace", namespace, *args],

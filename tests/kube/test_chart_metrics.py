@@ -19,19 +19,6 @@ RELEASE = "rel"
 PROMETHEUS = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
 
 
-@pytest.fixture(scope="module")
-def helm() -> str:
-    from conveyor.testing.errors import ComponentUnavailable
-    from conveyor.testing.kube import ensure_kube_binaries
-
-    error: ComponentUnavailable | None = None
-    try:
-        return str(ensure_kube_binaries().helm)
-    except ComponentUnavailable as e:
-        error = e
-    pytest.fail(f"the chart tests need helm: {error}", pytrace=False)
-
-
 def _run(helm: str, *sets: str) -> subprocess.CompletedProcess[str]:
     args = [helm, "template", RELEASE, str(CHART), "--namespace", NAMESPACE]
     for s in sets:
