@@ -227,7 +227,10 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
 
     kube = shared_kube()
     ns, name = manifest.metadata.namespace, manifest.name
-    if earlier := succession.predecessor_objects(kube, ns, name, uid):
+    # Until its first apply (status.configHash is written after it) the names may be another's;
+    # after it they are this Connector's, so the API calls of the check are spared on every update.
+    first_apply = status.get("configHash") is None
+    if first_apply and (earlier := succession.predecessor_objects(kube, ns, name, uid)):
         message = (f"{', '.join(earlier)} of the same name is not this Connector's (an earlier Connector's "
                    "still going, or someone else's): this one starts once they are gone, so that an earlier "
                    "cleanup never touches what it provisions and the operator never takes over another's objects")
