@@ -9,26 +9,32 @@
                          executors; mounted in both
 =======================  ==============================================================
 
-Values are 256 random bits each (:func:`secrets.token_urlsafe`). The Secret is *created*
-once, never server-side applied (an apply would write new values every reconciliation), and
-owned by the Connector, so it goes with it. Deleting it rotates every value: the operator
-creates a new one and the driver pod template's ``conveyor.dev/control-secret-uid``
-annotation rolls the pods onto it. Values are never logged; the operator keeps the admin
-token in memory only to call the driver.
+Every value is derived from the operator's key (:mod:`conveyor_operator.control_key`), so the
+operator knows them without reading the Secret back: its account may ``create`` and ``delete``
+Secrets (the chart's admission policy narrows both to ``<connector>-control`` Secrets it labelled)
+but never ``get`` one. The Secret is owned by the Connector, so it goes with it.
+
+:meth:`ControlSecrets.ensure` creates it on every reconciliation (a 409 means it is there: the
+Connector's own once it was applied, otherwise an earlier Connector's or someone else's, which
+the new one waits for as for its other objects, :mod:`conveyor_operator.succession`). The
+version it was written for is kept in ``status.controlSecretVersion``; when that differs from
+the wanted one (a new operator key, a ``conveyor.dev/rotate-control-secret`` annotation, a
+Secret written by an operator that drew random values) the Secret is deleted and created
+again. Its contents are a function of the version, so repeating that after a failure is
+harmless. The driver pod template's ``conveyor.dev/control-secret-version`` annotation rolls
+the pods onto new values. Values are never logged.
 """
 
 from __future__ import annotations
 
-import base64
-import secrets
 import threading
 from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from conveyor.manifest import ConnectorManifest
 from conveyor.runtime.control_auth import ADMIN_TOKEN_FILE, SPARK_AUTH_SECRET_FILE, TASK_TOKEN_FILE
-from conveyor_operator import names
+from conveyor_operator import GROUP, VERSION, names
+from conveyor_operator.control_key import ConnectorIdentity, OperatorKey
 from conveyor_operator.kube import Kube
 
 ADMIN_TOKEN_KEY = ADMIN_TOKEN_FILE
@@ -38,66 +44,99 @@ KEYS = (ADMIN_TOKEN_KEY, TASK_TOKEN_KEY, SPARK_AUTH_SECRET_KEY)
 """The Secret's keys, which are also the file names the runtime reads from the mounted directory."""
 
 
-def new_control_secret(manifest: ConnectorManifest, owner: dict[str, Any]) -> dict[str, Any]:
-    """A Secret body with fresh values for every key of :data:`KEYS`, owned by ``owner``
-    (an owner reference of the Connector)."""
+def identity(connector: dict[str, Any]) -> ConnectorIdentity:
+    """What ``connector`` (a Connector object) derives its credentials from."""
+    meta = connector["metadata"]
+    rotation = (meta.get("annotations") or {}).get(names.ANNOTATION_ROTATE_CONTROL_SECRET, "")
+    return ConnectorIdentity(meta["namespace"], meta["name"], meta["uid"], rotation)
+
+
+def control_secret(key: OperatorKey, who: ConnectorIdentity, owner: dict[str, Any]) -> dict[str, Any]:
+    """The Secret body of ``who``, owned by ``owner`` (an owner reference of the Connector)."""
     return {
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": names.control_secret(manifest.name), "namespace": manifest.metadata.namespace,
-                     "labels": names.labels(manifest.name, names.CONTROL), "ownerReferences": [owner]},
-        "stringData": {key: secrets.token_urlsafe(32) for key in KEYS},
+        "metadata": {"name": names.control_secret(who.name), "namespace": who.namespace,
+                     "labels": names.labels(who.name, names.CONTROL), "ownerReferences": [owner],
+                     "annotations": {names.ANNOTATION_CONTROL_SECRET_VERSION: key.version(who)}},
+        "stringData": {purpose: key.derive(purpose, who) for purpose in KEYS},
     }
 
 
-def _admin_token(secret: dict[str, Any]) -> str | None:
-    encoded = (secret.get("data") or {}).get(ADMIN_TOKEN_KEY)
-    return base64.b64decode(encoded).decode("ascii").strip() if encoded else None
+class NotOurs(Exception):
+    """The connector's Secret exists but is not known to be its own (``str``: ``"Secret <name>"``)."""
 
 
 class ControlSecrets:
-    """Makes sure each connector has its Secret, and keeps the admin tokens the operator sends.
+    """Makes sure each connector's Secret holds the values derived for it, and knows the admin
+    tokens the operator sends.
 
     Thread-safe: kopf handlers run on a thread pool.
     """
 
-    def __init__(self) -> None:
-        self._tokens: dict[tuple[str, str], str] = {}
+    def __init__(self, key: OperatorKey) -> None:
+        self.key = key
+        self._known: dict[tuple[str, str], ConnectorIdentity] = {}
         self._lock = threading.Lock()
 
-    def ensure(self, kube: Kube, manifest: ConnectorManifest, owner: dict[str, Any]) -> str:
-        """Create the connector's Secret unless it exists; returns its ``metadata.uid``.
+    def ensure(self, kube: Kube, connector: dict[str, Any], owner: dict[str, Any], recorded_version: str | None,
+               applied_before: bool) -> str:
+        """Create ``connector``'s Secret, or replace it when ``recorded_version`` (its
+        ``status.controlSecretVersion``) is not the wanted version; returns the wanted version.
+
+        Args:
+            applied_before: the operator applied this Connector before (``status.configHash``),
+                so a Secret of its name is its own; until then one is an earlier Connector's or
+                someone else's, which is never replaced.
 
         Raises:
-            ApiException: the API server refused the read or the create (other than 409).
+            NotOurs: a Secret of that name exists and the Connector was never applied.
+            ApiException: the API server refused the create or the delete (other than a 409 of
+                a create, a 404 of a delete).
         """
-        namespace, name = manifest.metadata.namespace, names.control_secret(manifest.name)
-        existing = kube.get("v1", "Secret", namespace, name)
-        if existing is None:
-            try:
-                existing = kube.create(new_control_secret(manifest, owner))
-            except ApiException as exc:
-                if exc.status != 409:  # created meanwhile by another reconciliation: use that one
-                    raise
-                existing = kube.get("v1", "Secret", namespace, name) or {}
-        token = _admin_token(existing)
-        if token:
-            with self._lock:
-                self._tokens[(namespace, manifest.name)] = token
-        return str(existing.get("metadata", {}).get("uid", ""))
+        who = identity(connector)
+        version = self.key.version(who)
+        body = control_secret(self.key, who, owner)
+        try:
+            kube.create(body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            if not applied_before:
+                raise NotOurs(f"Secret {body['metadata']['name']}") from None
+            if recorded_version != version:
+                kube.delete("v1", "Secret", who.namespace, body["metadata"]["name"])
+                self._create_if_absent(kube, body)
+        with self._lock:
+            self._known[(who.namespace, who.name)] = who
+        return version
+
+    @staticmethod
+    def _create_if_absent(kube: Kube, body: dict[str, Any]) -> None:
+        try:
+            kube.create(body)
+        except ApiException as exc:
+            if exc.status != 409:  # another reconciliation wrote the same values meanwhile
+                raise
 
     def admin_token(self, kube: Kube, namespace: str, connector: str) -> str | None:
-        """The admin token of ``connector``'s driver (``None`` while its Secret does not exist)."""
+        """The admin token of ``connector``'s driver; ``None`` when the Connector is gone.
+
+        Raises:
+            ApiException: the Connector could not be read (not a 404).
+        """
         with self._lock:
-            token = self._tokens.get((namespace, connector))
-        if token is None:
-            secret = kube.get("v1", "Secret", namespace, names.control_secret(connector))
-            token = _admin_token(secret) if secret else None
-            if token:
-                with self._lock:
-                    self._tokens[(namespace, connector)] = token
-        return token
+            who = self._known.get((namespace, connector))
+        if who is None:
+            body = kube.get(f"{GROUP}/{VERSION}", "Connector", namespace, connector)
+            if body is None:
+                return None
+            who = identity(body)
+            with self._lock:
+                self._known[(namespace, connector)] = who
+        return self.key.derive(ADMIN_TOKEN_KEY, who)
 
     def forget(self, namespace: str, connector: str) -> None:
-        """Drop a cached token (the driver refused it: the Secret was replaced)."""
+        """Drop what is known of ``connector`` (its driver refused the token: the Connector may
+        have been re-created or rotated since); the next :meth:`admin_token` reads it again."""
         with self._lock:
-            self._tokens.pop((namespace, connector), None)
+            self._known.pop((namespace, connector), None)

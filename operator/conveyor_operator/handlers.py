@@ -31,7 +31,7 @@ import logging
 import os
 import threading
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NoReturn
 
 import kopf
 from kubernetes import client
@@ -53,7 +53,8 @@ from conveyor_operator import (
 )
 from conveyor_operator.conditions import Conditions
 from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
-from conveyor_operator.control_secret import ControlSecrets
+from conveyor_operator.control_key import OperatorKey
+from conveyor_operator.control_secret import ControlSecrets, NotOurs
 from conveyor_operator.kube import Kube
 from conveyor_operator.logs import redact_handlers
 from conveyor_operator.pod_health import POD_PROBLEM_REASONS, pod_problem
@@ -80,7 +81,7 @@ class _Runtime:
     kube: Kube | None = None
     shared_objects: SharedObjects = SharedObjects()
     drained_pods: set[str] = set()
-    control_secrets: ControlSecrets = ControlSecrets()
+    control_secrets: ControlSecrets | None = None
     lock = threading.Lock()
 
 
@@ -112,7 +113,7 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     RUNTIME.kube = Kube(_api_client(ours.max_workers), ours.field_manager)
     RUNTIME.drained_pods = set()
     RUNTIME.shared_objects = SharedObjects()
-    RUNTIME.control_secrets = ControlSecrets()
+    RUNTIME.control_secrets = ControlSecrets(OperatorKey.load(ours.key_file))
     settings.persistence.finalizer = names.FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.conveyor.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -160,6 +161,7 @@ def driver_client(manifest_name: str, namespace: str, base_url: str | None = Non
     token of the connector's ``<name>-control`` Secret."""
     s = RUNTIME.settings
     secrets = RUNTIME.control_secrets
+    assert secrets is not None, "operator not started"
     return DriverClient(base_url or s.control_url(manifest_name, namespace), s.request_timeout_seconds,
                         token=secrets.admin_token(shared_kube(), namespace, manifest_name),
                         on_unauthorized=lambda: secrets.forget(namespace, manifest_name))
@@ -231,12 +233,7 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
     # after it they are this Connector's, so the API calls of the check are spared on every update.
     first_apply = status.get("configHash") is None
     if first_apply and (earlier := succession.predecessor_objects(kube, ns, name, uid)):
-        message = (f"{', '.join(earlier)} of the same name is not this Connector's (an earlier Connector's "
-                   "still going, or someone else's): this one starts once they are gone, so that an earlier "
-                   "cleanup never touches what it provisions and the operator never takes over another's objects")
-        conditions.set(C.PROGRESSING, False, "WaitingForPredecessor", message)
-        write_status(ns, name, conditions, observedGeneration=generation)
-        raise kopf.TemporaryError(message, delay=PREDECESSOR_POLL_SECONDS)
+        _wait_for_predecessor(ns, name, conditions, generation, earlier)
     wanted_config = render.config_hash(manifest)
     known_config = status.get("configHash")
     rolled = None if known_config is None else _current_rolled_hash(kube, ns, name)
@@ -246,8 +243,13 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
     elif known_config is not None:
         _push_state(manifest)
     ensure_namespace_objects(manifest)
-    control_secret_uid = RUNTIME.control_secrets.ensure(kube, manifest, render.owner_reference(name, uid))
-    for obj in render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled, control_secret_uid):
+    assert RUNTIME.control_secrets is not None, "operator not started"
+    try:
+        control_secret_version = RUNTIME.control_secrets.ensure(
+            kube, body, render.owner_reference(name, uid), status.get("controlSecretVersion"), not first_apply)
+    except NotOurs as exc:
+        _wait_for_predecessor(ns, name, conditions, generation, [str(exc)])
+    for obj in render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled, control_secret_version):
         kube.apply(obj)
     for policy in network_policy.disabled_policies(manifest, RUNTIME.settings):
         kube.delete(*policy)
@@ -257,7 +259,17 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
     if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in SPEC_PROBLEMS:
         conditions.set(C.READY, False, "DriverStarting", "waiting for the driver's first status")
     write_status(ns, name, conditions, observedGeneration=generation, tasksMax=manifest.spec.tasks_max,
-                  configHash=wanted_config)
+                  configHash=wanted_config, controlSecretVersion=control_secret_version)
+
+
+def _wait_for_predecessor(namespace: str, name: str, conditions: Conditions, generation: int | None,
+                          earlier: list[str]) -> NoReturn:
+    message = (f"{', '.join(earlier)} of the same name is not this Connector's (an earlier Connector's "
+               "still going, or someone else's): this one starts once they are gone, so that an earlier "
+               "cleanup never touches what it provisions and the operator never takes over another's objects")
+    conditions.set(C.PROGRESSING, False, "WaitingForPredecessor", message)
+    write_status(namespace, name, conditions, observedGeneration=generation)
+    raise kopf.TemporaryError(message, delay=PREDECESSOR_POLL_SECONDS)
 
 
 def ensure_namespace_objects(manifest: ConnectorManifest) -> None:

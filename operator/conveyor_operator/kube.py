@@ -26,6 +26,11 @@ _PLURALS = {
 }
 
 
+EXISTENCE_PROBE_LABELS = {"app.kubernetes.io/managed-by": "conveyor-operator", "conveyor.dev/existence-probe": "true"}
+"""Labels of the empty object :meth:`Kube.exists_by_dry_run` creates (the chart's admission policy
+admits a dry-run create of such a Secret under any name)."""
+
+
 def namespace_terminating(exc: BaseException) -> bool:
     """Whether ``exc`` is the API server refusing to create anything in a namespace being
     deleted (403 with cause ``NamespaceTerminating``)."""
@@ -66,11 +71,31 @@ class Kube:
         return self._call(path, "PATCH", obj, [("fieldManager", self.field_manager), ("force", "true")],
                           "application/apply-patch+yaml")
 
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create ``obj`` (POST); an existing one is a 409 :class:`ApiException`."""
+    def create(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        """Create ``obj`` (POST); an existing one is a 409 :class:`ApiException`. ``dry_run``:
+        the API server admits and checks it (409 included) but stores nothing."""
         meta = obj["metadata"]
-        return self._call(resource_path(obj["apiVersion"], obj["kind"], meta["namespace"]), "POST", obj,
-                          [("fieldManager", self.field_manager)])
+        query = [("fieldManager", self.field_manager)] + ([("dryRun", "All")] if dry_run else [])
+        return self._call(resource_path(obj["apiVersion"], obj["kind"], meta["namespace"]), "POST", obj, query)
+
+    def exists_by_dry_run(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        """Whether the object exists, found without reading it: a dry-run create answers 409
+        for an existing name (what the operator may know of a Secret it may not ``get``).
+
+        Raises:
+            ApiException: the create was refused for another reason (403: not permitted).
+        """
+        probe = {"apiVersion": api_version, "kind": kind,
+                 "metadata": {"name": name, "namespace": namespace, "labels": dict(EXISTENCE_PROBE_LABELS)}}
+        try:
+            self.create(probe, dry_run=True)
+        except ApiException as exc:
+            if exc.status == 409:
+                return True
+            if exc.status == 422:  # not a valid name: no such object can exist
+                return False
+            raise
+        return False
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""

@@ -20,7 +20,10 @@ CLEANUP = "cleanup"
 OFFSETS = "offsets"
 """Component label of a ConfigMap the operator created for ``spec.listOffsets.toConfigMap``."""
 CONTROL = "control"
-ANNOTATION_CONTROL_SECRET_UID = "conveyor.dev/control-secret-uid"
+ANNOTATION_CONTROL_SECRET_VERSION = "conveyor.dev/control-secret-version"
+"""On the control Secret and the driver pod template: :meth:`conveyor_operator.control_key.OperatorKey.version`."""
+ANNOTATION_ROTATE_CONTROL_SECRET = "conveyor.dev/rotate-control-secret"
+"""On a Connector: any new value gives its control Secret new values (:mod:`conveyor_operator.control_secret`)."""
 
 
 def driver(name: str) -> str:

@@ -454,11 +454,11 @@ def executor_pod_template(manifest: ConnectorManifest, settings: OperatorSetting
 
 
 def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorSettings,
-                      rolled_config_hash: str | None = None, control_secret_uid: str = "") -> dict[str, Any]:
+                      rolled_config_hash: str | None = None, control_secret_version: str = "") -> dict[str, Any]:
     """The driver: ``conveyor run`` in client mode. ``rolled_config_hash`` goes into the
     pod template only when a config change could not be applied live, so that the
-    Deployment rolls and the new driver reads the new manifest; ``control_secret_uid`` (the
-    ``<name>-control`` Secret's uid) so that a new Secret, new tokens, rolls it too."""
+    Deployment rolls and the new driver reads the new manifest; ``control_secret_version`` (the
+    ``<name>-control`` Secret's, :mod:`conveyor_operator.control_secret`) so that new tokens roll it too."""
     spark = manifest.spec.spark
     grace = manifest.spec.shutdown.grace_period_seconds
     volumes, mounts = _storage(manifest, with_manifest=True)
@@ -476,8 +476,8 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
     annotations = {names.ANNOTATION_SPEC_HASH: spec_hash(manifest)}
     if rolled_config_hash:
         annotations[names.ANNOTATION_CONFIG_HASH] = rolled_config_hash
-    if control_secret_uid:
-        annotations[names.ANNOTATION_CONTROL_SECRET_UID] = control_secret_uid
+    if control_secret_version:
+        annotations[names.ANNOTATION_CONTROL_SECRET_VERSION] = control_secret_version
     memory = driver_memory(manifest)
     local = f"http://127.0.0.1:{settings.control_port}"
     # /healthz is answered on the driver's event loop, but a driver busy with its tasks may be
@@ -612,7 +612,7 @@ def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSetting
 
 
 def objects(manifest: ConnectorManifest, uid: str, generation: int, settings: OperatorSettings,
-            rolled_config_hash: str | None = None, control_secret_uid: str = "") -> list[dict[str, Any]]:
+            rolled_config_hash: str | None = None, control_secret_version: str = "") -> list[dict[str, Any]]:
     """The connector's own objects, in apply order (the NetworkPolicies before the pods they
     guard, the Deployment last); the namespace's shared ones are :func:`namespace_objects`, the
     control Secret is created apart (:mod:`conveyor_operator.control_secret`: it is never applied)."""
@@ -623,5 +623,5 @@ def objects(manifest: ConnectorManifest, uid: str, generation: int, settings: Op
         driver_service(manifest, uid, settings),
         disruption_budget(manifest, uid),
         *network_policies(manifest, uid, settings),
-        driver_deployment(manifest, uid, settings, rolled_config_hash, control_secret_uid),
+        driver_deployment(manifest, uid, settings, rolled_config_hash, control_secret_version),
     ]

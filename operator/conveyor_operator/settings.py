@@ -71,6 +71,11 @@ class OperatorSettings(BaseModel):
                     "its connectors load code; passed to every driver and cleanup Job as CONVEYOR_ALLOWED_SPARK_CONF. "
                     "The operator's own properties and Spark's RPC security stay refused.",
     )
+    key_file: str = Field(
+        "", description="File with the key (32 bytes or more) every connector's control credentials are derived "
+                        "from (conveyor_operator.control_key); the chart mounts its <release>-operator-key Secret. "
+                        "Empty: a random key per process, so a restarted operator replaces each control Secret once.",
+    )
     field_manager: str = Field("conveyor-operator", description="Server-side apply field manager.")
     allowed_connector_modules: list[str] = Field(
         default_factory=list,

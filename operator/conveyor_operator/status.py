@@ -97,6 +97,11 @@ class ConnectorStatus(_Model):
     config_hash: str | None = Field(
         None, alias="configHash", description="Hash of the rendered connector manifest the driver runs."
     )
+    control_secret_version: str | None = Field(
+        None, alias="controlSecretVersion",
+        description="Version of the values the operator last wrote to the <name>-control Secret (a public "
+                    "fingerprint of its key, the Connector's uid and conveyor.dev/rotate-control-secret).",
+    )
     auto_restart: AutoRestartStatus | None = Field(
         None, alias="autoRestart", description="Automatic restarts (spec.autoRestart); absent when none are counted."
     )

@@ -8,7 +8,11 @@ outside Kubernetes (an audit source's triggers, a sink's consumer group ``connec
 source offsets of ``<name>``). Two Connectors of one name must therefore never run side by
 side: a new one waits (:func:`predecessor_objects`) until every object another Connector owns
 is gone, which the garbage collector does once that Connector is, and the deletion path never
-removes its finalizer while its cleanup Job runs (:mod:`conveyor_operator.deletion`).
+removes its finalizer while its cleanup Job runs (:mod:`conveyor_operator.deletion`). The
+``<name>-control`` Secret is not among them: the operator cannot read Secrets, and its values are
+derived from the Connector's uid, so the first reconciliation of a new Connector replaces it
+(:mod:`conveyor_operator.control_secret`; the admission policy refuses that for a Secret the
+operator did not make).
 """
 
 from __future__ import annotations
@@ -33,8 +37,7 @@ def owner_uids(obj: dict[str, Any]) -> set[str]:
 
 def _named_objects(name: str) -> list[tuple[str, str, str]]:
     return [("apps/v1", "Deployment", names.driver(name)), ("v1", "Service", names.driver(name)),
-            ("batch/v1", "Job", names.cleanup_job(name)), ("v1", "Secret", names.control_secret(name)),
-            ("v1", "ConfigMap", names.manifest_config_map(name))]
+            ("batch/v1", "Job", names.cleanup_job(name)), ("v1", "ConfigMap", names.manifest_config_map(name))]
 
 
 def predecessor_objects(kube: Kube, namespace: str, name: str, uid: str) -> list[str]:

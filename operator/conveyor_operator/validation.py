@@ -92,8 +92,9 @@ def connector_config_errors(manifest: ConnectorManifest) -> str:
 
 def check_references(kube: Kube, manifest: ConnectorManifest) -> str:
     """Names every Secret and ConfigMap the spec references that does not exist, with
-    the field that references it; ``""`` when all exist. Secret values are never read
-    into the message (only ``get`` is used, and only the name is reported)."""
+    the field that references it; ``""`` when all exist. ConfigMaps are read; Secrets are
+    not (the operator may not ``get`` them): a dry-run create tells whether one exists
+    (:meth:`Kube.exists_by_dry_run`)."""
     ns = manifest.metadata.namespace
     wanted: list[tuple[str, str, str]] = []
     for i, source in enumerate(manifest.spec.config_from):
@@ -111,10 +112,11 @@ def check_references(kube: Kube, manifest: ConnectorManifest) -> str:
     missing = []
     for kind, name, field in wanted:
         try:
-            found = kube.get("v1", kind, ns, name) is not None
+            found = (kube.exists_by_dry_run("v1", kind, ns, name) if kind == "Secret"
+                     else kube.get("v1", kind, ns, name) is not None)
         except ApiException as exc:
             if exc.status == 403:
-                missing.append(f"{field}: {kind} {name!r} cannot be read by the operator (forbidden)")
+                missing.append(f"{field}: {kind} {name!r} cannot be checked by the operator (forbidden)")
                 continue
             raise
         if not found:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import socket
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes import client
@@ -83,3 +85,15 @@ def free_port() -> int:
 def unique_name(prefix: str) -> str:
     """``<prefix>-<6 hex digits>``: a Connector name no other test uses."""
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def operator_key_file(kube_api, rendered: list[dict[str, Any]], directory: Path) -> Path:
+    """The operator key of a chart release (``rendered``: its manifest's objects; the key is its
+    Secret's, read as admin) in a file, as the operator pod mounts it: for an operator run
+    in-process."""
+    meta = next(d for d in rendered if d["kind"] == "Secret" and d["metadata"]["name"].endswith("-operator-key"))
+    encoded = kube_api.kubectl("get", "secret", meta["metadata"]["name"], "-n", meta["metadata"]["namespace"],
+                               "-o", "jsonpath={.data.key}").stdout
+    path = directory / "operator-key"
+    path.write_bytes(base64.b64decode(encoded))
+    return path

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from _objects import free_port
+from _objects import free_port, operator_key_file
 
 # The status timer's interval is read when conveyor_operator.handlers is first imported.
 os.environ.setdefault("CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS", "1")
@@ -21,19 +21,22 @@ OPERATOR_NAMESPACE = "conveyor-system"
 
 
 @pytest.fixture(scope="session")
-def chart(kube_api) -> dict[str, str]:
-    """``helm install`` of charts/conveyor (once per session): its namespace and the
-    operator's ServiceAccount."""
+def chart(kube_api, tmp_path_factory) -> dict[str, str]:
+    """``helm install`` of charts/conveyor (once per session): its namespace, the operator's
+    ServiceAccount, its environment, and its key (the chart's Secret, in a file as the pod
+    mounts it)."""
     result = kube_api.helm("install", "conveyor", str(CHART), "--namespace", OPERATOR_NAMESPACE,
                            "--create-namespace")
     rendered = kube_api.helm("get", "manifest", "conveyor", "--namespace", OPERATOR_NAMESPACE).stdout
+    key_file = operator_key_file(kube_api, [d for d in yaml.safe_load_all(rendered) if d],
+                                 tmp_path_factory.mktemp("operator-key"))
     accounts = [d for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "ServiceAccount"]
     assert len(accounts) == 1, f"the chart should create one ServiceAccount, made {len(accounts)}"
     deployment = next(d for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "Deployment")
     env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0].get("env", [])
            if "value" in e}
     return {"namespace": OPERATOR_NAMESPACE, "service_account": accounts[0]["metadata"]["name"],
-            "operator_env": env, "install_output": result.stdout}
+            "operator_env": {**env, "CONVEYOR_OPERATOR_KEY_FILE": str(key_file)}, "install_output": result.stdout}
 
 
 @pytest.fixture

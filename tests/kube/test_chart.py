@@ -43,7 +43,9 @@ OPERATOR_NEEDS: dict[tuple[str, str], set[str]] = {
     ("", "configmaps"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("", "services"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("", "serviceaccounts"): {"get", "list", "watch", "create", "patch", "update", "delete"},
-    ("", "secrets"): {"get", "create"},  # create: each connector's <name>-control Secret
+    # each connector's <name>-control Secret, created (and deleted to be replaced) with derived values,
+    # never read; a dry-run create tells whether a referenced Secret exists
+    ("", "secrets"): {"create", "delete"},
     # watched only (evictions become drains): the Spark driver, not the operator, manages pods
     ("", "pods"): {"get", "list", "watch"},
     ("apps", "deployments"): {"get", "list", "watch", "create", "patch", "update", "delete"},
@@ -206,7 +208,7 @@ def test_chart_metadata_matches_the_package():
 def test_renders_the_operator_objects(helm):
     docs = _render(helm)
     assert sorted(d["kind"] for d in docs) == [
-        "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy", "ServiceAccount"
+        "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy", "Secret", "ServiceAccount"
     ]
     assert {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"} == {
         OPERATOR_CLUSTER_ROLE, SPARK_DRIVER_CLUSTER_ROLE
@@ -217,6 +219,33 @@ def test_renders_the_operator_objects(helm):
         assert labels["app.kubernetes.io/instance"] == RELEASE
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
         assert labels["app.kubernetes.io/version"] == yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+
+
+def test_the_operators_key_is_a_kept_secret_mounted_into_the_operator_alone(helm):
+    """The key the control credentials are derived from (conveyor_operator.control_key): 64
+    random characters, kept across uninstalls, mounted read-only and named by
+    CONVEYOR_OPERATOR_KEY_FILE; ``operatorKey.existingSecret`` replaces it."""
+    import base64
+
+    docs = _render(helm)
+    secret = _one(docs, "Secret")
+    assert secret["metadata"]["name"] == f"{RELEASE}-conveyor-operator-key"
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    key = base64.b64decode(secret["data"]["key"])
+    assert len(key) == 64 and key != base64.b64decode(_one(_render(helm), "Secret")["data"]["key"]), "random"
+    pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "operator-key")
+    assert volume["secret"]["secretName"] == secret["metadata"]["name"]
+    container = pod["containers"][0]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "operator-key")
+    assert mount["readOnly"] is True
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["CONVEYOR_OPERATOR_KEY_FILE"] == f"{mount['mountPath']}/key"
+
+    docs = _render(helm, "operatorKey.existingSecret=platform-key")
+    assert [d for d in docs if d["kind"] == "Secret"] == []
+    volumes = _one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert next(v for v in volumes if v["name"] == "operator-key")["secret"]["secretName"] == "platform-key"
 
 
 def test_the_chart_ships_the_connector_crd():
@@ -445,7 +474,7 @@ def test_cluster_wide_rbac_is_exactly_what_the_operator_needs(helm):
     _assert_no_wildcards(role)
     granted = _grants(role)
     _assert_exactly(granted, REQUIRED, "the operator ClusterRole")
-    assert {g[2] for g in granted if g[:2] == ("", "secrets")} == {"get", "create"}, "secrets: never list/watch/update"
+    assert {g[2] for g in granted if g[:2] == ("", "secrets")} == {"create", "delete"}, "secrets: never read"
     _assert_holds_none_of_the_spark_drivers_own(granted)
 
     binding = _one(docs, "ClusterRoleBinding")
@@ -529,7 +558,7 @@ def test_watch_namespaces_rbac_is_roles_in_those_namespaces_and_no_cluster_role(
 
 def test_rbac_can_be_left_to_someone_else(helm):
     docs = _render(helm, "rbac.create=false")
-    assert sorted(d["kind"] for d in docs) == ["Deployment", "NetworkPolicy", "ServiceAccount"]
+    assert sorted(d["kind"] for d in docs) == ["Deployment", "NetworkPolicy", "Secret", "ServiceAccount"]
 
 
 def test_cluster_role_names_hold_the_release_namespace(helm):

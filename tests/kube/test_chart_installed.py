@@ -168,7 +168,8 @@ def test_installed_chart_lets_the_operator_do_its_work_cluster_wide(kube_api, ku
                 "demo-driver", connectors_ns, {"spec": {"replicas": 0}}
             )
         assert _can_i(kube_api, operator, "create", "events", connectors_ns)
-        assert _can_i(kube_api, operator, "get", "secrets", connectors_ns)
+        assert _can_i(kube_api, operator, "create", "secrets", connectors_ns)
+        assert not _can_i(kube_api, operator, "get", "secrets", connectors_ns), "secrets are never read"
         assert not _can_i(kube_api, operator, "list", "secrets", connectors_ns), "secrets are never listed"
         assert not _can_i(kube_api, operator, "watch", "secrets", connectors_ns)
         assert not _can_i(kube_api, operator, "create", "clusterroles.rbac.authorization.k8s.io")

@@ -818,11 +818,13 @@ def test_offsets_are_listed_altered_and_reset_through_the_connector_as_strimzi_d
 
 # --- the control API's credentials ---------------------------------------------------------------
 
-def test_the_control_secret_is_created_once_owned_and_authenticates_the_operator(
+def test_the_control_secret_is_derived_created_once_owned_rotated_and_authenticates_the_operator(
         kube_api, kube_namespace, operator, api, kafka_bootstrap, tmp_path):
-    """The operator creates ``<name>-control`` once (reconciliations never rewrite it), owned by
-    the Connector; its admin token is what the operator sends the driver, and a driver serving
-    other tokens is reported ``DriverUnauthorized``, not running."""
+    """The operator creates ``<name>-control`` owned by the Connector with values it derives from
+    its key (it may not read Secrets back); reconciliations leave it alone; a
+    ``conveyor.dev/rotate-control-secret`` value replaces it and rolls the driver; its admin token
+    is what the operator sends the driver, and a driver serving other tokens is reported
+    ``DriverUnauthorized``, not running."""
     name = _name("ctl")
     port = free_port()
     topic = f"ctl-{uuid.uuid4().hex[:6]}"
@@ -835,6 +837,10 @@ def test_the_control_secret_is_created_once_owned_and_authenticates_the_operator
         owner = secret.metadata.owner_references[0]
         assert (owner.kind, owner.name, owner.controller) == ("Connector", name, True)
         assert set(secret.data) == {"admin-token", "task-token", "spark-auth-secret"}
+        assert len(set(secret.data.values())) == 3, "three values, each its own"
+        version = secret.metadata.annotations["conveyor.dev/control-secret-version"]
+        eventually(lambda: (api.get_connector(kube_namespace, name).get("status") or {}).get("controlSecretVersion")
+                   == version, message="status.controlSecretVersion")
         eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
         kube_api.kubectl("scale", f"connector/{name}", "-n", kube_namespace, "--replicas=2")
         eventually(lambda: (api.get_connector(kube_namespace, name).get("status") or {}).get("tasksMax") == 2,
@@ -842,7 +848,21 @@ def test_the_control_secret_is_created_once_owned_and_authenticates_the_operator
         again = api.core.read_namespaced_secret(f"{name}-control", kube_namespace)
         assert again.data == secret.data and again.metadata.resource_version == secret.metadata.resource_version
         template = api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace).spec.template
-        assert template.metadata.annotations["conveyor.dev/control-secret-uid"] == secret.metadata.uid
+        assert template.metadata.annotations["conveyor.dev/control-secret-version"] == version
+
+        # a new rotation value: new values, a new version, and the driver's pods roll onto them
+        api.custom.patch_namespaced_custom_object(
+            "conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
+            {"metadata": {"annotations": {"conveyor.dev/rotate-control-secret": "2026-11-28"}}})
+        rotated = eventually(lambda: (s := api.core.read_namespaced_secret(f"{name}-control", kube_namespace))
+                             .metadata.uid != secret.metadata.uid and s, message="a new control Secret")
+        assert rotated.metadata.owner_references[0].uid == owner.uid
+        assert not set(rotated.data.values()) & set(secret.data.values()), "every value is new"
+        new_version = rotated.metadata.annotations["conveyor.dev/control-secret-version"]
+        assert new_version != version
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace).spec.template
+                   .metadata.annotations["conveyor.dev/control-secret-version"] == new_version,
+                   message="the pod template rolled onto the new Secret")
 
         # a driver with tokens of its own: the operator's calls are refused, and it says so
         foreign = tmp_path / "foreign"

@@ -116,3 +116,44 @@ def test_the_operators_token_deletes_nothing_it_did_not_make(kube_api, kube_name
     message = eventually(refused, timeout_s=30, message="the delete refused")
     assert "touches only objects it made" in message
     assert api.core.read_namespaced_config_map("someone-elses", kube_namespace).data == {"a": "b"}
+
+
+def test_the_operators_token_reads_no_secret_and_learns_only_whether_one_exists(kube_api, kube_namespace, chart,
+                                                                                 as_operator, api):
+    """No ``get`` on Secrets: the operator derives its control credentials
+    (conveyor_operator.control_key) and asks whether a referenced Secret exists with a dry-run
+    create of an empty, labelled Secret, which the policy admits under any name, and only so."""
+    from conveyor_operator.kube import EXISTENCE_PROBE_LABELS, Kube
+
+    api.core.create_namespaced_secret(kube_namespace, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="theirs"), string_data={"password": "s3cret"}))
+    core = client.CoreV1Api(as_operator)
+    with pytest.raises(ApiException) as forbidden:
+        core.read_namespaced_secret("theirs", kube_namespace)
+    assert forbidden.value.status == 403
+    operator = f"system:serviceaccount:{chart['namespace']}:{chart['service_account']}"
+    for verb in ("get", "list", "watch", "update", "patch"):
+        assert kube_api.kubectl("auth", "can-i", verb, "secrets", "-n", kube_namespace, "--as", operator,
+                                check=False).stdout.strip() == "no", verb
+
+    kube = Kube(as_operator, "conveyor-operator")
+    assert kube.exists_by_dry_run("v1", "Secret", kube_namespace, "theirs") is True
+    assert kube.exists_by_dry_run("v1", "Secret", kube_namespace, "nobodys") is False
+    assert api.core.list_namespaced_secret(kube_namespace, label_selector="conveyor.dev/existence-probe").items == []
+
+    probe = {"apiVersion": "v1", "kind": "Secret",
+             "metadata": {"name": "stolen", "namespace": kube_namespace, "labels": dict(EXISTENCE_PROBE_LABELS)}}
+    with pytest.raises(ApiException) as stored:                      # not a dry run: refused
+        core.create_namespaced_secret(kube_namespace, probe)
+    assert stored.value.status == 403 and "-control Secrets, not stolen" in stored.value.body
+    with_data = {**probe, "stringData": {"a": "b"}}
+    assert "-control Secrets, not stolen" in (_create(as_operator, with_data) or "")
+
+    def delete_refused() -> str | None:
+        try:
+            core.delete_namespaced_secret("theirs", kube_namespace, dry_run="All")
+        except ApiException as exc:
+            return exc.body if exc.status == 403 else None
+        return None
+    assert "touches only objects it made" in eventually(delete_refused, timeout_s=30, message="the delete refused")
+    assert api.core.read_namespaced_secret("theirs", kube_namespace).data is not None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from _objects import connector, eventually, free_port, unique_name
+from _objects import connector, eventually, free_port, operator_key_file, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -96,8 +96,8 @@ def test_every_service_account_can_do_what_it_needs_and_nothing_more(kube_api, k
             ("get", "pods"), ("list", "pods"), ("create", "pods"), ("create", "configmaps"), ("get", "configmaps"),
             ("get", "secrets"), ("get", "services"), ("list", "persistentvolumeclaims"),
             ("create", "serviceaccounts/token"), ("get", "connectors.conveyor.dev")]],
-        (op, "create", "secrets", ns, True), (op, "get", "secrets", ns, True),
-        *[(op, verb, "secrets", ns, False) for verb in ("list", "watch", "update", "patch", "delete")],
+        (op, "create", "secrets", ns, True), (op, "delete", "secrets", ns, True),
+        *[(op, verb, "secrets", ns, False) for verb in ("get", "list", "watch", "update", "patch")],
         (op, "create", "serviceaccounts", ns, True), (op, "create", "rolebindings.rbac.authorization.k8s.io", ns, True),
         (op, "bind", f"clusterroles.rbac.authorization.k8s.io/{spark_role}", ns, True),
         (op, "bind", "clusterroles.rbac.authorization.k8s.io/cluster-admin", ns, False),
@@ -158,7 +158,7 @@ CHART = Path(__file__).resolve().parents[2] / "charts" / "conveyor"
 
 
 def test_watching_one_namespace_the_operator_works_without_any_cluster_role(kube_api, kube_namespace, api,
-                                                                            monkeypatch):
+                                                                            monkeypatch, tmp_path):
     """The chart's namespaced mode (watchNamespaces) creates no ClusterRole: the real operator,
     as that release's ServiceAccount, reconciles a Connector there, and binds the namespace's
     Spark driver Role, without a permission error."""
@@ -179,6 +179,7 @@ def test_watching_one_namespace_the_operator_works_without_any_cluster_role(kube
         monkeypatch.setenv("KUBECONFIG", str(kube_api.kubeconfig_for_token(token, "nsmode-operator")))
         monkeypatch.setenv("CONVEYOR_OPERATOR_CONTROL_URL_TEMPLATE", f"http://127.0.0.1:{free_port()}")
         monkeypatch.setenv("CONVEYOR_OPERATOR_REQUEST_TIMEOUT_SECONDS", "2")
+        monkeypatch.setenv("CONVEYOR_OPERATOR_KEY_FILE", str(operator_key_file(kube_api, rendered, tmp_path)))
         name = _name("nsmode")
         with KopfRunner(["run", "--standalone", "--namespace", kube_namespace, "-m", "conveyor_operator.handlers"],
                         timeout=120) as runner:

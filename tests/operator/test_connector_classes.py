@@ -13,6 +13,8 @@ import uuid
 
 import pytest
 from conveyor_operator import connector_classes, handlers, names
+from conveyor_operator.control_key import OperatorKey
+from conveyor_operator.control_secret import ControlSecrets
 from conveyor_operator.settings import OperatorSettings
 
 from conveyor import import_policy
@@ -168,6 +170,7 @@ def test_reconcile_applies_a_connector_it_may_not_import_and_says_the_driver_val
     kube = _Kube()
     monkeypatch.setattr(handlers.RUNTIME, "kube", kube)
     monkeypatch.setattr(handlers.RUNTIME, "settings", OperatorSettings())
+    monkeypatch.setattr(handlers.RUNTIME, "control_secrets", ControlSecrets(OperatorKey(b"k" * 32)))
     body = {"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
             "metadata": {"name": "c", "namespace": "data", "generation": 1, "uid": "u"},
             "spec": {"class": f"{module}:Sink", "kafka": {"bootstrapServers": "kafka:9092"},

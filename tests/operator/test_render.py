@@ -318,7 +318,7 @@ def _control(pod_spec):
 def test_the_control_secret_is_mounted_by_need():
     """The driver gets the admin token, the executors only the task token and Spark's secret,
     the cleanup Job (which calls neither the control API nor Spark) nothing."""
-    objs = by_kind(render.objects(manifest(), "u", 1, SETTINGS, control_secret_uid="secret-uid-1"))
+    objs = by_kind(render.objects(manifest(), "u", 1, SETTINGS, control_secret_version="0123456789abcdef"))
     template = objs["Deployment"]["spec"]["template"]
     secret, mount, env = _control(template["spec"])
     assert secret["secretName"] == "orders-control" and secret["defaultMode"] == 0o444
@@ -326,7 +326,7 @@ def test_the_control_secret_is_mounted_by_need():
     assert mount == {"name": "control", "mountPath": "/etc/conveyor/control", "readOnly": True}
     assert env["CONVEYOR_CONTROL_TOKEN_DIR"] == "/etc/conveyor/control"
     assert env["CONVEYOR_CONTROL_TOKEN_FILE"] == "/etc/conveyor/control/admin-token"  # the preStop drain
-    assert template["metadata"]["annotations"][names.ANNOTATION_CONTROL_SECRET_UID] == "secret-uid-1"
+    assert template["metadata"]["annotations"][names.ANNOTATION_CONTROL_SECRET_VERSION] == "0123456789abcdef"
 
     secret, _, env = _control(render.executor_pod_template(manifest(), SETTINGS)["spec"])
     assert [i["key"] for i in secret["items"]] == ["task-token", "spark-auth-secret"]
@@ -338,21 +338,9 @@ def test_the_control_secret_is_mounted_by_need():
 
 
 def test_a_new_control_secret_rolls_the_driver():
-    one = render.driver_deployment(manifest(), "u", SETTINGS, control_secret_uid="a")
-    two = render.driver_deployment(manifest(), "u", SETTINGS, control_secret_uid="b")
+    one = render.driver_deployment(manifest(), "u", SETTINGS, control_secret_version="a")
+    two = render.driver_deployment(manifest(), "u", SETTINGS, control_secret_version="b")
     assert one["spec"]["template"] != two["spec"]["template"]
-
-
-def test_a_new_control_secret_has_fresh_values_and_is_owned():
-    from conveyor_operator.control_secret import KEYS, new_control_secret
-
-    owner = render.owner_reference("orders", "uid-1")
-    one, two = new_control_secret(manifest(), owner), new_control_secret(manifest(), owner)
-    assert one["metadata"]["name"] == "orders-control" and one["metadata"]["ownerReferences"] == [owner]
-    assert set(one["stringData"]) == set(KEYS)
-    assert all(len(v) >= 43 for v in one["stringData"].values())
-    assert len(set(one["stringData"].values())) == 3
-    assert not set(one["stringData"].values()) & set(two["stringData"].values())
 
 
 def _pods(m, settings=SETTINGS):

@@ -79,6 +79,13 @@ app.kubernetes.io/component: operator
 {{/*
 Name of the operator's ServiceAccount.
 */}}
+{{/*
+The Secret with the operator's key (operatorKey.existingSecret, or the chart's own).
+*/}}
+{{- define "conveyor.operatorKeySecretName" -}}
+{{- default (printf "%s-operator-key" (include "conveyor.fullname" .) | trunc 253) .Values.operatorKey.existingSecret }}
+{{- end }}
+
 {{- define "conveyor.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "conveyor.fullname" .) .Values.serviceAccount.name }}
@@ -192,12 +199,13 @@ role holds them, and the operator only binds it (see conveyor.rbac.bindRule).
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# configFrom references are checked to exist; each connector's <name>-control Secret (its
-# control API tokens) is created once and read for the admin token. Secrets are never listed or
-# watched, nor updated.
+# Secrets are never read: each connector's <name>-control Secret is created with values the
+# operator derives from its key, and deleted to be created anew when they change; that a
+# referenced Secret exists is learnt from a dry-run create (409). The admission policy narrows
+# both to <name>-control Secrets the operator labelled (and dry runs).
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "create"]
+  verbs: ["create", "delete"]
 # Pods: the operator watches them (evictions become drains); only the Spark driver manages them.
 - apiGroups: [""]
   resources: ["pods"]
