@@ -21,6 +21,8 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from conveyor.testing.schema_registry import CLIENT_TIMEOUT_S
+
 pytestmark = pytest.mark.integration
 
 USER_V1 = {
@@ -58,10 +60,10 @@ def test_avro_round_trip_through_the_registry(schema_registry):
     assert _framed_id(data) == registered.schema_id
     assert json.loads(registered.schema.schema_str)["name"] == "User"
     # a fresh client and a deserializer without a reader schema: the writer schema comes from the server
-    fresh = SchemaRegistryClient({"url": schema_registry.url})
+    fresh = SchemaRegistryClient({"url": schema_registry.url, "timeout": CLIENT_TIMEOUT_S})
     assert AvroDeserializer(fresh)(data, ctx) == record
     with pytest.raises(SchemaRegistryError) as missing:  # an id the server never gave out
-        AvroDeserializer(SchemaRegistryClient({"url": schema_registry.url}))(b"\0" + struct.pack(">I", 999_999)
+        AvroDeserializer(SchemaRegistryClient({"url": schema_registry.url, "timeout": CLIENT_TIMEOUT_S}))(b"\0" + struct.pack(">I", 999_999)
                                                                               + data[5:], ctx)
     assert missing.value.http_status_code == 404
 
@@ -79,7 +81,7 @@ def test_json_schema_round_trip_through_the_registry(schema_registry):
     data = serializer({"id": 7, "sku": "A-1"}, ctx)
 
     assert _framed_id(data) == client.get_latest_version(f"{topic}-value").schema_id
-    fresh = SchemaRegistryClient({"url": schema_registry.url})
+    fresh = SchemaRegistryClient({"url": schema_registry.url, "timeout": CLIENT_TIMEOUT_S})
     assert JSONDeserializer(None, schema_registry_client=fresh)(data, ctx) == {"id": 7, "sku": "A-1"}
     with pytest.raises(SerializationError):
         serializer({"id": "not a number"}, ctx)

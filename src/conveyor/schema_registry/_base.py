@@ -23,6 +23,11 @@ Configuration (prefix ``key.converter.`` / ``value.converter.``), Confluent's ke
     ``TopicRecordNameStrategy`` (``<topic>-<record full name>``); the short names work too.
 ``schemas.cache.config`` (int, default 1000)
     How many Connect schemas to keep serializers and parsed schemas for.
+``http.connect.timeout.ms`` / ``http.read.timeout.ms`` (int, default 60000 each)
+    How long a registry call may take to connect, and to receive each part of the answer
+    (also read with Confluent's client prefix, ``schema.registry.http.read.timeout.ms``, which
+    wins). A registry that stops answering fails the call after that (the client retries
+    transport errors a few times first), never hangs the task.
 
 Other keys are ignored, as Kafka ignores keys it does not define. Not supported: the
 registry's TLS keys (``schema.registry.ssl.*``).
@@ -55,6 +60,12 @@ AUTO_REGISTER_CONFIG = "auto.register.schemas"
 USE_LATEST_CONFIG = "use.latest.version"
 LATEST_TTL_CONFIG = "latest.cache.ttl.sec"
 CACHE_SIZE_CONFIG = "schemas.cache.config"
+CONNECT_TIMEOUT_CONFIG = "http.connect.timeout.ms"
+READ_TIMEOUT_CONFIG = "http.read.timeout.ms"
+CLIENT_NAMESPACE = "schema.registry."
+"""Confluent's prefix of the registry client's own keys (``SchemaRegistryClientConfig.CLIENT_NAMESPACE``)."""
+DEFAULT_TIMEOUT_MS = 60_000
+"""Confluent's ``HTTP_CONNECT_TIMEOUT_MS_DEFAULT`` and ``HTTP_READ_TIMEOUT_MS_DEFAULT``."""
 
 _STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
 STRATEGIES = {
@@ -67,6 +78,22 @@ STRATEGIES = {
 def no_subject(ctx: Any, record_name: Any) -> None:
     """A deserializer's subject strategy: none, so reading needs only the writer schema by id."""
     return None
+
+
+def http_timeouts(config: Mapping[str, Any]) -> tuple[float, float, float, float]:
+    """The registry client's HTTP timeouts in seconds, as httpx takes them (connect, read,
+    write, pool), from :data:`CONNECT_TIMEOUT_CONFIG` and :data:`READ_TIMEOUT_CONFIG`
+    (milliseconds; the :data:`CLIENT_NAMESPACE` form wins).
+
+    Raises:
+        ConfigError: naming the key, for a value that is not a positive integer.
+    """
+    def seconds(key: str) -> float:
+        prefixed = CLIENT_NAMESPACE + key
+        return get_int(config, prefixed if prefixed in config else key, DEFAULT_TIMEOUT_MS, minimum=1) / 1000
+
+    connect, read = seconds(CONNECT_TIMEOUT_CONFIG), seconds(READ_TIMEOUT_CONFIG)
+    return connect, read, read, connect
 
 
 W = TypeVar("W")
@@ -129,6 +156,7 @@ class SchemaRegistryConverter(Converter, Generic[W], abc.ABC):
             known = ", ".join(_STRATEGY_PACKAGE + s for s in STRATEGIES)
             raise invalid(strategy_key, strategy_name, f"unsupported subject name strategy; known: {known}")
         self._cache_size = get_int(config, CACHE_SIZE_CONFIG, 1000, minimum=1)
+        client_conf["timeout"] = http_timeouts(config)
         latest_ttl = get_int(config, LATEST_TTL_CONFIG, -1, minimum=-1)
         if latest_ttl >= 0:
             client_conf["cache.latest.ttl.sec"] = latest_ttl

