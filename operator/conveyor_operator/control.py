@@ -4,8 +4,8 @@ only: the operator image has no Spark and needs no HTTP library for this.
 
 Redirects are never followed: urllib's default opener would repeat the request, with its
 ``Authorization`` header, at whatever ``Location`` the answer names. A 3xx is
-:class:`DriverRefused` with its status instead (issue 28: the admin token goes to the driver and
-nowhere else)."""
+:class:`DriverRefused` with its status instead; nor are ``HTTP_PROXY``/``http_proxy`` honoured
+(issue 28: the admin token goes to the driver and nowhere else)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_RefuseRedirects())
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _RefuseRedirects())
+"""No proxy either: an ``HTTP_PROXY`` in the operator's environment would receive the token."""
 
 
 class DriverClient:

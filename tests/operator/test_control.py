@@ -2,7 +2,10 @@
 its token to the driver's URL only: never through a redirect (issue 28)."""
 
 import http.server
+import os
 import socket
+import subprocess
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -90,3 +93,18 @@ def test_a_redirect_is_refused_and_the_admin_token_goes_nowhere_else(status):
     assert refused.value.status == status
     assert "redirects are not followed" in refused.value.message
     assert elsewhere.seen == [("/status", None)], "only the direct, token-less call arrived"
+
+
+def test_a_proxy_in_the_operators_environment_never_sees_the_admin_token():
+    """``HTTP_PROXY`` is read when urllib builds an opener: the operator's is built at import, so
+    a fresh interpreter with the variable set is what shows it (the process boundary is the point)."""
+    script = ("import sys; from conveyor_operator.control import DriverClient; "
+              "DriverClient(sys.argv[1], timeout_s=5, token='admin-token-value').status()")
+    with _serving(_Recorder) as (proxy, proxy_url), _serving(_Recorder) as (driver, driver_url):
+        env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy", "http_proxy", "all_proxy")}
+        env.update({"HTTP_PROXY": proxy_url, "http_proxy": proxy_url})
+        ran = subprocess.run([sys.executable, "-c", script, driver_url], env=env, capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert proxy.seen == [], "the proxy got the call"
+    assert driver.seen == [("/status", "Bearer admin-token-value")]
