@@ -18,7 +18,7 @@ from http.client import HTTPException
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from conveyor.runtime.control_auth import authorization_header
+from conveyor.runtime.control_auth import authorization_header, open_direct
 
 
 class DriverUnreachable(ConnectionError):
@@ -44,17 +44,6 @@ class DriverRefused(RuntimeError):
         super().__init__(f"driver answered {status}: {message}")
         self.status = status
         self.message = message
-
-
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    """No new request for a 3xx: urllib then raises the 3xx as an :class:`urllib.error.HTTPError`."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
-
-
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _RefuseRedirects())
-"""No proxy either: an ``HTTP_PROXY`` in the operator's environment would receive the token."""
 
 
 class DriverClient:
@@ -84,7 +73,7 @@ class DriverClient:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=self._headers)
         try:
-            with _OPENER.open(request, timeout=timeout_s or self.timeout_s) as response:
+            with open_direct(request, timeout_s or self.timeout_s) as response:
                 payload = response.read()
         except urllib.error.HTTPError as exc:
             if HTTPStatus.MULTIPLE_CHOICES <= exc.code < HTTPStatus.BAD_REQUEST:

@@ -32,6 +32,7 @@ from conveyor.runtime.control_auth import (
     ControlTokens,
     authorization_header,
     find_token,
+    open_direct,
     remove_local_token,
     write_local_token,
 )
@@ -243,7 +244,7 @@ def _call(url: str, path: str = "/status", method: str = "GET", timeout: float =
           token_file: Path | None = None) -> Any:
     req = _request(url, path, method, token_file)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with open_direct(req, timeout) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         raise _refused(exc, method, req.full_url) from None
@@ -324,7 +325,7 @@ def drain(
     target = f"task={task}" if task is not None else f"pod={quote(pod or current_pod())}"
     request = _request(url, f"/drain?{target}&timeout_s={timeout}", "POST", token_file)
     try:
-        with urllib.request.urlopen(request, timeout=timeout + 30) as resp:
+        with open_direct(request, timeout + 30) as resp:
             result = json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         if exc.code != HTTPStatus.CONFLICT:

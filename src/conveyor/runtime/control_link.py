@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from conveyor.runtime.control_auth import authorization_header
+from conveyor.runtime.control_auth import authorization_header, open_direct
 from conveyor.runtime.protocol import Action, Directive, TaskReport
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class ControlLink:
         body = json.dumps(report.to_json()).encode()
         url = f"{self._url}?directive_version={self.directive.version}&wait_ms={wait_ms}"
         req = urllib.request.Request(url, data=body, method="POST", headers=self._headers)
-        with urllib.request.urlopen(req, timeout=wait_ms / 1000 + 10) as resp:
+        with open_direct(req, wait_ms / 1000 + 10) as resp:
             directive = Directive.from_json(json.loads(resp.read()))
         if directive.version != self.directive.version:
             self.directive = directive
