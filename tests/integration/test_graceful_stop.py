@@ -1,12 +1,13 @@
 """Graceful stops of multi-task sinks: every closing commit lands within the grace period.
 
-A real ``conveyor run`` (its own Spark, local mode) with two sink tasks, a real broker, and a
-PostgreSQL sink or a buffering archive sink (``flush.size`` far above the records, so only
-closing commits write files and commit offsets: the KIP-275 case). Each case stops the
-connector with SIGTERM or ``POST /stop`` at a moment where the group is rebalancing or one
-task holds no partitions, then asserts: the driver exits 0 within the grace period, every
-task ends STOPPED, the closing commits committed exactly what reached the sink, and the
-next start reads nothing again.
+A driver with two sink tasks on the session's SparkSession, a real broker, and a PostgreSQL
+sink or a buffering archive sink (``flush.size`` far above the records, so only closing commits
+write files and commit offsets: the KIP-275 case). Each case stops the connector with
+``POST /stop`` at a moment where the group is rebalancing or one task holds no partitions, then
+asserts: the stop ends within the grace period, every task ends STOPPED, the closing commits
+committed exactly what reached the sink, and they committed everything on the topic, so the
+next start has nothing to read again. One case runs a ``conveyor run`` process and stops it
+with SIGTERM, as the kubelet does (the CLI's SIGTERM handler calls the same ``Driver.stop``).
 
 The moment that used to lose the closing commit: a task without partitions stops while the
 group rebalances. A cooperative librdkafka consumer with an empty assignment did not leave
@@ -18,13 +19,14 @@ with nothing committed (the README's quickstart failed 7 runs in 9 this way).
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,15 @@ import pytest
 import yaml
 
 from conveyor.testing._support import free_port
-from conveyor.testing.runs import committed_offsets, control_request, produce, wait_until
+from conveyor.testing.runs import (
+    committed_offsets,
+    connector_manifest,
+    control_request,
+    end_offsets,
+    produce,
+    running_connector,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -101,15 +111,29 @@ def _orders(start: int, n: int) -> list[tuple[bytes, bytes]]:
     return [(str(i).encode(), json.dumps({"id": i, "amount": i * 1.25}).encode()) for i in range(start, start + n)]
 
 
-class Run:
-    """One ``conveyor run`` process and its control API."""
+def _spec(name: str, bootstrap: str, topic: str, sink_config: dict[str, str], sink: str) -> dict[str, Any]:
+    return {
+        "class": sink, "tasksMax": 2, "kafka": {"bootstrapServers": bootstrap},
+        "shutdown": {"gracePeriodSeconds": GRACE_S},
+        "config": {
+            "topics": topic, "value.converter": "json", "value.converter.schemas.enable": "false",
+            # Only closing commits commit: a lost one shows as offsets behind the sink.
+            "offset.flush.interval.ms": "600000",
+            **sink_config,
+        },
+    }
 
-    def __init__(self, process: subprocess.Popen, port: int, log: Path, out: Path) -> None:
-        self.process, self.url, self.log, self.out = process, f"http://127.0.0.1:{port}", log, out
+
+class Run:
+    """A connector's driver, through its control API: in-process on the session's SparkSession
+    (:func:`driver_run`), or a ``conveyor run`` process (:func:`process_run`)."""
+
+    url: str
+    token: str | None = None
 
     def call(self, path: str, method: str = "GET", timeout_s: float = 120) -> dict[str, Any]:
-        """The answer of a 2xx; raises ``OSError`` otherwise (the token: the file ``conveyor run`` wrote)."""
-        code, body = control_request(self.url, path, method, timeout_s=timeout_s)
+        """The answer of a 2xx; raises ``OSError`` otherwise."""
+        code, body = control_request(self.url, path, method, token=self.token, timeout_s=timeout_s)
         if code >= 300:
             raise OSError(f"{method} {path}: HTTP {code}: {body}")
         return body
@@ -121,34 +145,60 @@ class Run:
             return {}
 
     def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
+        return ""
 
     def wait_running(self) -> None:
         wait_until(lambda: len(self.status().get("tasks", ())) == 2
                    and all(t["state"] == "RUNNING" for t in self.status()["tasks"]),
-                   timeout_s=120, message=f"both tasks RUNNING; log:\n{self.tail()}")
+                   timeout_s=120, message=f"both tasks RUNNING{self.tail()}")
 
     def records_read(self) -> int:
         return sum(t.get("records_read", 0) for t in self.status().get("tasks", ()))
 
+    def stop(self) -> dict[str, Any]:
+        """Stop it as the platform would; the stop result once the driver has stopped."""
+        return self.call("/stop", method="POST")
+
+
+class DriverRun(Run):
+    def __init__(self, driver: Any) -> None:
+        self.driver, self.url, self.token = driver, driver.control_url, driver.control_tokens.admin
+
 
 @contextmanager
-def conveyor_run(tmp_path: Path, name: str, bootstrap: str, topic: str, sink_config: dict[str, str],
-                 sink: str) -> Iterator[Run]:
+def driver_run(spark: Any, name: str, bootstrap: str, topic: str, sink_config: dict[str, str],
+               sink: str) -> Iterator[Run]:
+    spec = _spec(name, bootstrap, topic, sink_config, sink)
+    manifest = connector_manifest(name, spec.pop("class"), bootstrap, spec.pop("config"), spec.pop("tasksMax"),
+                                  **{k: v for k, v in spec.items() if k != "kafka"})
+    with running_connector(manifest, spark, stop_timeout_s=GRACE_S + 30) as driver:
+        yield DriverRun(driver)
+
+
+class ProcessRun(Run):
+    """One ``conveyor run`` process (the token: the file it wrote for its port)."""
+
+    def __init__(self, process: subprocess.Popen, port: int, log: Path, out: Path) -> None:
+        self.process, self.url, self.log, self.out = process, f"http://127.0.0.1:{port}", log, out
+
+    def tail(self) -> str:
+        return "; log:\n" + self.log.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> dict[str, Any]:
+        """SIGTERM, as the kubelet sends it; the process exits 0 and prints the stop result."""
+        self.process.send_signal(signal.SIGTERM)
+        rc = self.process.wait(timeout=GRACE_S + 60)
+        assert rc == 0, f"exit {rc}{self.tail()}"
+        return json.loads(self.out.read_text() or "{}")
+
+
+@contextmanager
+def process_run(tmp_path: Path, name: str, bootstrap: str, topic: str, sink_config: dict[str, str],
+                sink: str) -> Iterator[Run]:
     manifest = tmp_path / f"{name}.yaml"
-    manifest.write_text(yaml.safe_dump({
-        "apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector", "metadata": {"name": name},
-        "spec": {
-            "class": sink, "tasksMax": 2, "kafka": {"bootstrapServers": bootstrap},
-            "shutdown": {"gracePeriodSeconds": GRACE_S},
-            "config": {
-                "topics": topic, "value.converter": "json", "value.converter.schemas.enable": "false",
-                # Only closing commits commit: a lost one shows as offsets behind the sink.
-                "offset.flush.interval.ms": "600000",
-                **sink_config,
-            },
-        },
-    }))
+    manifest.write_text(yaml.safe_dump({"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
+                                        "metadata": {"name": name},
+                                        "spec": _spec(name, bootstrap, topic, sink_config, sink)}))
     port = free_port()
     log, out = (tmp_path / f"{name}-{uuid.uuid4().hex[:6]}.{ext}" for ext in ("log", "out"))
     with open(log, "ab") as stderr, open(out, "ab") as stdout:
@@ -156,9 +206,8 @@ def conveyor_run(tmp_path: Path, name: str, bootstrap: str, topic: str, sink_con
             [sys.executable, "-m", "conveyor.cli", "run", str(manifest), "--control-port", str(port), "--no-progress"],
             stdout=stdout, stderr=stderr, start_new_session=True,
         )
-    run = Run(process, port, log, out)
     try:
-        yield run
+        yield ProcessRun(process, port, log, out)
     finally:
         if process.poll() is None:
             process.kill()
@@ -175,21 +224,12 @@ def _group_state(bootstrap: str, group: str) -> tuple[str, int]:
     return description.state.name, len(description.members)
 
 
-def _stop(run: Run, trigger: str) -> dict[str, Any]:
-    """Stop the run by ``trigger`` (``sigterm`` | ``api``) and return the stop result the
-    driver printed / answered, after asserting the process exited 0 within the grace period."""
+def _stop(run: Run) -> dict[str, Any]:
+    """Stop ``run`` and return its stop result, after asserting it took less than the grace period."""
     started = time.monotonic()
-    if trigger == "sigterm":
-        run.process.send_signal(signal.SIGTERM)
-        rc = run.process.wait(timeout=GRACE_S + 60)
-        elapsed = time.monotonic() - started
-        result = json.loads(run.out.read_text() or "{}")
-    else:
-        result = run.call("/stop", method="POST")
-        rc = run.process.wait(timeout=GRACE_S + 60)
-        elapsed = time.monotonic() - started
-    assert rc == 0, f"exit {rc}; log:\n{run.tail()}"
-    assert elapsed < GRACE_S, f"stopping took {elapsed:.1f}s, more than the {GRACE_S}s grace period:\n{run.tail()}"
+    result = run.stop()
+    elapsed = time.monotonic() - started
+    assert elapsed < GRACE_S, f"stopping took {elapsed:.1f}s, more than the {GRACE_S}s grace period{run.tail()}"
     return result
 
 
@@ -217,15 +257,13 @@ def _assert_closing_commits(result: dict[str, Any], target: Any, bootstrap: str,
     return committed
 
 
-def _assert_next_start_reads_nothing_again(tmp_path: Path, name: str, bootstrap: str, topic: str,
-                                           config: dict[str, str], sink: str, next_id: int) -> None:
-    with conveyor_run(tmp_path, name, bootstrap, topic, config, sink) as run:
-        run.wait_running()
-        produce(bootstrap, topic, _orders(next_id, 30))
-        wait_until(lambda: run.records_read() >= 30, timeout_s=60, message=f"new records read; log:\n{run.tail()}")
-        time.sleep(1.5)  # a re-read would have arrived by now, with the new records or before them
-        assert run.records_read() == 30, "records committed by the closing commits were read again"
-        _stop(run, "api")
+def _assert_the_next_start_has_nothing_to_read(bootstrap: str, name: str, topic: str, partitions: int) -> None:
+    """The group is empty (every task left it) and committed every partition's end: a next
+    start resumes from the committed offsets (a sink's ``open`` does not rewind here; resuming
+    from them is ``test_lifecycle``'s and ``test_offsets_api``'s), so it reads nothing again."""
+    group = f"connect-{name}"
+    assert _group_state(bootstrap, group) == ("EMPTY", 0)
+    assert committed_offsets(bootstrap, group, topic, partitions) == end_offsets(bootstrap, topic, partitions)
 
 
 # ---------------------------------------------------------------------------------------- cases
@@ -234,9 +272,8 @@ SINKS = {PostgresTarget: "postgres-sink", ArchiveTarget: "archive-sink"}
 HEARTBEAT_MS = 1000
 
 
-@pytest.mark.parametrize("trigger", ["sigterm", "api"])
 def test_stop_after_an_idle_task_was_drained_commits_within_the_grace_period(
-    trigger, target, kafka_bootstrap, topic_factory, tmp_path
+    target, kafka_bootstrap, topic_factory, spark
 ):
     """One partition, two tasks: one task is always idle. Draining it restarts it as a new
     member, so the group rebalances; the stop that follows must not wait for the member the
@@ -246,9 +283,9 @@ def test_stop_after_an_idle_task_was_drained_commits_within_the_grace_period(
     sink = SINKS[type(target)]
     produce(kafka_bootstrap, topic, _orders(0, 200))
     config = {**target.config(), "consumer.override.heartbeat.interval.ms": str(HEARTBEAT_MS)}
-    with conveyor_run(tmp_path, name, kafka_bootstrap, topic, config, sink) as run:
+    with driver_run(spark, name, kafka_bootstrap, topic, config, sink) as run:
         run.wait_running()
-        wait_until(lambda: run.records_read() >= 200, message=f"200 records read; log:\n{run.tail()}")
+        wait_until(lambda: run.records_read() >= 200, message="200 records read")
         # Settled: a member that has not rejoined yet leaves on close even without the fix.
         wait_until(lambda: _group_state(kafka_bootstrap, f"connect-{name}") == ("STABLE", 2),
                    message="the group stable with both tasks")
@@ -259,55 +296,72 @@ def test_stop_after_an_idle_task_was_drained_commits_within_the_grace_period(
                    message="the drained task runs again")
         time.sleep(2.5 * HEARTBEAT_MS / 1000)  # the partition holder has heard of the rebalance and rejoined
         produce(kafka_bootstrap, topic, _orders(200, 100))
-        wait_until(lambda: run.records_read() >= 300, message=f"300 records read; log:\n{run.tail()}")
-        result = _stop(run, trigger)
+        wait_until(lambda: run.records_read() >= 300, message="300 records read")
+        result = _stop(run)
     assert _assert_closing_commits(result, target, kafka_bootstrap, name, topic, 1) == {0: 300}
-    _assert_next_start_reads_nothing_again(tmp_path, name, kafka_bootstrap, topic, config, sink, 300)
+    _assert_the_next_start_has_nothing_to_read(kafka_bootstrap, name, topic, 1)
 
 
 @contextmanager
-def settling_run(tmp_path: Path, bootstrap: str, topic: str, target: Any) -> Iterator[tuple[Run, str, str, str]]:
+def settling_run(runs: Callable[..., Any], bootstrap: str, topic: str, target: Any
+                 ) -> Iterator[tuple[Run, str, str, str]]:
     """``(run, connector name, topic, sink class)``: 600 records on ``topic`` (three
-    partitions), a two-task connector started on them, entered once every record is read."""
+    partitions), a two-task connector started on them (``runs``: :func:`driver_run` or
+    :func:`process_run` with its first argument bound), entered once every record is read."""
     name = f"settle-{uuid.uuid4().hex[:8]}"
     sink = SINKS[type(target)]
     produce(bootstrap, topic, _orders(0, 600))
-    with conveyor_run(tmp_path, name, bootstrap, topic, target.config(), sink) as run:
-        wait_until(lambda: run.records_read() >= 600, timeout_s=120, message=f"600 records read; log:\n{run.tail()}")
+    with runs(name, bootstrap, topic, target.config(), sink) as run:
+        wait_until(lambda: run.records_read() >= 600, timeout_s=120, message=f"600 records read{run.tail()}")
         yield run, name, topic, sink
 
 
-@pytest.mark.parametrize("trigger", ["sigterm", "api"])
-def test_stop_right_after_the_last_record_lands_while_the_group_settles(
-    trigger, target, kafka_bootstrap, topic_factory, tmp_path
-):
+def test_stop_right_after_the_last_record_lands_while_the_group_settles(target, kafka_bootstrap, topic_factory,
+                                                                        spark):
     """The quickstart's moment: three partitions, two tasks starting one after the other,
     the stop as soon as the sink holds every record, usually in the middle of the
     cooperative rebalances that move a partition from the first task to the second."""
-    with settling_run(tmp_path, kafka_bootstrap, topic_factory(partitions=3), target) as (run, name, topic, sink):
-        result = _stop(run, trigger)
+    runs = functools.partial(driver_run, spark)
+    with settling_run(runs, kafka_bootstrap, topic_factory(partitions=3), target) as (run, name, topic, _sink):
+        result = _stop(run)
     committed = _assert_closing_commits(result, target, kafka_bootstrap, name, topic, 3)
     assert sum(committed.values()) == 600
-    _assert_next_start_reads_nothing_again(tmp_path, name, kafka_bootstrap, topic, target.config(), sink, 600)
+    _assert_the_next_start_has_nothing_to_read(kafka_bootstrap, name, topic, 3)
+
+
+@pytest.mark.process_boundary("SIGTERM to a conveyor run process: it stops, prints the result and exits 0")
+def test_sigterm_right_after_the_last_record_lands_while_the_group_settles_exits_0_with_closing_commits(
+    pg_database, kafka_bootstrap, topic_factory, tmp_path
+):
+    """The quickstart's moment as the quickstart meets it: a ``conveyor run`` process, stopped by
+    SIGTERM while the group settles."""
+    target = PostgresTarget(pg_database)
+    runs = functools.partial(process_run, tmp_path)
+    with settling_run(runs, kafka_bootstrap, topic_factory(partitions=3), target) as (run, name, topic, _sink):
+        result = _stop(run)
+    committed = _assert_closing_commits(result, target, kafka_bootstrap, name, topic, 3)
+    assert sum(committed.values()) == 600
+    _assert_the_next_start_has_nothing_to_read(kafka_bootstrap, name, topic, 3)
 
 
 def test_drain_of_a_task_right_after_the_last_record_lands_commits_and_resumes_from_there(
-    target, kafka_bootstrap, topic_factory, tmp_path
+    target, kafka_bootstrap, topic_factory, spark
 ):
     """A drain (a pod's ``preStop``) of the task holding the most partitions while the group
     settles: its closing commit lands, it runs again from there, and nothing is written twice."""
-    with settling_run(tmp_path, kafka_bootstrap, topic_factory(partitions=3), target) as (run, name, topic, _sink):
+    runs = functools.partial(driver_run, spark)
+    with settling_run(runs, kafka_bootstrap, topic_factory(partitions=3), target) as (run, name, topic, _sink):
         holder = max(run.status()["tasks"], key=lambda t: len(t.get("assignment") or ()))["id"]
         drained = run.call(f"/drain?task={holder}", method="POST", timeout_s=GRACE_S + 30)
         assert drained["complete"] is True and drained["tasks"][0]["state"] != "FAILED", drained
         assert drained["tasks"][0]["committed"], f"the drained task's closing commit: {drained}"
         wait_until(lambda: next(t for t in run.status()["tasks"] if t["id"] == holder)["attempt"] == 2
                    and all(t["state"] == "RUNNING" for t in run.status()["tasks"]),
-                   message=f"the drained task runs again; log:\n{run.tail()}")
+                   message="the drained task runs again")
         before = run.records_read()  # the drained task's count starts again from 0
         produce(kafka_bootstrap, topic, _orders(600, 60))
-        wait_until(lambda: run.records_read() >= before + 60, message=f"records after the drain; log:\n{run.tail()}")
-        result = _stop(run, "api")
+        wait_until(lambda: run.records_read() >= before + 60, message="records after the drain")
+        result = _stop(run)
     committed = _assert_closing_commits(result, target, kafka_bootstrap, name, topic, 3)
     assert sum(committed.values()) == 660
     assert len(target.offsets()) == 660, "every record once"
@@ -336,7 +390,7 @@ def group_member(bootstrap: str, group: str, topic: str) -> Iterator[subprocess.
 
 
 def test_a_frozen_group_member_cannot_hold_a_stop_past_the_grace_period(
-    kafka_bootstrap, topic_factory, pg_database, tmp_path
+    kafka_bootstrap, topic_factory, pg_database, spark
 ):
     """A member that stops answering (a frozen executor, a partitioned node) parks the
     group's rebalance, and with it every member's commits and ``LeaveGroup``, for its
@@ -349,9 +403,9 @@ def test_a_frozen_group_member_cannot_hold_a_stop_past_the_grace_period(
     target = PostgresTarget(pg_database)
     produce(kafka_bootstrap, topic, _orders(0, 100))
     config = {**target.config(), "consumer.override.heartbeat.interval.ms": str(HEARTBEAT_MS)}
-    with conveyor_run(tmp_path, name, kafka_bootstrap, topic, config, "postgres-sink") as run:
+    with driver_run(spark, name, kafka_bootstrap, topic, config, "postgres-sink") as run:
         run.wait_running()
-        wait_until(lambda: run.records_read() >= 100, message=f"100 records read; log:\n{run.tail()}")
+        wait_until(lambda: run.records_read() >= 100, message="100 records read")
         with group_member(kafka_bootstrap, group, topic) as frozen:
             wait_until(lambda: _group_state(kafka_bootstrap, group) == ("STABLE", 3), message="a third member")
             frozen.send_signal(signal.SIGSTOP)
@@ -360,8 +414,8 @@ def test_a_frozen_group_member_cannot_hold_a_stop_past_the_grace_period(
                            message="a rebalance waiting for the frozen member")
                 time.sleep(2.5 * HEARTBEAT_MS / 1000)  # the tasks have heard of it and rejoined
                 produce(kafka_bootstrap, topic, _orders(100, 50))
-                wait_until(lambda: run.records_read() >= 150, message=f"150 records read; log:\n{run.tail()}")
-                result = _stop(run, "sigterm")
+                wait_until(lambda: run.records_read() >= 150, message="150 records read")
+                result = _stop(run)
     assert [t["state"] for t in result["tasks"]] == ["STOPPED", "STOPPED"], result
     holder = next(t for t in result["tasks"] if t["committed"] or t["closing_commit_error"])
     assert "not confirmed" in holder["closing_commit_error"], holder

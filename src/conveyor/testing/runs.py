@@ -135,6 +135,23 @@ def produce(
         raise RuntimeError(f"produce to {topic} failed: {remaining} unacknowledged, errors: {errors[:3]}")
 
 
+def end_offsets(bootstrap_servers: str, topic: str, partitions: int) -> dict[int, int]:
+    """``{partition: high watermark}`` of ``topic`` (the next offset to be written).
+
+    Raises:
+        KafkaException: the broker did not answer within 30 s.
+    """
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "conveyor-tests-watermarks"})
+    try:
+        return {p: consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=30)[1]
+                for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
 def committed_offsets(bootstrap_servers: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """``{partition: committed next-offset}`` of ``group`` on ``topic`` (absent = none).
     Waits out a group coordinator that is still loading (a broker just started).
