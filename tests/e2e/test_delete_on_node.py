@@ -24,7 +24,7 @@ from _connectors import (
     pods,
 )
 
-from conveyor.testing.postgres import audit_catalog
+from conveyor.testing.postgres import audit_catalog, holding_audit_schema_lock
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -41,12 +41,12 @@ def audit_database(node_postgres):
     node_postgres.drop_database(name)
 
 
-def start_audit_source(node, kafka, database: str, namespace: str) -> None:
+def start_audit_source(node, kafka, database: str, namespace: str, **config: str) -> None:
     apply(node, connector("audit", namespace, "postgres-audit-source", kafka.bootstrap_servers, {
         "connection.url": database, "tables": "public.orders", "topic.prefix": "audit.",
         "value.converter": "json", "value.converter.schemas.enable": "false",
         "key.converter": "json", "key.converter.schemas.enable": "false",
-        "offset.flush.interval.ms": "500", "poll.interval.ms": "200",
+        "offset.flush.interval.ms": "500", "poll.interval.ms": "200", **config,
     }))
     try:
         provisioned = eventually(lambda: (o := audit_catalog(database))["triggers"] and o, 300,
@@ -66,12 +66,17 @@ def wait_gone(node, namespace: str) -> None:
 
 def test_deleting_an_audit_source_removes_its_triggers_function_and_table_even_if_the_operator_dies_half_way(
         kube_node, node_kafka, audit_database, conveyor_release, node_namespace):
+    """The cleanup is held half-way (the test holds the audit schema's advisory lock, which the
+    cleanup transaction takes first) while the operator is killed, then let go: without the hold a
+    fast cleanup could end, and the Connector go, before the test saw it start."""
     ns = node_namespace
-    start_audit_source(kube_node, node_kafka, audit_database, ns)
-    kube_node.kubectl("delete", "connector", "audit", "-n", ns, "--wait=false")
-    eventually(lambda: (condition(get(kube_node, "connector", "audit", ns), "Deleting") or {}).get("status") == "True",
-               60, "the Deleting condition")
-    restarts = kill_operator(kube_node, conveyor_release)  # mid-delete
+    start_audit_source(kube_node, node_kafka, audit_database, ns, **{"ddl.lock.timeout.ms": "180000"})
+    with holding_audit_schema_lock(audit_database):
+        kube_node.kubectl("delete", "connector", "audit", "-n", ns, "--wait=false")
+        eventually(lambda: (condition(get(kube_node, "connector", "audit", ns), "Deleting") or {}).get("status")
+                   == "True", 60, "the Deleting condition")
+        assert audit_catalog(audit_database)["triggers"], "the cleanup waits for the lock the test holds"
+        restarts = kill_operator(kube_node, conveyor_release)  # mid-delete
     wait_gone(kube_node, ns)
     assert audit_catalog(audit_database) == NOTHING_LEFT
     operator_restarted(kube_node, conveyor_release, restarts)

@@ -31,7 +31,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -386,6 +387,24 @@ def audit_catalog(url: str, schema: str = "conveyor_audit") -> dict[str, list[st
             "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname = %s AND c.relkind = 'r' ORDER BY 1", (schema,))]
     return {"triggers": triggers, "functions": functions, "tables": tables}
+
+
+@contextmanager
+def holding_audit_schema_lock(url: str, schema: str = "conveyor_audit") -> Iterator[None]:
+    """Hold, for the block, the advisory lock that the postgres-audit-source's provisioning and
+    cleanup transactions take first (:data:`~conveyor.connectors.postgres_audit.provision.SCHEMA_LOCK_CLASS`):
+    a cleanup started meanwhile waits (up to its ``ddl.lock.timeout.ms``) until the block ends,
+    so a test can act while it is half-way."""
+    import psycopg
+
+    from conveyor.connectors.postgres_audit.provision import SCHEMA_LOCK_CLASS
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s), hashtext(%s))", (SCHEMA_LOCK_CLASS, schema))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", (SCHEMA_LOCK_CLASS, schema))
 
 
 def _execute(url: str, sql: str) -> None:

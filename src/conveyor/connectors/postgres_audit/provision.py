@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 
 #: ``COMMENT ON SCHEMA`` of an audit schema this connector created; only such a schema is ever dropped.
 SCHEMA_MARKER = "created by Conveyor (postgres-audit-source); dropped by the cleanup that leaves it empty"
-_LOCK_CLASS = "conveyor.postgres_audit"
+SCHEMA_LOCK_CLASS = "conveyor.postgres_audit"
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class _Step:
 def _begin(cur: psycopg.Cursor, names: AuditNames, lock_timeout_ms: int, step: _Step) -> None:
     step(f"setting lock_timeout and taking the advisory lock of audit schema {names.schema}")
     cur.execute("SELECT set_config('lock_timeout', %s, true)", (f"{lock_timeout_ms}ms",))
-    cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", (_LOCK_CLASS, names.schema))
+    cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", (SCHEMA_LOCK_CLASS, names.schema))
 
 
 def _error(
