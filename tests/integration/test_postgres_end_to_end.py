@@ -1,7 +1,8 @@
 """``conveyor run`` moving records from Kafka into PostgreSQL, and surviving ``kill -9``.
 
 The driver runs as a real ``conveyor run`` process (its own Spark, local mode); it is
-killed with SIGKILL in the middle of a 200k-record run and started again. Every record
+killed with SIGKILL in the middle of a 200k-record run and started again (in-process, on the
+session's SparkSession: the rerun only resumes from what was committed). Every record
 must end up in PostgreSQL exactly once: by key in upsert mode, and with no key at all
 (plain inserts) in exactly-once mode, where a duplicate would show as an extra row.
 """
@@ -21,7 +22,8 @@ import psycopg
 import pytest
 import yaml
 
-from conveyor.testing.runs import produce, wait_until
+from conveyor.manifest import ConnectorManifest
+from conveyor.testing.runs import produce, running_connector, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -77,10 +79,13 @@ def _produce_rows(bootstrap: str, topic: str) -> None:
     produce(bootstrap, topic, batch)
 
 
+@pytest.mark.process_boundary("kill -9 of a conveyor run process mid-batch; Spark's JVM and workers must die after it")
 @pytest.mark.parametrize("mode", ["upsert", "exactly_once"])
 def test_kill_9_mid_run_then_rerun_delivers_every_record_once(
-    mode, kafka_bootstrap, topic_factory, pg_database, tmp_path
+    mode, kafka_bootstrap, topic_factory, pg_database, tmp_path, spark
 ):
+    """The crashed run is a process; the rerun, which only has to resume from what was
+    committed, runs on the session's SparkSession."""
     topic = topic_factory(partitions=6)
     _produce_rows(kafka_bootstrap, topic)
     table = topic.replace("-", "_").replace(".", "_")
@@ -112,14 +117,12 @@ def test_kill_9_mid_run_then_rerun_delivers_every_record_once(
     after_kill = _count(pg_database, f'SELECT count(*) FROM "{table}"')
     assert after_kill < TOTAL, "the kill must land mid-run for this test to mean anything"
 
-    second = _start(manifest, log)
-    try:
+    with running_connector(ConnectorManifest.load(manifest), spark) as second:
         wait_until(lambda: _count(pg_database, f'SELECT count(DISTINCT id) FROM "{table}"') >= TOTAL,
                    timeout_s=300, message="every id in PostgreSQL after the rerun")
         time.sleep(2)
-    finally:
-        second.send_signal(signal.SIGTERM)
-        assert second.wait(timeout=120) == 0, log.read_text()[-3000:]
+        stopped = second.stop()
+    assert all(t["state"] == "STOPPED" for t in stopped["tasks"]), stopped
     rows = _count(pg_database, f'SELECT count(*) FROM "{table}"')
     distinct = _count(pg_database, f'SELECT count(DISTINCT id) FROM "{table}"')
     assert (rows, distinct) == (TOTAL, TOTAL), f"rows={rows} distinct={distinct}; none lost, none twice"

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from confluent_kafka import KafkaException, Producer
 
+from conveyor.manifest import ConnectorManifest
 from conveyor.runtime.driver import Driver, DriverError
 from conveyor.runtime.fencing import transactional_id
 from conveyor.runtime.offsets_topic import decode_key, offset_key, read_offsets
@@ -206,6 +207,7 @@ def _write_manifest(tmp_path, name, bootstrap, config, tasks_max=2) -> str:
     return str(path)
 
 
+@pytest.mark.process_boundary("SIGSTOP/SIGCONT of a whole conveyor run process (driver, JVM, workers)")
 def test_zombie_driver_is_fenced_and_every_record_is_read_once(kafka_bootstrap, topic_factory, tmp_path):
     topic = topic_factory(partitions=2)
     name = _name()
@@ -243,13 +245,16 @@ def test_zombie_driver_is_fenced_and_every_record_is_read_once(kafka_bootstrap, 
     assert "fenced" in (tmp_path / "drivers.log").read_text().lower()
 
 
-@pytest.mark.parametrize("boundary", ["poll", "interval", "connector"])
-def test_kill_9_mid_run_then_restart_is_exactly_once(boundary, kafka_bootstrap, topic_factory, tmp_path):
+@pytest.mark.process_boundary("kill -9 of a conveyor run process with transactions open")
+def test_kill_9_mid_run_then_restart_is_exactly_once(kafka_bootstrap, topic_factory, tmp_path, spark):
+    """One boundary, ``interval`` (a transaction spans polls, so the kill lands in an open one);
+    each boundary's transactions are ``test_exactly_once_transactions_commit_records_and_offsets_together``'s.
+    The restart, which only resumes from the committed offsets, runs on the session's SparkSession."""
     topic = topic_factory(partitions=2)
     name = _name()
     config = _config(topic, **{
         "records.per.stream": "50000", "batch.size": "500", "poll.delay.ms": "100",
-        "exactly.once.support": "required", "transaction.boundary": boundary,
+        "exactly.once.support": "required", "transaction.boundary": "interval",
         "transaction.boundary.interval.ms": "1000", "transaction.commit.every": "500",
     })
     manifest = _write_manifest(tmp_path, name, kafka_bootstrap, config)
@@ -263,12 +268,8 @@ def test_kill_9_mid_run_then_restart_is_exactly_once(boundary, kafka_bootstrap, 
         first.wait(timeout=30)
     seen = len(consume_all(kafka_bootstrap, topic, 100000, timeout_s=3))
     assert seen < 100000, "the kill must land mid-run"
-    second = _run(manifest, log)
-    try:
+    with running_connector(ConnectorManifest.load(manifest), spark):
         msgs = consume_all(kafka_bootstrap, topic, 100000, timeout_s=240)
-    finally:
-        second.send_signal(signal.SIGTERM)
-        second.wait(timeout=120)
     counts = _seqs(msgs)
     assert len(counts) == 100000 and set(counts.values()) == {1}, "read_committed: every change exactly once"
     assert offset_key(name, {"stream": "s0"})
