@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -32,7 +33,11 @@ def _status(port: int) -> dict | None:
     return body if code == 200 else None
 
 
+@pytest.mark.process_boundary("its own SparkSession from --conf; --stay-after-stop, then SIGTERM, exits 0")
 def test_conf_and_spark_conf_reach_the_spark_context(kafka_bootstrap, topic_factory, tmp_path):
+    """Also ``--stay-after-stop``, as the operator's Deployment runs a driver: stopped through
+    the API, it keeps serving its status (an exit would restart the pod) until SIGTERM, then
+    exits 0."""
     topic = topic_factory(partitions=1)
     name = f"conf-{uuid.uuid4().hex[:8]}"
     manifest = tmp_path / "m.yaml"
@@ -46,7 +51,7 @@ def test_conf_and_spark_conf_reach_the_spark_context(kafka_bootstrap, topic_fact
         driver = subprocess.Popen(
             [sys.executable, "-m", "conveyor.cli", "run", str(manifest), "--control-port", str(port), "--no-progress",
              "--conf", "spark.app.name=from-cli", "--conf", "spark.ui.enabled=false", "--conf", "spark.master=local[3]",
-             "--conf", "spark.authenticate=true"],
+             "--conf", "spark.authenticate=true", "--stay-after-stop"],
             stdout=log, stderr=subprocess.STDOUT)
     try:
         status = wait_until(lambda: (s := _status(port)) and s["spark"] and s, timeout_s=120,
@@ -54,6 +59,11 @@ def test_conf_and_spark_conf_reach_the_spark_context(kafka_bootstrap, topic_fact
         assert status["spark"]["app_name"] == "from-cli", "--conf wins over the driver's default"
         assert status["spark"]["master"] == "local[3]", "spark.master of --conf, without --master"
         assert status["spark"]["app_id"].startswith("local-")
+        answer, stopped = control_request(f"http://127.0.0.1:{port}", "/stop", "POST", timeout_s=120)
+        assert answer == 200 and [t["state"] for t in stopped["tasks"]] == ["STOPPED"], stopped
+        time.sleep(1.5)  # the CLI checks for a stop every 0.5 s: without --stay-after-stop it would be gone
+        assert driver.poll() is None, "stopped through the API, the driver stays up"
+        assert (_status(port) or {}).get("connector", {}).get("state") == "STOPPED"
     finally:
         driver.send_signal(signal.SIGTERM)
         code = driver.wait(timeout=120)

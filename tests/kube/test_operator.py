@@ -25,6 +25,8 @@ from _objects import Api, connector, eventually, free_port, unique_name
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 
+from conveyor.runtime.control_auth import ControlTokens
+from conveyor.runtime.protocol import current_pod
 from conveyor.testing.runs import committed_offsets, control_request, produce
 
 pytestmark = pytest.mark.integration
@@ -248,27 +250,28 @@ def test_spark_conf_is_an_allow_list_that_the_operators_setting_widens(kube_api,
 # --- drivers run locally --------------------------------------------------------------------------
 
 class LocalDriver:
-    """``conveyor run`` of the manifest the operator rendered, as the driver pod would."""
+    """The driver the operator's Deployment would run, on the session's SparkSession: the manifest
+    it rendered (its ``<name>-connector`` ConfigMap, as written) and the tokens of its
+    ``<name>-control`` Secret (as the pod mounts them, so the operator's calls are authenticated as
+    on the node), serving the control API at 127.0.0.1:``port``, where the operator calls. Stopped
+    through the API, it keeps serving its status until :meth:`stop`, as ``--stay-after-stop`` does.
+    ``tokens`` replaces the Secret's (an impostor)."""
 
-    def __init__(self, api: Api, namespace: str, name: str, tmp: Path, port: int, pod: str | None = None,
-                 args: tuple[str, ...] = ()) -> None:
-        manifest = api.core.read_namespaced_config_map(f"{name}-connector", namespace).data["connector.yaml"]
-        path = tmp / f"{name}.yaml"
-        path.write_text(manifest)
-        self.url = f"http://127.0.0.1:{port}"
-        # The <name>-control Secret the operator created, as the pod mounts it: the operator's
-        # calls to this driver are authenticated as on the node.
-        tokens = tmp / f"{name}-control"
-        tokens.mkdir(exist_ok=True)
-        secret = api.core.read_namespaced_secret(f"{name}-control", namespace)
-        for key, value in (secret.data or {}).items():
-            (tokens / key).write_bytes(base64.b64decode(value))
-        self.admin_token = (tokens / "admin-token").read_text()
-        env = {**os.environ, "POD_NAME": pod or f"{name}-driver-local", "CONVEYOR_CONTROL_TOKEN_DIR": str(tokens)}
-        self.log = open(tmp / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "conveyor.cli", "run", str(path), "--control-port", str(port),
-             "--no-progress", *args], stdout=self.log, stderr=subprocess.STDOUT, env=env)
+    def __init__(self, spark, api: Api, namespace: str, name: str, tmp: Path, port: int,
+                 tokens: ControlTokens | None = None) -> None:
+        from conveyor.manifest import ConnectorManifest
+        from conveyor.runtime.driver import Driver
+
+        path = tmp / f"{name}-{uuid.uuid4().hex[:6]}.yaml"
+        path.write_text(api.core.read_namespaced_config_map(f"{name}-connector", namespace).data["connector.yaml"])
+        manifest, written = ConnectorManifest.load_as_written(path)
+        if tokens is None:
+            secret = api.core.read_namespaced_secret(f"{name}-control", namespace).data
+            tokens = ControlTokens(admin=base64.b64decode(secret["admin-token"]).decode(),
+                                   task=base64.b64decode(secret["task-token"]).decode())
+        self.url, self.admin_token = f"http://127.0.0.1:{port}", tokens.admin
+        self.driver = Driver(manifest, spark=spark, control_port=port, control_tokens=tokens, written_spec=written)
+        self.driver.start()
 
     def status(self) -> dict:
         code, body = control_request(self.url, "/status", token=self.admin_token, timeout_s=5)
@@ -278,8 +281,6 @@ class LocalDriver:
 
     def wait_running(self, tasks: int = 1, timeout_s: float = 120.0) -> dict:
         def running():
-            if self.process.poll() is not None:
-                raise AssertionError(f"driver exited with {self.process.returncode}: {self._tail()}")
             try:
                 st = self.status()
             except OSError:
@@ -287,9 +288,32 @@ class LocalDriver:
             return st if len(st["tasks"]) == tasks and all(t["state"] == "RUNNING" for t in st["tasks"]) else None
         return eventually(running, timeout_s, "local driver RUNNING")
 
-    def _tail(self) -> str:
-        self.log.flush()
-        return Path(self.log.name).read_text()[-3000:]
+    def stop(self) -> None:
+        """A plain stop (as SIGTERM to the pod), then the control API closes."""
+        try:
+            self.driver.stop()
+        finally:
+            self.driver.close()
+
+
+class LocalDriverProcess:
+    """``conveyor run --stay-after-stop`` of the manifest the operator rendered, as the driver pod
+    runs it: for what only the process shows (a failed start served instead of exited)."""
+
+    def __init__(self, api: Api, namespace: str, name: str, tmp: Path, port: int) -> None:
+        manifest = api.core.read_namespaced_config_map(f"{name}-connector", namespace).data["connector.yaml"]
+        path = tmp / f"{name}.yaml"
+        path.write_text(manifest)
+        tokens = tmp / f"{name}-control"
+        tokens.mkdir(exist_ok=True)
+        secret = api.core.read_namespaced_secret(f"{name}-control", namespace)
+        for key, value in (secret.data or {}).items():
+            (tokens / key).write_bytes(base64.b64decode(value))
+        env = {**os.environ, "POD_NAME": f"{name}-driver-local", "CONVEYOR_CONTROL_TOKEN_DIR": str(tokens)}
+        self.log = open(tmp / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "conveyor.cli", "run", str(path), "--control-port", str(port),
+             "--no-progress", "--stay-after-stop"], stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -321,14 +345,15 @@ def _audit_connector(name, namespace, bootstrap, url, **extra):
 
 
 def test_delete_holds_the_finalizer_until_the_driver_cleaned_up(kube_api, kube_namespace, operator, api,
-                                                                 kafka_bootstrap, pg_database, tmp_path):
+                                                                 kafka_bootstrap, pg_database, tmp_path, spark):
     name = _name("audit")
     port = free_port()
     with operator(port):
         api.create_connector(_audit_connector(name, kube_namespace, kafka_bootstrap, pg_database))
         eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
-        # as the Deployment runs it: a driver stopped through the API stays up (no restart by the kubelet)
-        driver = LocalDriver(api, kube_namespace, name, tmp_path, port, args=("--stay-after-stop",))
+        # as the Deployment runs it: a driver stopped through the API stays up (no restart by the kubelet;
+        # that the process does is test_spark_conf's)
+        driver = LocalDriver(spark, api, kube_namespace, name, tmp_path, port)
         try:
             driver.wait_running()
             eventually(lambda: len(_audit_objects(pg_database)) >= 2, message="audit trigger and table")
@@ -340,9 +365,7 @@ def test_delete_holds_the_finalizer_until_the_driver_cleaned_up(kube_api, kube_n
             eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=120,
                        message="Connector gone once the driver cleaned up")
             assert _audit_objects(pg_database) == [], "the audit trigger and table are dropped"
-            assert driver.process.poll() is None and driver.status()["connector"]["state"] == "STOPPED"
-            driver.process.send_signal(signal.SIGTERM)
-            assert driver.process.wait(60) == 0
+            assert driver.status()["connector"]["state"] == "STOPPED"
             cleaned = api.events(kube_namespace, name, "CleanedUp")
             assert cleaned and "driver" in cleaned[0].message
         finally:
@@ -359,14 +382,14 @@ def _complete_job(api: Api, namespace: str, name: str) -> None:
 
 
 def test_cleanup_job_when_no_driver_runs_even_with_the_operator_down_at_delete(
-        kube_api, kube_namespace, operator, api, kafka_bootstrap, pg_database, tmp_path):
+        kube_api, kube_namespace, operator, api, kafka_bootstrap, pg_database, tmp_path, spark):
     name = _name("audit")
     port = free_port()
     with operator(port):
         api.create_connector(_audit_connector(name, kube_namespace, kafka_bootstrap, pg_database,
                                               deletionPolicy={"cleanup": True, "offsets": "delete"}))
         eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
-    driver = LocalDriver(api, kube_namespace, name, tmp_path, port)
+    driver = LocalDriver(spark, api, kube_namespace, name, tmp_path, port)
     try:
         driver.wait_running()
         eventually(lambda: len(_audit_objects(pg_database)) >= 2, message="audit trigger and table")
@@ -539,7 +562,7 @@ def test_skip_cleanup_ends_the_cleanup_job_before_the_finalizer_goes(kube_api, k
 
 
 def test_a_connector_recreated_after_skip_cleanup_keeps_what_it_provisions(kube_api, kube_namespace, operator, api,
-                                                                           kafka_bootstrap, pg_database, tmp_path):
+                                                                           kafka_bootstrap, pg_database, tmp_path, spark):
     """skip-cleanup, then at once a new Connector of the same name: the earlier one's cleanup
     Job must not run on (and drop the new one's triggers, tombstone its offsets), and the new
     one must not take over the earlier one's objects while they await the garbage collector."""
@@ -580,7 +603,7 @@ def test_a_connector_recreated_after_skip_cleanup_keeps_what_it_provisions(kube_
         eventually(lambda: [r.uid for r in api.apps.read_namespaced_deployment(
             f"{name}-driver", kube_namespace).metadata.owner_references] == [second], timeout_s=30,
             message="the second Connector's own Deployment")
-        driver = LocalDriver(api, kube_namespace, name, tmp_path, port)
+        driver = LocalDriver(spark, api, kube_namespace, name, tmp_path, port)
         try:
             driver.wait_running()
             eventually(lambda: len(_audit_objects(pg_database)) >= 2, message="the second one's trigger and table")
@@ -603,19 +626,19 @@ def test_a_connector_recreated_after_skip_cleanup_keeps_what_it_provisions(kube_
 
 
 def test_eviction_of_a_driver_pod_becomes_a_closing_commit(kube_api, kube_namespace, operator, api,
-                                                           kafka_bootstrap, tmp_path):
+                                                           kafka_bootstrap, tmp_path, spark):
     name, topic = _name("evict"), _name("evict-topic")
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
     produce(kafka_bootstrap, topic, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(300)])
     port = free_port()
-    pod_name = f"{name}-driver-7d9f-x2x4q"
+    pod_name = current_pod()  # where the in-process driver's tasks say they run (POD_NAME, else the host name)
     with operator(port):
         api.create_connector(connector(name, kube_namespace, "noop-sink", kafka_bootstrap, {
             "topics": topic, "offset.flush.interval.ms": "3600000",
             "key.converter": "string", "value.converter": "string"}, shutdown={"gracePeriodSeconds": 30}))
         eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
-        driver = LocalDriver(api, kube_namespace, name, tmp_path, port, pod=pod_name)
+        driver = LocalDriver(spark, api, kube_namespace, name, tmp_path, port)
         try:
             driver.wait_running()
             eventually(lambda: sum(t.get("records_put", 0) for t in driver.status()["tasks"]) >= 300,
@@ -659,7 +682,7 @@ def test_eviction_of_a_driver_pod_becomes_a_closing_commit(kube_api, kube_namesp
             eventually(lambda: api.events(kube_namespace, name, "Reconfigured"), message="Reconfigured Event")
             eventually(lambda: driver.status()["tasks"] and driver.status()["tasks"][0]["state"] == "RUNNING",
                        message="running with the new config")
-            assert driver.process.poll() is None, "reconfigured live, not restarted"
+            assert not driver.driver.stopped.is_set(), "reconfigured live, not restarted"
             api.custom.patch_namespaced_custom_object(
                 "conveyor.dev", "v1alpha1", kube_namespace, "connectors", name, {"spec": {"state": "paused"}})
             eventually(lambda: driver.status()["connector"]["state"] == "PAUSED", message="driver PAUSED")
@@ -669,6 +692,7 @@ def test_eviction_of_a_driver_pod_becomes_a_closing_commit(kube_api, kube_namesp
             driver.stop()
 
 
+@pytest.mark.process_boundary("a conveyor run process that failed to start serves its status instead of exiting")
 def test_a_connector_that_cannot_start_is_degraded_not_crash_looping(kube_api, kube_namespace, operator, api,
                                                                      tmp_path):
     """A class only the runtime image could have (the operator cannot check it): the driver,
@@ -678,7 +702,7 @@ def test_a_connector_that_cannot_start_is_degraded_not_crash_looping(kube_api, k
     with operator(port):
         api.create_connector(connector(name, kube_namespace, "acme_connectors.missing:AuditSource", "k:9092", {}))
         eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
-        driver = LocalDriver(api, kube_namespace, name, tmp_path, port, args=("--stay-after-stop",))
+        driver = LocalDriverProcess(api, kube_namespace, name, tmp_path, port)
         try:
             degraded = eventually(lambda: (api.condition(kube_namespace, name, "Degraded") or {}).get("reason")
                                   == "Failed" and api.condition(kube_namespace, name, "Degraded"),
@@ -700,7 +724,7 @@ def test_a_connector_that_cannot_start_is_degraded_not_crash_looping(kube_api, k
 
 
 def test_auto_restart_restarts_a_failed_task_and_counts_it_in_the_status(kube_api, kube_namespace, operator, api,
-                                                                          kafka_bootstrap, tmp_path):
+                                                                          kafka_bootstrap, tmp_path, spark):
     """spec.autoRestart, as Strimzi's: the first restart of a FAILED task is immediate, counted in
     status.autoRestart with an Event; the task fails again (same records) and waits its back-off."""
     name, topic = _name("autorestart"), _name("autorestart-topic")
@@ -715,7 +739,7 @@ def test_auto_restart_restarts_a_failed_task_and_counts_it_in_the_status(kube_ap
             "faulty.connector.class": "noop-sink", "faulty.journal.path": str(tmp_path / "journal.jsonl"),
             "faulty.fail.task": "0", "faulty.fail.after.records": "2"}, autoRestart={"maxRestarts": 3}))
         eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
-        driver = LocalDriver(api, kube_namespace, name, tmp_path, port)
+        driver = LocalDriver(spark, api, kube_namespace, name, tmp_path, port)
         try:
             restarted = eventually(lambda: (api.get_connector(kube_namespace, name).get("status") or {})
                                    .get("autoRestart"), timeout_s=120, message="status.autoRestart")
@@ -744,7 +768,7 @@ def test_auto_restart_restarts_a_failed_task_and_counts_it_in_the_status(kube_ap
 
 def test_offsets_are_listed_altered_and_reset_through_the_connector_as_strimzi_does(
     kube_api, kube_namespace, operator, api, kafka_bootstrap, tmp_path
-):
+, spark):
     """KIP-875 through the resource: conveyor.dev/connector-offsets=list writes the offsets to the
     spec.listOffsets ConfigMap; alter (from spec.alterOffsets) and reset wait for the connector to be
     stopped, then change the consumer group; every step is an Event and the annotation goes."""
@@ -766,7 +790,7 @@ def test_offsets_are_listed_altered_and_reset_through_the_connector_as_strimzi_d
             "value.converter": "string"}, listOffsets={"toConfigMap": {"name": f"{name}-listed"}},
             alterOffsets={"fromConfigMap": {"name": f"{name}-wanted"}}))
         eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
-        driver = LocalDriver(api, kube_namespace, name, tmp_path, port)
+        driver = LocalDriver(spark, api, kube_namespace, name, tmp_path, port)
         try:
             driver.wait_running()
             eventually(lambda: sum(committed_offsets(kafka_bootstrap, group, topic, 2).values()) == 40,
@@ -819,7 +843,7 @@ def test_offsets_are_listed_altered_and_reset_through_the_connector_as_strimzi_d
 # --- the control API's credentials ---------------------------------------------------------------
 
 def test_the_control_secret_is_derived_created_once_owned_rotated_and_authenticates_the_operator(
-        kube_api, kube_namespace, operator, api, kafka_bootstrap, tmp_path):
+        kube_api, kube_namespace, operator, api, kafka_bootstrap, tmp_path, spark):
     """The operator creates ``<name>-control`` owned by the Connector with values it derives from
     its key (it may not read Secrets back); reconciliations leave it alone; a
     ``conveyor.dev/rotate-control-secret`` value replaces it and rolls the driver; its admin token
@@ -865,24 +889,17 @@ def test_the_control_secret_is_derived_created_once_owned_rotated_and_authentica
                    message="the pod template rolled onto the new Secret")
 
         # a driver with tokens of its own: the operator's calls are refused, and it says so
-        foreign = tmp_path / "foreign"
-        foreign.mkdir()
-        (foreign / "admin-token").write_text("not-the-operators-admin-token")
-        (foreign / "task-token").write_text("not-the-operators-task-token")
-        impostor = subprocess.Popen(
-            [sys.executable, "-m", "conveyor.cli", "run", _manifest_of(api, kube_namespace, name, tmp_path),
-             "--control-port", str(port), "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-            env={**os.environ, "CONVEYOR_CONTROL_TOKEN_DIR": str(foreign)})
+        impostor = LocalDriver(spark, api, kube_namespace, name, tmp_path, port, tokens=ControlTokens(
+            admin="not-the-operators-admin-token", task="not-the-operators-task-token"))
         try:
             ready = eventually(lambda: (c := api.condition(kube_namespace, name, "Ready")) and
                                c.get("reason") == "DriverUnauthorized" and c, timeout_s=120,
                                message="Ready=False DriverUnauthorized")
             assert "401" in ready["message"] and "not-the-operators" not in ready["message"]
         finally:
-            impostor.send_signal(signal.SIGTERM)
-            impostor.wait(90)
+            impostor.stop()
 
-        driver = LocalDriver(api, kube_namespace, name, tmp_path, port)   # the Secret's tokens, as mounted
+        driver = LocalDriver(spark, api, kube_namespace, name, tmp_path, port)   # the Secret's tokens, as mounted
         try:
             driver.wait_running(tasks=2)
             eventually(lambda: (api.condition(kube_namespace, name, "Ready") or {}).get("status") == "True",
@@ -893,12 +910,6 @@ def test_the_control_secret_is_derived_created_once_owned_rotated_and_authentica
                                                   {"metadata": {"annotations": {"conveyor.dev/skip-cleanup": "true"}}})
         api.delete_connector(kube_namespace, name)
         eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=120, message="Connector gone")
-
-
-def _manifest_of(api: Api, namespace: str, name: str, tmp: Path) -> str:
-    path = tmp / f"{name}-impostor.yaml"
-    path.write_text(api.core.read_namespaced_config_map(f"{name}-connector", namespace).data["connector.yaml"])
-    return str(path)
 
 
 def test_an_object_of_the_connectors_name_that_is_someone_elses_is_not_taken_over(kube_api, kube_namespace,
