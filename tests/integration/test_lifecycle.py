@@ -11,7 +11,7 @@ import uuid
 import pytest
 import yaml
 
-from conveyor.manifest import ConnectorState
+from conveyor.manifest import ConnectorManifest, ConnectorState
 from conveyor.runtime.protocol import current_pod
 from conveyor.testing.recording import read_journal
 from conveyor.testing.runs import (
@@ -273,7 +273,11 @@ def test_cleanup_that_cannot_finish_exits_nonzero_with_the_reason(kafka_bootstra
     assert not _events(journal, "connector_stop"), "nothing half-removed"
 
 
-def test_kill_9_during_a_closing_commit_resumes_from_the_last_commit(kafka_bootstrap, topic_factory, tmp_path):
+@pytest.mark.process_boundary("SIGTERM, then SIGKILL during the closing commit, as the kubelet does to a pod")
+def test_kill_9_during_a_closing_commit_resumes_from_the_last_commit(kafka_bootstrap, topic_factory, tmp_path,
+                                                                     spark):
+    """The killed run is a process; the restart, which only resumes from the last commit, runs on
+    the session's SparkSession."""
     import os
     import signal
 
@@ -299,13 +303,9 @@ def test_kill_9_during_a_closing_commit_resumes_from_the_last_commit(kafka_boots
         driver.wait(timeout=30)
     assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 1) == {0: 50}, "the closing commit never ran"
 
-    second = _manifest_file(tmp_path, name, kafka_bootstrap, _config(topic, second_journal))
-    driver = subprocess.Popen([sys.executable, "-m", "conveyor.cli", "run", second, "--control-port", "0",
-                               "--no-progress"], stdout=log, stderr=subprocess.STDOUT)
-    try:
+    second = ConnectorManifest.load(_manifest_file(tmp_path, name, kafka_bootstrap, _config(topic, second_journal)))
+    with running_connector(second, spark) as restarted:
         wait_until(lambda: len(_put_ids(second_journal)) >= 30, timeout_s=120, message="redelivery after restart")
-    finally:
-        driver.send_signal(signal.SIGTERM)
-        assert driver.wait(timeout=120) == 0
+        assert all(t["state"] == "STOPPED" for t in restarted.stop()["tasks"])
     assert _put_ids(second_journal) == list(range(50, 80)), "resumed from the last committed offset: nothing lost"
     assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 1) == {0: 80}
