@@ -70,6 +70,7 @@ def test_unreachable_database_is_a_clear_error(kafka_bootstrap, spark):
     assert "s3cret" not in message, "no password in error messages"
 
 
+@pytest.mark.process_boundary("the CLI's message and exit code")
 def test_cli_rejects_invalid_manifest_naming_the_field(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(textwrap.dedent("""\
@@ -84,6 +85,7 @@ def test_cli_rejects_invalid_manifest_naming_the_field(tmp_path):
     assert "spec.tasksMax" in result.stderr and "greater than or equal to 1" in result.stderr
 
 
+@pytest.mark.process_boundary("the CLI's message and exit code")
 def test_cli_exits_nonzero_when_broker_unreachable(tmp_path):
     manifest = tmp_path / "c.yaml"
     manifest.write_text(textwrap.dedent(f"""\

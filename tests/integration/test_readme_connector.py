@@ -27,6 +27,7 @@ def readme_example() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
+@pytest.mark.process_boundary("the README's example as a user runs it: conveyor run with its module on PYTHONPATH")
 def test_the_readme_sink_example_moves_records(kafka_bootstrap, topic_factory, tmp_path):
     topic = topic_factory(partitions=2)
     (tmp_path / "my_sinks.py").write_text(readme_example())

@@ -45,6 +45,7 @@ def manifest(tmp_path, name: str, bootstrap: str, config: dict) -> str:
     return str(path)
 
 
+@pytest.mark.process_boundary("the output of every process: driver, JVM, Python workers, the CLI")
 def test_a_canary_password_appears_in_no_output(kafka_bootstrap, topic_factory, pg_database, tmp_path):
     env = {**os.environ, "PG_PASSWORD": CANARY}
     outputs: list[str] = []

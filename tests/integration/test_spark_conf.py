@@ -80,6 +80,7 @@ def _manifest(tmp_path, spark_conf: dict[str, str]):
     return path
 
 
+@pytest.mark.process_boundary("the CLI's exit code 2")
 def test_run_refuses_a_conf_that_turns_spark_rpc_security_off(tmp_path):
     run = subprocess.run([sys.executable, "-m", "conveyor.cli", "run", str(_manifest(tmp_path, {})), "--no-progress",
                           "--conf", "spark.authenticate=false"],
@@ -88,6 +89,7 @@ def test_run_refuses_a_conf_that_turns_spark_rpc_security_off(tmp_path):
     assert "--conf spark.authenticate=false: refused, spark.authenticate is always true" in run.stderr
 
 
+@pytest.mark.process_boundary("the CLI's exit code 2")
 def test_run_refuses_a_manifest_whose_spark_conf_sets_the_operators_keys(tmp_path):
     path = _manifest(tmp_path, {"spark.network.crypto.enabled": "false", "spark.master": "local[2]"})
     run = subprocess.run([sys.executable, "-m", "conveyor.cli", "run", str(path), "--no-progress"],

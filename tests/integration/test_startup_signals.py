@@ -25,6 +25,7 @@ def _log_has(path, text: str) -> bool:
     return text in path.read_text(errors="replace")
 
 
+@pytest.mark.process_boundary("SIGTERM to a conveyor run process while it starts")
 @pytest.mark.parametrize(("marker", "delay_s"), [
     ("starting Spark", 0.0),    # the JVM is being launched
     ("starting Spark", 1.5),    # the JVM starts, the SparkContext is being created
