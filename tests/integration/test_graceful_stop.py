@@ -35,10 +35,10 @@ import psycopg
 import pytest
 import yaml
 
+from conveyor.manifest import ConnectorManifest
 from conveyor.testing._support import free_port
 from conveyor.testing.runs import (
     committed_offsets,
-    connector_manifest,
     control_request,
     end_offsets,
     produce,
@@ -111,8 +111,9 @@ def _orders(start: int, n: int) -> list[tuple[bytes, bytes]]:
     return [(str(i).encode(), json.dumps({"id": i, "amount": i * 1.25}).encode()) for i in range(start, start + n)]
 
 
-def _spec(name: str, bootstrap: str, topic: str, sink_config: dict[str, str], sink: str) -> dict[str, Any]:
-    return {
+def _manifest(name: str, bootstrap: str, topic: str, sink_config: dict[str, str], sink: str) -> dict[str, Any]:
+    """The Connector manifest (as a document) of a two-task ``sink`` on ``topic``."""
+    return {"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector", "metadata": {"name": name}, "spec": {
         "class": sink, "tasksMax": 2, "kafka": {"bootstrapServers": bootstrap},
         "shutdown": {"gracePeriodSeconds": GRACE_S},
         "config": {
@@ -121,7 +122,7 @@ def _spec(name: str, bootstrap: str, topic: str, sink_config: dict[str, str], si
             "offset.flush.interval.ms": "600000",
             **sink_config,
         },
-    }
+    }}
 
 
 class Run:
@@ -168,9 +169,7 @@ class DriverRun(Run):
 @contextmanager
 def driver_run(spark: Any, name: str, bootstrap: str, topic: str, sink_config: dict[str, str],
                sink: str) -> Iterator[Run]:
-    spec = _spec(name, bootstrap, topic, sink_config, sink)
-    manifest = connector_manifest(name, spec.pop("class"), bootstrap, spec.pop("config"), spec.pop("tasksMax"),
-                                  **{k: v for k, v in spec.items() if k != "kafka"})
+    manifest = ConnectorManifest.from_dict(_manifest(name, bootstrap, topic, sink_config, sink))
     with running_connector(manifest, spark, stop_timeout_s=GRACE_S + 30) as driver:
         yield DriverRun(driver)
 
@@ -196,9 +195,7 @@ class ProcessRun(Run):
 def process_run(tmp_path: Path, name: str, bootstrap: str, topic: str, sink_config: dict[str, str],
                 sink: str) -> Iterator[Run]:
     manifest = tmp_path / f"{name}.yaml"
-    manifest.write_text(yaml.safe_dump({"apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector",
-                                        "metadata": {"name": name},
-                                        "spec": _spec(name, bootstrap, topic, sink_config, sink)}))
+    manifest.write_text(yaml.safe_dump(_manifest(name, bootstrap, topic, sink_config, sink)))
     port = free_port()
     log, out = (tmp_path / f"{name}-{uuid.uuid4().hex[:6]}.{ext}" for ext in ("log", "out"))
     with open(log, "ab") as stderr, open(out, "ab") as stdout:
@@ -303,9 +300,8 @@ def test_stop_after_an_idle_task_was_drained_commits_within_the_grace_period(
 
 
 @contextmanager
-def settling_run(runs: Callable[..., Any], bootstrap: str, topic: str, target: Any
-                 ) -> Iterator[tuple[Run, str, str, str]]:
-    """``(run, connector name, topic, sink class)``: 600 records on ``topic`` (three
+def settling_run(runs: Callable[..., Any], bootstrap: str, topic: str, target: Any) -> Iterator[tuple[Run, str]]:
+    """``(run, connector name)``: 600 records on ``topic`` (three
     partitions), a two-task connector started on them (``runs``: :func:`driver_run` or
     :func:`process_run` with its first argument bound), entered once every record is read."""
     name = f"settle-{uuid.uuid4().hex[:8]}"
@@ -313,7 +309,17 @@ def settling_run(runs: Callable[..., Any], bootstrap: str, topic: str, target: A
     produce(bootstrap, topic, _orders(0, 600))
     with runs(name, bootstrap, topic, target.config(), sink) as run:
         wait_until(lambda: run.records_read() >= 600, timeout_s=120, message=f"600 records read{run.tail()}")
-        yield run, name, topic, sink
+        yield run, name
+
+
+def _stop_while_settling(runs: Callable[..., Any], target: Any, bootstrap: str, topic: str) -> None:
+    """Stop a :func:`settling_run` as soon as every record is read; every record is committed,
+    by closing commits, once."""
+    with settling_run(runs, bootstrap, topic, target) as (run, name):
+        result = _stop(run)
+    committed = _assert_closing_commits(result, target, bootstrap, name, topic, 3)
+    assert sum(committed.values()) == 600
+    _assert_the_next_start_has_nothing_to_read(bootstrap, name, topic, 3)
 
 
 def test_stop_right_after_the_last_record_lands_while_the_group_settles(target, kafka_bootstrap, topic_factory,
@@ -321,12 +327,7 @@ def test_stop_right_after_the_last_record_lands_while_the_group_settles(target, 
     """The quickstart's moment: three partitions, two tasks starting one after the other,
     the stop as soon as the sink holds every record, usually in the middle of the
     cooperative rebalances that move a partition from the first task to the second."""
-    runs = functools.partial(driver_run, spark)
-    with settling_run(runs, kafka_bootstrap, topic_factory(partitions=3), target) as (run, name, topic, _sink):
-        result = _stop(run)
-    committed = _assert_closing_commits(result, target, kafka_bootstrap, name, topic, 3)
-    assert sum(committed.values()) == 600
-    _assert_the_next_start_has_nothing_to_read(kafka_bootstrap, name, topic, 3)
+    _stop_while_settling(functools.partial(driver_run, spark), target, kafka_bootstrap, topic_factory(partitions=3))
 
 
 @pytest.mark.process_boundary("SIGTERM to a conveyor run process: it stops, prints the result and exits 0")
@@ -335,13 +336,8 @@ def test_sigterm_right_after_the_last_record_lands_while_the_group_settles_exits
 ):
     """The quickstart's moment as the quickstart meets it: a ``conveyor run`` process, stopped by
     SIGTERM while the group settles."""
-    target = PostgresTarget(pg_database)
-    runs = functools.partial(process_run, tmp_path)
-    with settling_run(runs, kafka_bootstrap, topic_factory(partitions=3), target) as (run, name, topic, _sink):
-        result = _stop(run)
-    committed = _assert_closing_commits(result, target, kafka_bootstrap, name, topic, 3)
-    assert sum(committed.values()) == 600
-    _assert_the_next_start_has_nothing_to_read(kafka_bootstrap, name, topic, 3)
+    _stop_while_settling(functools.partial(process_run, tmp_path), PostgresTarget(pg_database), kafka_bootstrap,
+                         topic_factory(partitions=3))
 
 
 def test_drain_of_a_task_right_after_the_last_record_lands_commits_and_resumes_from_there(
@@ -349,8 +345,8 @@ def test_drain_of_a_task_right_after_the_last_record_lands_commits_and_resumes_f
 ):
     """A drain (a pod's ``preStop``) of the task holding the most partitions while the group
     settles: its closing commit lands, it runs again from there, and nothing is written twice."""
-    runs = functools.partial(driver_run, spark)
-    with settling_run(runs, kafka_bootstrap, topic_factory(partitions=3), target) as (run, name, topic, _sink):
+    topic = topic_factory(partitions=3)
+    with settling_run(functools.partial(driver_run, spark), kafka_bootstrap, topic, target) as (run, name):
         holder = max(run.status()["tasks"], key=lambda t: len(t.get("assignment") or ()))["id"]
         drained = run.call(f"/drain?task={holder}", method="POST", timeout_s=GRACE_S + 30)
         assert drained["complete"] is True and drained["tasks"][0]["state"] != "FAILED", drained
