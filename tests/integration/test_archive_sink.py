@@ -13,7 +13,6 @@ import datetime as dt
 import decimal
 import json
 import os
-import socket
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,9 +34,10 @@ from conveyor.api import (
     SinkRecord,
     TopicPartition,
 )
-from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext, closing_commit, start_sink_task
 from conveyor.connectors.archive import ArchiveSinkConfig, ArchiveSinkConnector, ArchiveSinkTask
 from conveyor.connectors.archive.config import load_config
+from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext, closing_commit, start_sink_task
+from conveyor.testing.ports import free_port
 from conveyor.testing.s3 import S3Server
 
 pytestmark = pytest.mark.integration
@@ -685,9 +685,7 @@ def test_missing_bucket_is_a_configuration_error(s3_server) -> None:
 
 
 def test_unreachable_endpoint(tmp_path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     config = {
         "archive.url": "s3://some-bucket/x",
         "archive.s3.endpoint.url": f"http://127.0.0.1:{port}",

@@ -6,7 +6,6 @@ queues (checked against the RabbitMQ server)."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import uuid
@@ -16,6 +15,7 @@ import pytest
 import yaml
 
 from conveyor.manifest import ConnectorState
+from conveyor.testing.ports import free_port
 from conveyor.testing.postgres import audit_catalog
 from conveyor.testing.runs import connector_manifest, consume_all, produce, running_connector, wait_until
 
@@ -102,9 +102,7 @@ def test_conveyor_cleanup_removes_audit_objects_of_a_connector_that_is_not_runni
 
 
 def test_cleanup_against_an_unreachable_database_fails_with_the_reason(kafka_bootstrap, tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     url = f"postgresql://postgres:hunter2@127.0.0.1:{port}/db"
     manifest = _audit_manifest(f"audit-{uuid.uuid4().hex[:6]}", kafka_bootstrap, url, "public.orders")
     result = _cleanup(_write(tmp_path, manifest), timeout=5)

@@ -3,7 +3,6 @@ leaves nothing running."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import textwrap
@@ -11,15 +10,10 @@ import textwrap
 import pytest
 
 from conveyor.runtime.driver import Driver, DriverError
+from conveyor.testing.ports import free_port
 from conveyor.testing.runs import connector_manifest
 
 pytestmark = pytest.mark.integration
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _refused(manifest, spark) -> str:
@@ -57,13 +51,13 @@ def test_connector_config_errors_name_each_key(kafka_bootstrap, spark):
 
 
 def test_unreachable_broker_is_a_clear_error(spark):
-    manifest = connector_manifest("x", "noop-sink", f"127.0.0.1:{_closed_port()}", {"topics": "t"})
+    manifest = connector_manifest("x", "noop-sink", f"127.0.0.1:{free_port()}", {"topics": "t"})
     message = _refused(manifest, spark)
     assert "cannot reach Kafka at 127.0.0.1:" in message
 
 
 def test_unreachable_database_is_a_clear_error(kafka_bootstrap, spark):
-    url = f"postgresql://postgres:s3cret@127.0.0.1:{_closed_port()}/db"
+    url = f"postgresql://postgres:s3cret@127.0.0.1:{free_port()}/db"
     manifest = connector_manifest("x", "postgres-sink", kafka_bootstrap, {"topics": "t", "connection.url": url})
     message = _refused(manifest, spark)
     assert "failed to start" in message and "127.0.0.1" in message
@@ -92,7 +86,7 @@ def test_cli_exits_nonzero_when_broker_unreachable(tmp_path):
         apiVersion: conveyor.dev/v1alpha1
         kind: Connector
         metadata: {{name: c}}
-        spec: {{class: noop-sink, kafka: {{bootstrapServers: "127.0.0.1:{_closed_port()}"}}, config: {{topics: t}}}}
+        spec: {{class: noop-sink, kafka: {{bootstrapServers: "127.0.0.1:{free_port()}"}}, config: {{topics: t}}}}
     """))
     result = subprocess.run([sys.executable, "-m", "conveyor.cli", "run", str(manifest), "--control-port", "0"],
                             capture_output=True, text=True, timeout=120)

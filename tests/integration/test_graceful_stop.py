@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from conveyor.manifest import ConnectorManifest
-from conveyor.testing._support import free_port
+from conveyor.testing.ports import free_port
 from conveyor.testing.runs import (
     committed_offsets,
     control_request,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import socket
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -28,8 +27,9 @@ from conveyor.api import (
     SinkRecord,
     TopicPartition,
 )
-from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext, start_sink_task
 from conveyor.connectors.postgres.sink import PostgresSinkConnector, PostgresSinkTask
+from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext, start_sink_task
+from conveyor.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -89,12 +89,6 @@ def terminate_sink_backends(url: str) -> int:
         " WHERE application_name = 'conveyor-postgres-sink' AND pid <> pg_backend_pid()",
     )
     return len(rows)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- insert mode ----------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,9 +30,10 @@ from conveyor.api import (
     SinkRecord,
     TopicPartition,
 )
-from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext
 from conveyor.connectors.rabbitmq import RabbitMQSinkConnector, RabbitMQSinkTask
 from conveyor.connectors.rabbitmq.config import load_config
+from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext
+from conveyor.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -84,12 +84,6 @@ def recs(topic: str, start: int, stop: int, *, partition: int = 0) -> list[SinkR
 
 def offsets_in(messages: Sequence[Any]) -> list[int]:
     return sorted(m.headers["x-kafka-offset"] for m in messages)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(condition, timeout: float = 10.0, what: str = "condition") -> None:

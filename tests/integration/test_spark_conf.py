@@ -5,7 +5,6 @@ neither can turn Spark's RPC security off (issue 13, item 3)."""
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,15 +13,10 @@ import uuid
 import pytest
 import yaml
 
+from conveyor.testing.ports import free_port
 from conveyor.testing.runs import control_request, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _status(port: int) -> dict | None:
@@ -46,7 +40,7 @@ def test_conf_and_spark_conf_reach_the_spark_context(kafka_bootstrap, topic_fact
         "spec": {"class": "noop-sink", "kafka": {"bootstrapServers": kafka_bootstrap}, "config": {"topics": topic},
                  "spark": {"sparkConf": {"spark.ui.showConsoleProgress": "true"}}},
     }))
-    port = _free_port()
+    port = free_port()
     with open(tmp_path / "driver.log", "wb") as log:
         driver = subprocess.Popen(
             [sys.executable, "-m", "conveyor.cli", "run", str(manifest), "--control-port", str(port), "--no-progress",

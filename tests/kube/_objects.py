@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -74,12 +73,6 @@ class Api:
     def events(self, namespace: str, name: str, reason: str | None = None) -> list[Any]:
         items = self.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
         return [e for e in items if reason is None or e.reason == reason]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def unique_name(prefix: str) -> str:

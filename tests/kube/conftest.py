@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from _objects import free_port, operator_key_file
+from _objects import operator_key_file
+
+from conveyor.testing.ports import free_port
 
 # The status timer's interval is read when conveyor_operator.handlers is first imported.
 os.environ.setdefault("CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS", "1")

@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 import pytest
-from _objects import Api, connector, eventually, free_port, unique_name
+from _objects import Api, connector, eventually, unique_name
 from kubernetes import client
+
+from conveyor.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 

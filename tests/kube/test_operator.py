@@ -21,12 +21,13 @@ import psycopg
 import pytest
 import yaml
 from _admission import chart_policy_only_warns
-from _objects import Api, connector, eventually, free_port, unique_name
+from _objects import Api, connector, eventually, unique_name
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 
 from conveyor.runtime.control_auth import ControlTokens
 from conveyor.runtime.protocol import current_pod
+from conveyor.testing.ports import free_port
 from conveyor.testing.runs import committed_offsets, control_request, produce
 
 pytestmark = pytest.mark.integration

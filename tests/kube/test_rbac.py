@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from _objects import connector, eventually, free_port, operator_key_file, unique_name
+from _objects import connector, eventually, operator_key_file, unique_name
+
+from conveyor.testing.ports import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,11 @@ from contextlib import contextmanager
 import pytest
 from conveyor_operator.control import DriverClient, DriverRefused, DriverTimedOut, DriverUnreachable
 
+from conveyor.testing.ports import free_port
+
 
 def test_a_closed_port_is_unreachable_not_timed_out():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again when the block ends
+    port = free_port()  # nothing listens there
     with pytest.raises(DriverUnreachable) as caught:
         DriverClient(f"http://127.0.0.1:{port}", timeout_s=2).status()
     assert not isinstance(caught.value, DriverTimedOut)

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from conveyor.testing import ports
 from conveyor.testing.errors import ComponentUnavailable
 
 log = logging.getLogger("conveyor.testing")
@@ -56,11 +57,7 @@ def cache_root() -> Path:
     return root
 
 
-def free_port(host: str = LOOPBACK) -> int:
-    """Return a TCP port that is free on ``host`` right now (the OS picks it; small race)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+free_port = ports.free_port
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:

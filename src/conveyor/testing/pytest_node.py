@@ -18,10 +18,10 @@ Function-scoped:
 
 * ``node_namespace`` -> ``str``: a fresh namespace on the node, under Pod Security Standards
   "restricted" (labelled ``pod-security.kubernetes.io/enforce`` and ``warn``: the API server
-  refuses any other pod there, so every e2e test checks that Conveyor's pods meet it); deleted
-  after the test, waiting
-  (up to 150 s) until it is gone, so that its pods' CPU and memory are free for the next test
-  (the node has a namespace controller: its pods get their grace period).
+  refuses any other pod there, so every e2e test checks that Conveyor's pods meet it); discarded
+  after the test (:func:`discard_namespace`: Connectors' finalizers dropped, pods removed without
+  their grace period), waiting until it is gone so that its pods' CPU and memory are free for the
+  next test.
 
 A node that cannot start (not root, a package missing, a component that dies) *fails* the
 tests that need it with the component's log tail; nothing is skipped.
@@ -30,6 +30,7 @@ tests that need it with the component's log tail; nothing is skipped.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -85,8 +86,29 @@ def node_namespace(kube_node, request) -> Iterator[str]:
     name = namespace_name(request, "e")
     kube_node.create_namespace(name, labels=POD_SECURITY_RESTRICTED)
     yield name
-    try:
-        kube_node.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=true", "--timeout=150s",
-                          timeout=180)
-    except Exception as e:  # noqa: BLE001 - cleanup only
-        log.warning("namespace %s was not deleted within 150 s: %s", name, e)
+    discard_namespace(kube_node, name)
+
+
+def discard_namespace(node, name: str, timeout_s: int = 90) -> None:
+    """Delete namespace ``name`` without paying for what ran in it, and wait (up to
+    ``timeout_s`` seconds) until it is gone, so that its pods' CPU and memory are free for the
+    next test.
+
+    The namespace is marked for deletion first (so nothing new can start in it), then its
+    Connectors lose their finalizers (the connector-deleted stop path is what the tests that are
+    about it run themselves, before they return) and its pods are removed without their grace
+    period. A namespace still there after ``timeout_s`` is logged, not raised: this is cleanup.
+    """
+    started = time.monotonic()
+    node.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false", check=False, timeout=60)
+    listed = node.kubectl("get", "connectors.conveyor.dev", "-n", name, "-o", "name", check=False, timeout=60)
+    for connector in listed.stdout.split() if listed.returncode == 0 else ():
+        node.kubectl("patch", connector, "-n", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
+                     check=False, timeout=60)
+    node.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force", "--wait=false",
+                 check=False, timeout=60)
+    gone = node.kubectl("wait", "--for=delete", f"namespace/{name}", f"--timeout={timeout_s}s", check=False,
+                        timeout=timeout_s + 30)
+    if gone.returncode != 0 and "not found" not in gone.stderr:
+        log.warning("namespace %s was not deleted within %d s: %s", name, timeout_s, gone.stderr.strip())
+    log.info("namespace %s discarded in %.1f s", name, time.monotonic() - started)
