@@ -41,7 +41,6 @@ from conveyor_operator.kube import namespace_terminating
 from conveyor_operator.status import ConditionType as C
 from conveyor_operator.validation import not_permitted
 
-JOB_POLL_SECONDS = 5.0
 log = logging.getLogger(__name__)
 
 
@@ -101,7 +100,7 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
     except DriverTimedOut as exc:
         # Still stopping (closing commits, the connector's cleanup): never a Job beside it.
         # The next call waits for the same stop and returns its report.
-        raise kopf.TemporaryError(f"the driver is still stopping: {exc}", delay=JOB_POLL_SECONDS) from None
+        raise kopf.TemporaryError(f"the driver is still stopping: {exc}", delay=RUNTIME.settings.wait_poll_seconds) from None
     except DriverUnreachable:
         return _cleanup_with_job(body, manifest, uid, conditions, retry)
     except DriverRefused as exc:
@@ -204,11 +203,11 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
     remaining = [pod["metadata"]["name"] for pod in kube.list_pods(ns, connector_pods_selector(name))]
     if remaining:
         raise kopf.TemporaryError(f"waiting for {', '.join(sorted(remaining))} to terminate before the cleanup Job",
-                                  delay=JOB_POLL_SECONDS)
+                                  delay=RUNTIME.settings.wait_poll_seconds)
     job = kube.get("batch/v1", "Job", ns, names.cleanup_job(name))
     if job is not None and uid not in succession.owner_uids(job):
         raise kopf.TemporaryError(f"waiting for Job {names.cleanup_job(name)} of an earlier Connector named {name} "
-                                  "to go", delay=JOB_POLL_SECONDS)
+                                  "to go", delay=RUNTIME.settings.wait_poll_seconds)
     if job is None:
         try:
             ensure_namespace_objects(manifest)  # the Job runs as the namespace's conveyor-executor
@@ -224,10 +223,10 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
             return
         shared_kube().event(body, "Normal", "CleanupJobStarted",
                   message=f"no driver answers: Job {names.cleanup_job(name)} runs the connector-deleted stop path")
-        raise kopf.TemporaryError("waiting for the cleanup Job", delay=JOB_POLL_SECONDS)
+        raise kopf.TemporaryError("waiting for the cleanup Job", delay=RUNTIME.settings.wait_poll_seconds)
     outcome = job_outcome(job)
     if outcome is None:
-        raise kopf.TemporaryError("waiting for the cleanup Job", delay=JOB_POLL_SECONDS)
+        raise kopf.TemporaryError("waiting for the cleanup Job", delay=RUNTIME.settings.wait_poll_seconds)
     kube.delete("batch/v1", "Job", ns, names.cleanup_job(name))
     if outcome:
         _fail(body, conditions, f"cleanup Job {names.cleanup_job(name)} failed: {outcome} (see its pod's log)", retry)
@@ -241,7 +240,7 @@ def _end_cleanup_job(namespace: str, name: str, uid: str) -> None:
 
     Raises:
         kopf.TemporaryError: a cleanup pod is still there (checked again after
-            :data:`JOB_POLL_SECONDS`).
+            the setting ``wait_poll_seconds``).
     """
     kube = shared_kube()
     job = kube.get("batch/v1", "Job", namespace, names.cleanup_job(name))
@@ -250,7 +249,7 @@ def _end_cleanup_job(namespace: str, name: str, uid: str) -> None:
     pods = [pod["metadata"]["name"] for pod in kube.list_pods(namespace, succession.cleanup_pods_selector(name))]
     if pods:
         raise kopf.TemporaryError(f"waiting for the cleanup pods {', '.join(sorted(pods))} to terminate",
-                                  delay=JOB_POLL_SECONDS)
+                                  delay=RUNTIME.settings.wait_poll_seconds)
 
 
 def connector_pods_selector(name: str) -> str:

@@ -68,7 +68,7 @@ log = logging.getLogger("conveyor_operator")
 RESOURCE = (GROUP, VERSION, PLURAL)
 MAX_EVICTIONS_KEPT = 10
 MAX_BACKOFF_SECONDS = 300.0
-PREDECESSOR_POLL_SECONDS = 5.0
+MISSING_REFERENCE_MAX_DELAY_SECONDS = 30.0
 _STATE_OF = {"running": "RUNNING", "paused": "PAUSED", "stopped": "STOPPED"}
 SPEC_PROBLEMS = ("InvalidSpec", "NotAllowed", "InvalidConfig", "MissingReference")
 """Degraded reasons about the spec itself: the status timer leaves them for the next edit."""
@@ -201,8 +201,12 @@ def _reject(body: kopf.Body, conditions: Conditions, reason: str, message: str) 
 @kopf.on.update(*RESOURCE)
 @kopf.on.resume(*RESOURCE)
 @metrics.observe_reconcile
-def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, **_: Any) -> None:
-    """Render and apply what runs the connector; push live changes to its driver."""
+def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, retry: int = 0, **_: Any) -> None:
+    """Render and apply what runs the connector; push live changes to its driver.
+
+    A missing Secret or ConfigMap is looked for again after 5, 10, 20 then every 30 seconds
+    (:func:`missing_reference_delay`): the operator may not watch Secrets, and the usual cause is
+    a ``kubectl apply`` of a folder that created the Connector just before its Secret."""
     if meta.get("deletionTimestamp"):
         return
     generation = meta.get("generation")
@@ -225,7 +229,7 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, *
         conditions.set(C.READY, False, "MissingReference", missing)
         shared_kube().event(body, "Warning", "MissingReference", message=missing)
         write_status(manifest.metadata.namespace, manifest.name, conditions, observedGeneration=generation)
-        raise kopf.TemporaryError(missing, delay=30)
+        raise kopf.TemporaryError(missing, delay=missing_reference_delay(retry))
 
     kube = shared_kube()
     ns, name = manifest.metadata.namespace, manifest.name
@@ -269,7 +273,7 @@ def _wait_for_predecessor(namespace: str, name: str, conditions: Conditions, gen
                "cleanup never touches what it provisions and the operator never takes over another's objects")
     conditions.set(C.PROGRESSING, False, "WaitingForPredecessor", message)
     write_status(namespace, name, conditions, observedGeneration=generation)
-    raise kopf.TemporaryError(message, delay=PREDECESSOR_POLL_SECONDS)
+    raise kopf.TemporaryError(message, delay=RUNTIME.settings.wait_poll_seconds)
 
 
 def ensure_namespace_objects(manifest: ConnectorManifest) -> None:
@@ -332,6 +336,12 @@ def task_lag(lag: Any) -> int | None:
 
 def backoff(retry: int) -> float:
     return min(MAX_BACKOFF_SECONDS, 5.0 * 2 ** min(retry, 10))
+
+
+def missing_reference_delay(retry: int) -> float:
+    """Seconds until the ``retry``-th (0-based) look for a missing Secret or ConfigMap: 5, 10,
+    20, then 30 for as long as it is missing."""
+    return min(MISSING_REFERENCE_MAX_DELAY_SECONDS, backoff(retry))
 
 
 @kopf.on.create(*RESOURCE, annotations={names.ANNOTATION_RESTART: kopf.PRESENT})

@@ -28,6 +28,10 @@ class OperatorSettings(BaseModel):
     status_interval_seconds: float = Field(10.0, gt=0, description="How often status is read from the driver.")
     request_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of a control API call that does not block.")
     max_workers: int = Field(32, ge=1, description="Threads running the (blocking) handlers.")
+    wait_poll_seconds: float = Field(
+        5.0, gt=0, description="How often the operator looks again at what a Connector waits for: a driver pod "
+        "still terminating, its cleanup Job, an earlier Connector's objects of the same name."
+    )
     cleanup_job_timeout_seconds: int = Field(
         600, ge=1, description="activeDeadlineSeconds of a one-shot cleanup Job."
     )

@@ -64,6 +64,16 @@ def test_unreachable_database_is_a_clear_error(kafka_bootstrap, spark):
     assert "s3cret" not in message, "no password in error messages"
 
 
+def test_a_connector_that_cannot_start_fails_before_spark_starts(kafka_bootstrap):
+    """The driver makes its own SparkSession only after the connector started (issue 29 §2)."""
+    url = f"postgresql://postgres:s3cret@127.0.0.1:{free_port()}/db"
+    driver = Driver(connector_manifest("x", "postgres-sink", kafka_bootstrap, {"topics": "t", "connection.url": url}),
+                    control_port=0)
+    with pytest.raises(DriverError, match="failed to start"):
+        driver.start()
+    assert driver.spark is None, "no SparkSession for a connector that could not start"
+
+
 @pytest.mark.process_boundary("the CLI's message and exit code")
 def test_cli_rejects_invalid_manifest_naming_the_field(tmp_path):
     bad = tmp_path / "bad.yaml"

@@ -27,10 +27,10 @@ def _log_has(path, text: str) -> bool:
 
 @pytest.mark.process_boundary("SIGTERM to a conveyor run process while it starts")
 @pytest.mark.parametrize(("marker", "delay_s"), [
-    ("starting Spark", 0.0),    # the JVM is being launched
+    ("starting Spark", 0.0),    # the connector started, the JVM is being launched
     ("starting Spark", 1.5),    # the JVM starts, the SparkContext is being created
     ("starting Spark", 4.0),
-    ("starting connector", 0.3),  # Spark up, the connector and its tasks starting
+    ("launching", 0.0),         # Spark up, the tasks being launched
 ])
 def test_a_sigterm_during_start_up_stops_the_connector_gracefully(kafka_bootstrap, tmp_path, marker, delay_s):
     name = f"startsig-{uuid.uuid4().hex[:8]}"

@@ -444,7 +444,7 @@ def test_cleanup_job_waits_until_no_driver_pod_is_terminating(kube_api, kube_nam
         api.core.delete_namespaced_pod(pod_name, kube_namespace, grace_period_seconds=300)
         assert api.core.read_namespaced_pod(pod_name, kube_namespace).metadata.deletion_timestamp
         api.delete_connector(kube_namespace, name)
-        time.sleep(12)  # two of the operator's 5 s polls
+        time.sleep(4)  # several of the operator's polls (every second here: CONVEYOR_OPERATOR_WAIT_POLL_SECONDS)
         with pytest.raises(client.ApiException) as missing:
             api.batch.read_namespaced_job(f"{name}-cleanup", kube_namespace)
         assert missing.value.status == 404, "the Job started beside a terminating driver pod"
@@ -554,7 +554,7 @@ def test_skip_cleanup_ends_the_cleanup_job_before_the_finalizer_goes(kube_api, k
                 return exc.status == 404
             return False
         eventually(job_gone, timeout_s=30, message="the cleanup Job deleted")
-        time.sleep(7)  # more than one of the operator's 5 s polls
+        time.sleep(3)  # several of the operator's polls (every second here: CONVEYOR_OPERATOR_WAIT_POLL_SECONDS)
         assert api.get_connector(kube_namespace, name) is not None, "the finalizer went while a cleanup pod ran"
         api.core.delete_namespaced_pod(pod, kube_namespace, grace_period_seconds=0)
         eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=30,

@@ -178,8 +178,9 @@ class Driver:
     # ------------------------------------------------------------------ start
 
     def start(self) -> None:
-        """Validate, start the connector and launch its tasks (unless ``spec.state`` is
-        ``stopped``).
+        """Validate, start the connector, start Spark (when the driver makes its own session)
+        and launch the tasks (unless ``spec.state`` is ``stopped``). The connector starts
+        before Spark, so a connector that cannot start fails in seconds, without a JVM.
 
         Raises:
             DriverError: unknown connector class, invalid configuration (names the key),
@@ -208,15 +209,23 @@ class Driver:
         self._prepare_kafka()
         self._start_control_api()
         try:
-            self._ensure_spark(spec.tasks_max)
-            self._launcher = TaskLauncher(self._spark, self._spec_for, self._lock, lambda: self.lifecycle.stopping,
-                                          self._resume_action, self.name)
-            with self.operations:  # a stop that came while Spark started has run, or runs after this
+            # The connector starts before Spark: one that cannot (an unreachable database, a
+            # refused login) fails before the driver pays for a JVM.
+            configs = None
+            with self.operations:  # ordered against a stop that comes during start-up
                 if self.target_state is ConnectorState.STOPPED or not self.lifecycle.may_start_connector():
                     self.connector_state = TaskState.STOPPED
                 else:
-                    self._start_connector(connector)
+                    configs = self._begin_connector(connector)
+            self._ensure_spark(spec.tasks_max)
+            self._launcher = TaskLauncher(self._spark, self._spec_for, self._lock, lambda: self.lifecycle.stopping,
+                                          self._resume_action, self.name)
+            with self.operations:  # a stop that came while Spark started has stopped the connector
+                if configs is not None and self.connector is not None and self.lifecycle.may_start_connector():
+                    self._run_tasks(configs)
         except BaseException:
+            with self.operations:
+                self._stop_connector(False)
             self._stop_control_api()
             raise
 
@@ -256,10 +265,18 @@ class Driver:
         return connector
 
     def _start_connector(self, connector: Connector) -> None:
-        """``start`` the connector and launch its tasks.
+        """``start`` the connector and launch its tasks (Spark is up).
 
         Raises:
             DriverError: the connector's ``start`` or ``task_configs`` raised.
+        """
+        self._run_tasks(self._begin_connector(connector))
+
+    def _begin_connector(self, connector: Connector) -> list[dict[str, Any]]:
+        """``start`` the connector and return its task configurations; needs no Spark.
+
+        Raises:
+            DriverError: the connector's ``start`` or ``task_configs`` raised (it is stopped again).
         """
         spec = self.manifest.spec
         try:
@@ -273,6 +290,9 @@ class Driver:
             self._stop_connector(False)
             raise
         self.connector_state = TaskState.PAUSED if self.target_state is ConnectorState.PAUSED else TaskState.RUNNING
+        return configs
+
+    def _run_tasks(self, configs: list[dict[str, Any]]) -> None:
         self._launch_tasks(configs)
         if self.connector_type == "sink":
             self._watch_group_lag()
@@ -311,6 +331,7 @@ class Driver:
                 self.manifest.metadata.namespace, self.name, len(configs), self._task_count_writer,
             ).generation
         initial = self._resume_action()
+        log.info("launching %d task(s) of connector %s", len(configs), self.name)
         with self._lock:
             self.tasks = {i: TaskHandle(i, c, directive=Directive(initial, 1)) for i, c in enumerate(configs)}
         for handle in self.tasks.values():

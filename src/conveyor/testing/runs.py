@@ -3,12 +3,15 @@ and polling helpers."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from conveyor.manifest import ConnectorManifest
+
+log = logging.getLogger("conveyor.testing")
 
 T = TypeVar("T")
 
@@ -82,16 +85,19 @@ def control_request(url: str, path: str, method: str = "GET", token: str | None 
 
 
 def wait_until(predicate: Callable[[], T], timeout_s: float = 60.0, message: str = "condition", interval_s: float = 0.2) -> T:
-    """Poll ``predicate`` until it returns something truthy, and return that.
+    """Poll ``predicate`` until it returns something truthy, and return that. How long it took
+    is logged at INFO (logger ``conveyor.testing``), so that a slow test shows where it waited.
 
     Raises:
         AssertionError: after ``timeout_s`` seconds, naming ``message`` and the last value.
     """
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     last: Any = None
     while time.monotonic() < deadline:
         last = predicate()
         if last:
+            log.info("waited %.1fs for %s", time.monotonic() - started, message)
             return last
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {message}; last value: {last!r}")
