@@ -151,7 +151,10 @@ def stop_problem(report: dict[str, Any]) -> str:
     if report.get("connector_trace"):
         problems.append(f"connector stop failed: {report['connector_trace'].strip().splitlines()[-1]}")
     for task in report.get("tasks") or []:
-        if task.get("trace") and task.get("state") == "FAILED":
+        if task.get("cleanup_error"):
+            problems.append(f"task {task.get('id')}'s connector-deleted stop failed: "
+                            f"{task['cleanup_error'].strip().splitlines()[-1]}")
+        elif task.get("trace") and task.get("state") == "FAILED" and not task.get("cleaned_up"):
             problems.append(f"task {task.get('id')} failed: {task['trace'].strip().splitlines()[-1]}")
     if report.get("offsets_error"):
         problems.append(f"deleting offsets failed: {report['offsets_error']}")

@@ -227,6 +227,25 @@ def test_stop_with_connector_deleted_reaches_tasks_and_connector(kafka_bootstrap
     assert [e["connector_deleted"] for e in _events(journal, "stop", "connector_stop")] == [True, True]
 
 
+def test_a_task_that_had_failed_gets_its_connector_deleted_stop_on_the_driver(kafka_bootstrap, topic_factory, spark,
+                                                                            tmp_path):
+    """Its run ended with ``stop(False)`` at the failure; deleting the connector still runs the
+    task's connector-deleted path, on an idle context, so the operator needs no cleanup Job."""
+    topic = topic_factory(partitions=1)
+    journal = tmp_path / "j.jsonl"
+    produce(kafka_bootstrap, topic, _values(3))
+    config = _config(topic, journal, **{"fail.put.at.offset": "1"})
+    with running_connector(connector_manifest(_name(), RECORDING, kafka_bootstrap, config), spark) as d:
+        wait_until(lambda: d.status()["tasks"][0]["state"] == "FAILED", message="the task FAILED")
+        status, result = _http(d, "/stop?connector_deleted=true")
+    assert status == 200, result
+    (task,) = result["tasks"]
+    assert task["state"] == "FAILED" and "asked to fail" in task["trace"], task
+    assert task["cleaned_up"] is True and task["cleanup_error"] is None, task
+    assert [e["connector_deleted"] for e in _events(journal, "stop")] == [False, True], "at the failure, then deleted"
+    assert _events(journal, "connector_stop")[-1]["connector_deleted"] is True
+
+
 def _manifest_file(tmp_path, name, bootstrap, config) -> str:
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump({

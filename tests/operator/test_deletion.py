@@ -29,6 +29,22 @@ def test_offsets_to_delete_must_be_reported_deleted_or_failed():
         "the connector-deleted stop path and deleting the offsets"
 
 
+TRACE = "Traceback (most recent call last):\n  ...\nToleranceExceeded: stage VALUE_CONVERTER failed\n"
+
+
+def test_a_task_that_failed_before_the_deletion_is_no_problem_once_the_driver_ran_its_deleted_stop():
+    cleaned = {**DELETED, "tasks": [{"id": 0, "state": "FAILED", "trace": TRACE, "cleaned_up": True,
+                                     "cleanup_error": None}]}
+    assert stop_problem(cleaned) == ""
+
+
+def test_a_failed_task_without_its_deleted_stop_is_a_problem_as_from_a_driver_before_cleaned_up():
+    older_driver = {**DELETED, "tasks": [{"id": 0, "state": "FAILED", "trace": TRACE}]}
+    assert stop_problem(older_driver) == "task 0 failed: ToleranceExceeded: stage VALUE_CONVERTER failed"
+    failing = {**DELETED, "tasks": [{"id": 1, "state": "FAILED", "trace": TRACE, "cleaned_up": False,
+                                     "cleanup_error": "Traceback ...\nOperationalError: connection refused\n"}]}
+    assert stop_problem(failing) == "task 1's connector-deleted stop failed: OperationalError: connection refused"
+
 
 def test_a_connector_refused_before_anything_was_applied_has_nothing_to_clean_up():
     from conveyor_operator.deletion import never_ran

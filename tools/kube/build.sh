@@ -84,6 +84,13 @@ bad=$(awk -v want="$STAGING_VERSION" '$2 == "=>" && $4 != want {print $1 " " $4}
 CACHE_ROOT=${CONVEYOR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/conveyor}
 BIN="$CACHE_ROOT/kube/$KUBE_VERSION/bin"
 mkdir -p "$BIN"
+# One build at a time per cache (two pytest workers, or CI and a developer): the second waits,
+# then finds what the first built cached.
+exec 9>"$CACHE_ROOT/kube/build.lock"
+if ! flock -n 9; then
+    log "another build.sh is building into $BIN; waiting for it"
+    flock 9
+fi
 
 CONTROL_PLANE="kube-apiserver kubectl etcd helm"
 NODE="kubelet kube-controller-manager kube-scheduler kube-proxy coredns"

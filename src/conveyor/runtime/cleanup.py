@@ -34,6 +34,7 @@ from conveyor.api import (
     SinkTaskContext,
     SourceTask,
     SourceTaskContext,
+    Task,
     TopicPartition,
     TransactionContext,
 )
@@ -141,6 +142,24 @@ class _IdleSourceContext(SourceTaskContext):
         return None
 
 
+def stop_idle_task(task_class: type[Task], config: Mapping[str, Any]) -> None:
+    """Start a task of ``task_class`` with ``config`` (its ``task_configs`` entry, ``name``
+    included) on an idle context -- no partitions, no offsets -- only to stop it with
+    ``connector_deleted=True``: its connector-deleted stop path, with no data moving. Blocking,
+    on the caller's thread.
+
+    Raises:
+        Exception: whatever the task's ``initialize``, ``start`` or ``stop`` raised.
+    """
+    task = task_class()
+    if isinstance(task, SinkTask):
+        task.initialize(_IdleSinkContext(config))
+    elif isinstance(task, SourceTask):
+        task.initialize(_IdleSourceContext(config))
+    task.start(dict(config))
+    task.stop(connector_deleted=True)
+
+
 def _clean_once(cls: type[Connector], manifest: ConnectorManifest) -> CleanupResult:
     config = {**manifest.spec.config, "name": manifest.name}
     connector = cls()
@@ -150,14 +169,7 @@ def _clean_once(cls: type[Connector], manifest: ConnectorManifest) -> CleanupRes
     task_count = 0
     try:
         for task_config in connector.task_configs(manifest.spec.tasks_max):
-            task_config = {**task_config, "name": manifest.name}
-            task = connector.task_class()()
-            if isinstance(task, SinkTask):
-                task.initialize(_IdleSinkContext(task_config))
-            elif isinstance(task, SourceTask):
-                task.initialize(_IdleSourceContext(task_config))
-            task.start(task_config)
-            task.stop(connector_deleted=True)
+            stop_idle_task(connector.task_class(), {**task_config, "name": manifest.name})
             task_count += 1
     finally:
         connector.stop(connector_deleted=True)

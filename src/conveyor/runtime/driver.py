@@ -708,7 +708,9 @@ class Driver:
 
         Args:
             connector_deleted: the connector is being deleted: tasks and connector clean up
-                what they provisioned outside Kafka (KAFKA-14651).
+                what they provisioned outside Kafka (KAFKA-14651). A task whose run had
+                ended without it (a failed task) gets it here, on an idle context
+                (``cleaned_up`` / ``cleanup_error`` in its entry).
             timeout_s: grace period of the tasks' closing commits (default
                 ``shutdown.gracePeriodSeconds``); a task still running then is cancelled.
             delete_offsets: ``spec.deletionPolicy.offsets: delete``: delete the sink consumer
@@ -716,7 +718,8 @@ class Driver:
 
         Returns:
             ``{"name", "connector_deleted", "tasks": [{"id", "state", "committed",
-            "last_closing_commit", "closing_commit_error", "trace"}], "removed": [what the connector reported
+            "last_closing_commit", "closing_commit_error", "trace", "cleaned_up", "cleanup_error"}],
+            "removed": [what the connector reported
             removing], "connector_trace", "offsets_deleted", "offsets_error"}``.
             ``offsets_deleted`` is ``None`` unless offsets were deleted, else
             ``{"consumer_group": "connect-<name>", "existed": bool}`` (sink) or
@@ -735,6 +738,8 @@ class Driver:
                      connector_deleted, delete_offsets)
             running = self.connector is not None
             self._stop_tasks(connector_deleted, timeout_s)
+            if connector_deleted:
+                self._clean_up_ended_tasks()
             removed = self._stop_connector(connector_deleted)
             if connector_deleted and not running:  # never started here (stopped state, a failure, a stop
                 removed = self._cleanup_stopped_connector()  # during start-up): an earlier run may have provisioned
@@ -771,6 +776,30 @@ class Driver:
     def _delete_offsets(self) -> tuple[dict[str, Any] | None, str | None]:
         return delete_offsets_reported(self.kafka, self.name, self.connector_type, self.manifest.metadata.namespace,
                                        self.manifest.spec.config)
+
+    def _clean_up_ended_tasks(self) -> None:
+        """The connector-deleted stop path, here on the driver, for each task whose run ended
+        without it (it had failed): the task is started on an idle context only to be stopped
+        (:func:`conveyor.runtime.cleanup.stop_idle_task`), as ``conveyor cleanup`` would."""
+        from conveyor.runtime.cleanup import stop_idle_task
+
+        ended = [h for h in self.tasks.values() if h.ended_without_deleted_stop]
+        if not ended:
+            return
+        connector = self.connector
+        if connector is None:
+            cls, _ = connector_class(self.manifest.spec.connector_class)
+            connector = self._new_connector(cls)
+        task_class = connector.task_class()
+        for handle in ended:
+            try:
+                stop_idle_task(task_class, handle.config)
+                handle.cleaned_up, handle.cleanup_error = True, None
+                log.info("task %s-%d: connector-deleted stop path run on the driver (its run had ended %s)",
+                         self.name, handle.task_id, handle.state.value)
+            except Exception as exc:  # noqa: BLE001 - reported in the stop result
+                log.exception("task %s-%d: the connector-deleted stop path failed", self.name, handle.task_id)
+                handle.cleanup_error = trace_of(exc)
 
     def _cleanup_stopped_connector(self) -> list[str]:
         """The connector-deleted path for a connector not running here (:mod:`conveyor.runtime.cleanup`)."""

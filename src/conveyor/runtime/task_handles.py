@@ -29,6 +29,9 @@ class TaskHandle:
         last_drain: the final report of the latest drained run (its closing commit).
         window: the reports of the last minute, for Kafka Connect's rates and ratios
             (:mod:`conveyor.runtime.report_window`).
+        cleaned_up: the connector-deleted stop path ran for this task in the driver after
+            its run ended without it (a task that had failed); ``cleanup_error`` says why
+            that failed.
     """
 
     task_id: int
@@ -43,6 +46,8 @@ class TaskHandle:
     drains: int = 0
     last_drain: TaskReport | None = None
     window: ReportWindow = field(default_factory=ReportWindow)
+    cleaned_up: bool = False
+    cleanup_error: str | None = None
 
     @property
     def pod(self) -> str:
@@ -54,11 +59,18 @@ class TaskHandle:
 
     def stop_entry(self) -> dict[str, Any]:
         """This task in a stop report: ``{"id", "state", "committed", "last_closing_commit",
-        "closing_commit_error", "trace"}``."""
+        "closing_commit_error", "trace", "cleaned_up", "cleanup_error"}``."""
         report = self.report
         return {"id": self.task_id, "state": self.state.value, "committed": report.committed if report else {},
                 "last_closing_commit": report.last_closing_commit if report else None,
-                "closing_commit_error": report.closing_commit_error if report else None, "trace": self.trace}
+                "closing_commit_error": report.closing_commit_error if report else None, "trace": self.trace,
+                "cleaned_up": self.cleaned_up, "cleanup_error": self.cleanup_error}
+
+    @property
+    def ended_without_deleted_stop(self) -> bool:
+        """The run ended (failed, or its ``stop(connector_deleted=True)`` raised) without the
+        connector-deleted stop path having run to its end."""
+        return self.done.is_set() and (self.state is not TaskState.STOPPED or self.trace is not None)
 
     def status_entry(self, source: bool) -> dict[str, Any]:
         """This task in the driver's status document: Kafka Connect's ``{"id", "state",
