@@ -140,6 +140,7 @@ def run(
             driver.close()
             if stay_after_stop and not stop_requested.is_set():
                 _serve_failed_start(connector, str(exc), control_host, control_port, tokens, stop_requested)
+            _stop_failed_start(connector, str(exc), signals)
             raise typer.Exit(1) from None
         if token_file is None and not os.environ.get(TOKEN_DIR_ENV):
             token_file = _write_token_file(driver.server.port, tokens)
@@ -186,6 +187,22 @@ def _run_until_stopped(driver: Any, connector: ConnectorManifest, progress: bool
     failed = [t for t in result["tasks"] if t["state"] == "FAILED"]
     _print(result)
     raise typer.Exit(1 if failed else 0)
+
+
+def _stop_failed_start(manifest: ConnectorManifest, error: str, signals: list[int]) -> None:
+    """A start that failed, with a SIGTERM (during it, or while its failure was served) because
+    the namespace is being deleted: the connector-deleted stop path all the same, as
+    ``conveyor cleanup`` runs it -- the connector may have provisioned before the start failed
+    (it starts before Spark), and no cleanup Job can be created in that namespace."""
+    stop = _stop_for(manifest, signals)
+    if not stop:
+        return
+    from conveyor.runtime.failed_start import FailedStart
+
+    result = FailedStart(manifest, error).stop(**stop)
+    log.info("connector %s: connector-deleted stop path after the failed start: removed %s%s", manifest.name,
+             ", ".join(result["removed"]) or "nothing",
+             f"; failed: {result['connector_trace']}" if result["connector_trace"] else "")
 
 
 def _serve_failed_start(manifest: ConnectorManifest, error: str, host: str, port: int, tokens: ControlTokens,

@@ -5,6 +5,8 @@ it or, with none running, a one-shot cleanup Job; and with the operator killed h
 
 from __future__ import annotations
 
+import os
+import subprocess
 import threading
 import time
 import uuid
@@ -148,7 +150,7 @@ def test_deleting_an_audit_source_whose_driver_is_gone_runs_a_cleanup_job_after_
 
 
 def test_deleting_the_namespace_of_a_running_audit_source_cleans_up_through_its_driver_and_does_not_hang(
-        kube_node, node_kafka, audit_database, conveyor_release, node_namespace):
+        kube_node, node_kafka, audit_database, conveyor_release, node_namespace, tmp_path):
     """``kubectl delete namespace``: Kubernetes deletes the pods first (KEP-5080) and the
     Connector only once they are gone. The driver, told by SIGTERM, sees its namespace
     terminating and runs the connector-deleted stop path itself; the operator, finding no
@@ -156,6 +158,12 @@ def test_deleting_the_namespace_of_a_running_audit_source_cleans_up_through_its_
     triggers stayed and the namespace stayed Terminating: every e2e teardown waited 150 s.)"""
     ns = node_namespace
     start_audit_source(kube_node, node_kafka, audit_database, ns)
+    driver_log = tmp_path / "driver.log"
+    with open(driver_log, "wb") as out:  # the pod and its log go with the namespace
+        follower = subprocess.Popen([str(kube_node.binaries.kubectl), "logs", "-f", "-n", ns, "-l",
+                                     "conveyor.dev/component=driver", "--tail=-1"], stdout=out,
+                                    stderr=subprocess.STDOUT, env={**os.environ, "KUBECONFIG": str(kube_node.admin_kubeconfig)})
+    time.sleep(1)
     started = time.monotonic()
     kube_node.kubectl("delete", "namespace", ns, "--wait=false")
 
@@ -167,7 +175,10 @@ def test_deleting_the_namespace_of_a_running_audit_source_cleans_up_through_its_
     except AssertionError as e:
         raise AssertionError(f"{e}\n{diagnostics(kube_node, ns)}\n{operator_log(kube_node, conveyor_release)}") from None
     took = time.monotonic() - started
-    assert audit_catalog(audit_database) == NOTHING_LEFT, operator_log(kube_node, conveyor_release)
+    follower.terminate()
+    follower.wait(10)
+    assert audit_catalog(audit_database) == NOTHING_LEFT, (
+        f"{operator_log(kube_node, conveyor_release)}\n--- the driver ---\n{driver_log.read_text()[-6000:]}")
     assert took < 120, took
 
 

@@ -171,6 +171,7 @@ class Driver:
         self.stop_result: dict[str, Any] | None = None
         self._launcher: TaskLauncher | None = None
         self._task_count_writer: Any = None
+        self._unlaunched: list[dict[str, Any]] = []  # task configs of a started connector, before Spark is up
         self._group_lag: Any = None
         self.generation = 0
         self._herder = threading.Thread(target=self._herd, name="herder", daemon=True)
@@ -216,7 +217,7 @@ class Driver:
                 if self.target_state is ConnectorState.STOPPED or not self.lifecycle.may_start_connector():
                     self.connector_state = TaskState.STOPPED
                 else:
-                    configs = self._begin_connector(connector)
+                    configs = self._unlaunched = self._begin_connector(connector)
             self._ensure_spark(spec.tasks_max)
             self._launcher = TaskLauncher(self._spark, self._spec_for, self._lock, lambda: self.lifecycle.stopping,
                                           self._resume_action, self.name)
@@ -293,6 +294,7 @@ class Driver:
         return configs
 
     def _run_tasks(self, configs: list[dict[str, Any]]) -> None:
+        self._unlaunched = []
         self._launch_tasks(configs)
         if self.connector_type == "sink":
             self._watch_group_lag()
@@ -365,9 +367,16 @@ class Driver:
         return self._spark
 
     def _ensure_spark(self, task_count: int) -> None:
+        """Raises:
+            DriverError: Spark did not start (its first line says why, e.g. executor pods refused)."""
         if self._spark is None:
-            self._spark = start_spark_session(spark_properties(
-                self.name, task_count, self._master, self.manifest.spec.spark.spark_conf, self._spark_conf))
+            properties = spark_properties(self.name, task_count, self._master, self.manifest.spec.spark.spark_conf,
+                                          self._spark_conf)
+            try:
+                self._spark = start_spark_session(properties)
+            except Exception as exc:
+                reason = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+                raise DriverError(f"connector {self.name}: Spark did not start: {reason}") from exc
         sc = self._spark.sparkContext
         self.spark_info = {"master": sc.master, "app_name": sc.appName, "app_id": sc.applicationId}
 
@@ -779,18 +788,26 @@ class Driver:
 
     def _clean_up_ended_tasks(self) -> None:
         """The connector-deleted stop path, here on the driver, for each task whose run ended
-        without it (it had failed): the task is started on an idle context only to be stopped
+        without it (it had failed) and each task a stop during start-up kept from being launched:
+        the task is started on an idle context only to be stopped
         (:func:`conveyor.runtime.cleanup.stop_idle_task`), as ``conveyor cleanup`` would."""
         from conveyor.runtime.cleanup import stop_idle_task
 
         ended = [h for h in self.tasks.values() if h.ended_without_deleted_stop]
-        if not ended:
+        unlaunched, self._unlaunched = self._unlaunched, []
+        if not ended and not unlaunched:
             return
         connector = self.connector
         if connector is None:
             cls, _ = connector_class(self.manifest.spec.connector_class)
             connector = self._new_connector(cls)
         task_class = connector.task_class()
+        for task_id, config in enumerate(unlaunched):  # a stop while Spark started: never launched
+            try:
+                stop_idle_task(task_class, config)
+            except Exception as exc:  # noqa: BLE001 - reported in the stop result
+                log.exception("task %s-%d: the connector-deleted stop path failed", self.name, task_id)
+                self.connector_trace = trace_of(exc)
         for handle in ended:
             try:
                 stop_idle_task(task_class, handle.config)
