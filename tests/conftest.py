@@ -20,9 +20,13 @@ ONE_WORKER_TIERS = ("tests/e2e/", "tests/kube/")
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """pytest-xdist's load scheduling, except that each of :data:`ONE_WORKER_TIERS` is one unit of
-    work, handed whole to one worker (the largest first, so both start at once); every other test
-    goes alone to whichever worker is free."""
+    work, handed whole to one worker; every other test goes alone to whichever worker is free.
+    Units go out in collection order: the e2e tier first (its worker builds what the node needs on
+    a fresh machine while the other runs the integration tier), the kube tier after the
+    integration tier (by then the Kubernetes binaries it shares with the node are built)."""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class TierScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
