@@ -487,7 +487,7 @@ def test_failed_cleanup_keeps_the_finalizer_and_says_why(kube_api, kube_namespac
                  "lastTransitionTime": now} for t in ("FailureTarget", "Failed")]}})
         failed = eventually(lambda: api.condition(kube_namespace, name, "CleanupFailed"), message="CleanupFailed")
         assert failed["status"] == "True" and "backoff limit" in failed["message"]
-        assert api.events(kube_namespace, name, "CleanupFailed")
+        eventually(lambda: api.events(kube_namespace, name, "CleanupFailed"), message="the CleanupFailed Event")
         assert api.get_connector(kube_namespace, name) is not None
         api.custom.patch_namespaced_custom_object("conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
                                                   {"metadata": {"annotations": {"conveyor.dev/skip-cleanup": "true"}}})
@@ -745,7 +745,7 @@ def test_auto_restart_restarts_a_failed_task_and_counts_it_in_the_status(kube_ap
             restarted = eventually(lambda: (api.get_connector(kube_namespace, name).get("status") or {})
                                    .get("autoRestart"), timeout_s=120, message="status.autoRestart")
             assert restarted["count"] == 1 and restarted["connectorName"] == name
-            assert api.events(kube_namespace, name, "AutoRestarted")
+            eventually(lambda: api.events(kube_namespace, name, "AutoRestarted"), message="the AutoRestarted Event")
             eventually(lambda: driver.status()["tasks"][0]["attempt"] >= 1, message="task 0 run again")
             eventually(lambda: driver.status()["tasks"][0]["state"] == "FAILED", message="fails again")
             eventually(lambda: (api.condition(kube_namespace, name, "Degraded") or {}).get("reason") == "Failed",
@@ -801,7 +801,7 @@ def test_offsets_are_listed_altered_and_reset_through_the_connector_as_strimzi_d
                                 .data["offsets.json"])
             assert sorted((o["partition"]["kafka_partition"], o["offset"]["kafka_offset"]) for o in listed["offsets"]) \
                 == sorted(committed_offsets(kafka_bootstrap, group, topic, 2).items())
-            assert api.events(kube_namespace, name, "OffsetsListed")
+            eventually(lambda: api.events(kube_namespace, name, "OffsetsListed"), message="the OffsetsListed Event")
             # the operator's own ConfigMap: controlled by the Connector (deleted with it), marked as its offsets
             own = api.core.read_namespaced_config_map(f"{name}-listed", kube_namespace)
             reference = own.metadata.owner_references[0]
@@ -833,7 +833,7 @@ def test_offsets_are_listed_altered_and_reset_through_the_connector_as_strimzi_d
             assert again.data["note"] == "kept"
 
             annotate("reset")
-            assert api.events(kube_namespace, name, "OffsetsReset")
+            eventually(lambda: api.events(kube_namespace, name, "OffsetsReset"), message="the OffsetsReset Event")
             assert committed_offsets(kafka_bootstrap, group, topic, 2) == {}
             annotate("rewind")
             assert "not one of list, alter, reset" in api.events(kube_namespace, name, "OffsetsFailed")[0].message
