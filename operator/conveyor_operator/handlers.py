@@ -110,7 +110,8 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     redact_handlers()  # also those installed since main() (kopf run configures its own)
     ours = OperatorSettings.from_env()
     RUNTIME.settings = ours
-    RUNTIME.kube = Kube(_api_client(ours.max_workers), ours.field_manager)
+    RUNTIME.kube = Kube(_api_client(ours.max_workers), ours.field_manager,
+                        request_timeout_s=(5.0, ours.kube_request_timeout_seconds))
     RUNTIME.drained_pods = set()
     RUNTIME.shared_objects = SharedObjects()
     RUNTIME.control_secrets = ControlSecrets(OperatorKey.load(ours.key_file))

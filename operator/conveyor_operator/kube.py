@@ -51,9 +51,14 @@ class Kube:
     answer other than the 404s documented per method.
     """
 
-    def __init__(self, api_client: client.ApiClient, field_manager: str) -> None:
+    def __init__(self, api_client: client.ApiClient, field_manager: str,
+                 request_timeout_s: tuple[float, float] = (5.0, 30.0)) -> None:
+        """``request_timeout_s``: (connect, read) seconds of every call, so an API server that
+        stops answering fails the handler (urllib3's ``MaxRetryError``/``ReadTimeoutError``,
+        which kopf retries) instead of holding one of its workers forever."""
         self.api = api_client
         self.field_manager = field_manager
+        self.request_timeout_s = request_timeout_s
 
     def _call(self, path: str, method: str, body: Any = None, query: list | None = None,
               content_type: str = "application/json") -> Any:
@@ -61,7 +66,7 @@ class Kube:
             path, method, query_params=query or [], header_params={"Content-Type": content_type,
                                                                    "Accept": "application/json"},
             body=body, response_types_map={200: "object", 201: "object"}, auth_settings=["BearerToken"],
-            _return_http_data_only=True,
+            _return_http_data_only=True, _request_timeout=self.request_timeout_s,
         )
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,10 @@ class OperatorSettings(BaseModel):
     control_port: int = Field(8083, description="Port of the driver's control API (container and Service).")
     status_interval_seconds: float = Field(10.0, gt=0, description="How often status is read from the driver.")
     request_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of a control API call that does not block.")
+    kube_request_timeout_seconds: float = Field(
+        30.0, gt=0, description="Read timeout of each Kubernetes API call the operator's handlers make (the "
+        "connect timeout is 5 s); kopf's own watches use their server/client timeouts (600/660 s).",
+    )
     max_workers: int = Field(32, ge=1, description="Threads running the (blocking) handlers.")
     wait_poll_seconds: float = Field(
         5.0, gt=0, description="How often the operator looks again at what a Connector waits for: a driver pod "

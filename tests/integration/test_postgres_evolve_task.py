@@ -4,13 +4,23 @@ no Kafka) against a real PostgreSQL (``pg_database``: a fresh database per test)
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import psycopg
 import pytest
 
-from conveyor.api import ConnectError, DataError, ErrantRecordReporter, Schema, SchemaType, SinkRecord, TopicPartition
+from conveyor.api import (
+    ConnectError,
+    DataError,
+    ErrantRecordReporter,
+    RetriableError,
+    Schema,
+    SchemaType,
+    SinkRecord,
+    TopicPartition,
+)
 from conveyor.connectors.postgres.sink import PostgresSinkTask
 from conveyor.testing.contexts import RecordingReporter, start_sink_task
 
@@ -173,3 +183,26 @@ def test_tasks_evolving_the_same_table_at_once(pg_database: str) -> None:
     assert errors == []
     assert [c[0] for c in columns(pg_database)] == ["id", "item", "note", "qty"]
     assert sql(pg_database, "SELECT id, qty FROM orders ORDER BY id") == [(n, n) for n in range(4)]
+
+
+def test_evolve_waits_for_a_table_lock_no_longer_than_ddl_lock_timeout_then_retries(pg_database: str) -> None:
+    """A reader holding the table (here an open transaction's ``ACCESS SHARE`` lock) blocks
+    ``ALTER TABLE``: past ``ddl.lock.timeout.ms`` the write is retriable and nothing changed;
+    once the reader is gone the retried commit writes the records the task kept."""
+    task = start_task(config(pg_database, **{"ddl.lock.timeout.ms": "300"}))
+    try:
+        task.put([rec(0, {"id": 1, "item": "a"}, V1)])
+        task.pre_commit({TP0: 1})
+        task.put([rec(1, {"id": 2, "item": "b", "note": "n", "qty": 5}, V2)])
+        with psycopg.connect(pg_database) as reader:
+            reader.execute("SELECT count(*) FROM orders")  # the transaction keeps its lock until it ends
+            started = time.monotonic()
+            with pytest.raises(RetriableError, match="lock timeout"):
+                task.pre_commit({TP0: 2})
+            assert time.monotonic() - started < 5
+            assert [c[0] for c in columns(pg_database)] == ["id", "item"]
+            reader.rollback()
+        assert task.pre_commit({TP0: 2}) == {TP0: 2}
+        assert sql(pg_database, "SELECT id, note, qty FROM orders ORDER BY id") == [(1, None, 1), (2, "n", 5)]
+    finally:
+        task.stop()

@@ -27,6 +27,8 @@ from conveyor.api import (
     SinkRecord,
     TopicPartition,
 )
+from conveyor.connectors.postgres import db
+from conveyor.connectors.postgres.config import load_config
 from conveyor.connectors.postgres.sink import PostgresSinkConnector, PostgresSinkTask
 from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext, start_sink_task
 from conveyor.testing.ports import free_port
@@ -753,3 +755,14 @@ def test_data_rejected_by_postgres_fails_with_connect_error(pg_database: str) ->
         assert not isinstance(err.value, RetriableError)
     finally:
         task.stop()
+
+
+def test_connections_keep_alive_and_bound_unacknowledged_writes_unless_the_url_says_otherwise(pg_database: str) -> None:
+    with db.connect(load_config({"connection.url": pg_database, "connection.timeout.ms": "90000"})) as conn:
+        params = conn.info.get_parameters()
+    assert (params["keepalives"], params["keepalives_idle"], params["keepalives_count"]) == ("1", "30", "3")
+    assert (params["tcp_user_timeout"], params["connect_timeout"]) == ("90000", "90")
+    url = pg_database + ("&" if "?" in pg_database else "?") + "keepalives_idle=7"
+    with db.connect(load_config({"connection.url": url})) as conn:
+        params = conn.info.get_parameters()
+    assert (params["keepalives_idle"], params["tcp_user_timeout"]) == ("7", "60000")

@@ -6,7 +6,14 @@
 ``connection.user`` / ``connection.password`` (default: from the URL)
     override the URL's user / password. The password is never logged or put in errors.
 ``connection.timeout.ms`` (int, default 10000)
-    connect timeout in milliseconds (libpq rounds to whole seconds, at least 2). Conveyor-specific.
+    connect timeout in milliseconds (libpq rounds to whole seconds, at least 2); also
+    ``tcp_user_timeout`` (at least 60 s), with TCP keepalive after 30 s idle
+    (:func:`conveyor.connectors.postgres.db.connect_kwargs`). Conveyor-specific.
+``ddl.lock.timeout.ms`` (int >= 1, default 30000)
+    Conveyor-specific, as the audit source's. ``lock_timeout`` of the sink's own DDL
+    transactions (``auto.create``, ``auto.evolve``, the offsets table): ``ALTER TABLE`` waits
+    for the table's readers and writers; past this the transaction is rolled back (nothing
+    changed) and the write fails as a :class:`~conveyor.api.RetriableError`.
 ``table.name.format`` (default ``${topic}``)
     destination table. ``${topic}`` is replaced by the topic name with every character
     outside ``[A-Za-z0-9_]`` (dots, dashes, ...) turned into ``_``: topic ``shop.orders-v1``
@@ -149,6 +156,7 @@ class PostgresSinkConfig(ConnectorConfig):
     exactly_once: bool = Field(False, alias="exactly.once")
     offsets_table: str = Field("conveyor_sink_offsets", alias="offsets.table")
     retry_backoff_ms: int = Field(3000, alias="retry.backoff.ms", ge=0)
+    ddl_lock_timeout_ms: int = Field(30_000, alias="ddl.lock.timeout.ms", ge=1)
 
     @field_validator("connection_url")
     @classmethod

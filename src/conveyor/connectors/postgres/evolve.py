@@ -38,9 +38,18 @@ log = logging.getLogger(__name__)
 LOCK_PREFIX = "conveyor-table:"
 
 
-def lock_table_ddl(conn: psycopg.Connection, ident: sql.Identifier) -> None:
-    """Take the transaction-scoped advisory lock serializing DDL on ``ident`` between tasks.
-    Must be called inside a transaction."""
+def set_lock_timeout(conn: psycopg.Connection, lock_timeout_ms: int) -> None:
+    """``lock_timeout`` of the current transaction only (``ddl.lock.timeout.ms``): DDL waits for
+    the table's readers and writers; past this the statement fails with ``LockNotAvailable`` (an
+    ``OperationalError``: the task retries) and the transaction is rolled back, nothing changed."""
+    conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{lock_timeout_ms}ms",))
+
+
+def lock_table_ddl(conn: psycopg.Connection, ident: sql.Identifier, lock_timeout_ms: int) -> None:
+    """Set the transaction's ``lock_timeout`` (:func:`set_lock_timeout`), then take the
+    transaction-scoped advisory lock serializing DDL on ``ident`` between tasks. Must be called
+    inside a transaction."""
+    set_lock_timeout(conn, lock_timeout_ms)
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (LOCK_PREFIX + ident.as_string(conn),))
 
 
@@ -114,15 +123,18 @@ def add_columns_statement(ident: sql.Identifier, definitions: Sequence[sql.Compo
 
 
 def add_columns(
-    conn: psycopg.Connection, ident: sql.Identifier, definitions: Sequence[sql.Composable], names: Sequence[str]
+    conn: psycopg.Connection, ident: sql.Identifier, definitions: Sequence[sql.Composable], names: Sequence[str],
+    lock_timeout_ms: int,
 ) -> None:
     """Add the columns in one transaction of their own (``conn`` must be in autocommit mode
-    and outside a transaction block), holding the table's DDL advisory lock.
+    and outside a transaction block), holding the table's DDL advisory lock; no lock is waited
+    for longer than ``lock_timeout_ms``.
 
     Raises:
-        psycopg.Error: the database refused (unchanged; the task maps it).
+        psycopg.Error: the database refused, or a lock was not granted in time
+            (``LockNotAvailable``); unchanged, the task maps it.
     """
     with conn.transaction():
-        lock_table_ddl(conn, ident)
+        lock_table_ddl(conn, ident, lock_timeout_ms)
         conn.execute(add_columns_statement(ident, definitions))
     log.info("auto.evolve: added column(s) %s to table %s", ", ".join(names), ident.as_string(conn))

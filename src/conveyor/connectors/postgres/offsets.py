@@ -26,6 +26,7 @@ import psycopg
 from psycopg import sql
 
 from conveyor.api import TopicPartition
+from conveyor.connectors.postgres import evolve
 from conveyor.connectors.postgres.config import split_qualified
 
 
@@ -35,11 +36,16 @@ def table_identifier(qualified_name: str) -> sql.Identifier:
     return sql.Identifier(schema, name) if schema else sql.Identifier(name)
 
 
-def ensure_table(conn: psycopg.Connection, qualified_name: str) -> None:
-    """Create the offsets table if missing, in its own transaction. Safe to race: tasks
-    serialize on a transaction-level advisory lock named after the table."""
+def ensure_table(conn: psycopg.Connection, qualified_name: str, lock_timeout_ms: int) -> None:
+    """Create the offsets table if missing, in its own transaction, waiting for no lock longer
+    than ``lock_timeout_ms`` (``ddl.lock.timeout.ms``). Safe to race: tasks serialize on a
+    transaction-level advisory lock named after the table.
+
+    Raises:
+        psycopg.Error: the database refused, or a lock was not granted in time."""
     ident = table_identifier(qualified_name)
     with conn.transaction():
+        evolve.set_lock_timeout(conn, lock_timeout_ms)
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("conveyor-offsets:" + qualified_name,))
         conn.execute(
             sql.SQL(

@@ -113,7 +113,7 @@ class PostgresSinkConnector(SinkConnector):
             conn.execute("SELECT 1")
             if self._config.exactly_once:
                 try:
-                    offsets.ensure_table(conn, self._config.offsets_table)
+                    offsets.ensure_table(conn, self._config.offsets_table, self._config.ddl_lock_timeout_ms)
                 except psycopg.Error as exc:
                     raise ConnectError(f"cannot create offsets table {self._config.offsets_table!r}: {exc}") from exc
 
@@ -166,7 +166,7 @@ class PostgresSinkConnector(SinkConnector):
             return False
         try:
             with db.connect(cfg) as conn:
-                offsets.ensure_table(conn, cfg.offsets_table)
+                offsets.ensure_table(conn, cfg.offsets_table, cfg.ddl_lock_timeout_ms)
                 with conn.transaction(), conn.cursor() as cur:
                     offsets.store(cur, cfg.offsets_table, cfg.name,
                                   {tp: offset for tp, offset in changes.items() if offset is not None})
@@ -219,7 +219,7 @@ class PostgresSinkTask(SinkTask):
         self._conn = db.connect(self._config)
         if self._config.exactly_once:
             try:
-                offsets.ensure_table(self._conn, self._config.offsets_table)
+                offsets.ensure_table(self._conn, self._config.offsets_table, self._config.ddl_lock_timeout_ms)
             except psycopg.Error as exc:
                 self._drop_connection()
                 raise ConnectError(f"cannot create offsets table {self._config.offsets_table!r}: {exc}") from exc

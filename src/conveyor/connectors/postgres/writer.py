@@ -276,7 +276,7 @@ class Writer:
                 )
                 for col in missing
             ]
-            evolve.add_columns(conn, table.ident, definitions, missing)
+            evolve.add_columns(conn, table.ident, definitions, missing, self._config.ddl_lock_timeout_ms)
             self._tables.pop(name, None)  # re-read the columns
             table = self._table(conn, name) or table
             missing = [col for col in columns if col not in table.columns]
@@ -537,7 +537,7 @@ class Writer:
             defs.append(sql.SQL("PRIMARY KEY ({})").format(sql.SQL(", ").join(map(sql.Identifier, pk_cols))))
         ident = self._ident(name)
         with conn.transaction():
-            evolve.lock_table_ddl(conn, ident)
+            evolve.lock_table_ddl(conn, ident, self._config.ddl_lock_timeout_ms)
             conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident, sql.SQL(", ").join(defs)))
         table = self._table(conn, name)
         assert table is not None

@@ -8,8 +8,6 @@ connector's configuration has under the same names.
 
 from __future__ import annotations
 
-import math
-
 import psycopg
 
 from conveyor.api import ConnectError
@@ -36,22 +34,15 @@ def scrub(config: PostgresAuditSourceConfig, message: str) -> str:
 def connect(config: PostgresAuditSourceConfig) -> psycopg.Connection:
     """A new autocommit connection (transactions are explicit ``conn.transaction()`` blocks),
     ``application_name`` ``conveyor-postgres-audit-source``. Blocks up to
-    ``connection.timeout.ms``.
+    ``connection.timeout.ms``; TCP keepalive and ``tcp_user_timeout`` as the sink's
+    (:func:`conveyor.connectors.postgres.db.connect_kwargs`).
 
     Raises:
         DatabaseUnreachable: (a :class:`ConnectError`) the database cannot be reached or
             refuses the login; the message names host, port, database and user, never the
             password.
     """
-    kwargs: dict[str, object] = {
-        "autocommit": True,
-        "connect_timeout": max(2, math.ceil(config.connection_timeout_ms / 1000)),
-        "application_name": APPLICATION_NAME,
-    }
-    if config.connection_user:
-        kwargs["user"] = config.connection_user
-    if config.connection_password is not None:
-        kwargs["password"] = config.connection_password.get_secret_value()
+    kwargs = sink_db.connect_kwargs(config, APPLICATION_NAME)  # type: ignore[arg-type]  # same field names
     try:
         return psycopg.connect(config.connection_url, **kwargs)  # type: ignore[arg-type]
     except psycopg.Error as exc:
