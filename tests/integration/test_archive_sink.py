@@ -36,6 +36,7 @@ from conveyor.api import (
 )
 from conveyor.connectors.archive import ArchiveSinkConfig, ArchiveSinkConnector, ArchiveSinkTask
 from conveyor.connectors.archive.config import load_config
+from conveyor.connectors.archive.storage import Storage
 from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext, closing_commit, start_sink_task
 from conveyor.testing.ports import free_port
 from conveyor.testing.s3 import S3Server
@@ -787,6 +788,11 @@ def test_storage_options() -> None:
     assert options["config_kwargs"]["connect_timeout"] == 10
     assert "12345" not in repr(cfg) and "12345" not in str(cfg)
     assert isinstance(cfg, ArchiveSinkConfig)
+    tuned = load_config({"archive.url": "s3://bucket/p", "archive.storage.config_kwargs.read_timeout": "5",
+                         }).storage_options()
+    assert tuned["config_kwargs"] == {"connect_timeout": 10, "read_timeout": 5,  # merged, not replaced
+                                      "retries": {"max_attempts": 3, "mode": "standard"}}
+    assert Storage(cfg).fs.retries == 1  # s3fs's own attempts, each with botocore's three
     local = load_config({"archive.url": "/data/archive/", "archive.storage": {"auto_mkdir": "true"}})
     assert local.archive_url == "/data/archive" and local.storage_options() == {"auto_mkdir": True}
 

@@ -82,9 +82,12 @@ Storage options, passed to ``fsspec.filesystem(protocol, **options)``:
     too. String values ``true`` / ``false`` and integers / decimals are converted to
     ``bool`` / ``int`` / ``float`` (as Kafka Connect configs are strings), except for
     options whose name contains ``key``, ``secret``, ``token`` or ``password``.
-    For S3 the connector sets ``config_kwargs={"connect_timeout": 10, "read_timeout": 60,
-    "retries": {"max_attempts": 3, "mode": "standard"}}`` unless ``config_kwargs`` is given,
-    so an unreachable endpoint fails a write in seconds (as a retriable error), not minutes.
+    For S3 the connector sets botocore's ``config_kwargs={"connect_timeout": 10,
+    "read_timeout": 60, "retries": {"max_attempts": 3, "mode": "standard"}}`` (keys given under
+    ``archive.storage.config_kwargs`` replace these one by one), and s3fs's own ``retries``
+    (an attribute, not an option) is 1: botocore already retries, and s3fs's default of 5 on
+    top would multiply every wait by five. So an unreachable endpoint fails a write in seconds
+    and a silent one within about three minutes (as a retriable error), not a quarter of an hour.
 
 ``name``
     the connector name (set by the runtime); only used in messages.
@@ -95,6 +98,7 @@ type or value, e.g. ``flush.size: Input should be greater than or equal to 1 (go
 
 from __future__ import annotations
 
+import copy
 import enum
 import os
 import re
@@ -127,6 +131,8 @@ S3_DEFAULT_CONFIG_KWARGS: dict[str, Any] = {
     "read_timeout": 60,
     "retries": {"max_attempts": 3, "mode": "standard"},
 }
+S3FS_RETRIES = 1
+"""Attempts of each s3fs call (``S3FileSystem.retries``, default 5), each with botocore's own."""
 _PLACEHOLDER = re.compile(r"\$\{[^}]*\}")
 _SECRETISH = ("key", "secret", "token", "password")
 _INT = re.compile(r"[-+]?\d+")
@@ -346,7 +352,7 @@ class ArchiveSinkConfig(ConnectorConfig):
         """Keyword arguments for ``fsspec.filesystem`` (holds the secret: never log it)."""
         options: dict[str, Any] = {}
         if self.protocol in S3_PROTOCOLS:
-            options["config_kwargs"] = dict(S3_DEFAULT_CONFIG_KWARGS)
+            options["config_kwargs"] = copy.deepcopy(S3_DEFAULT_CONFIG_KWARGS)  # botocore rewrites "retries" in place
             if self.s3_endpoint_url:
                 options["endpoint_url"] = self.s3_endpoint_url
             if self.s3_key:
@@ -355,8 +361,6 @@ class ArchiveSinkConfig(ConnectorConfig):
                 options["secret"] = self.s3_secret.get_secret_value()
             if self.s3_region:
                 options["client_kwargs"] = {"region_name": self.s3_region}
-            if "config_kwargs" in self.storage:
-                options.pop("config_kwargs")
         return deep_merge(options, self.storage)
 
 

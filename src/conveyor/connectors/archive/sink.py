@@ -94,8 +94,8 @@ from conveyor.connectors.archive.config import (
 )
 from conveyor.connectors.archive.formats import AvroLayout, AvroLayouts, FileBuffer, new_buffer
 from conveyor.connectors.archive.partitioner import TimeFolders
-from conveyor.connectors.archive.value_formats import ValueFiles
 from conveyor.connectors.archive.storage import TEMP_SUFFIX, Storage
+from conveyor.connectors.archive.value_formats import ValueFiles
 
 VERSION = "0.1.0"
 

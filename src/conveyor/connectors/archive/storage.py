@@ -34,7 +34,7 @@ from datetime import timedelta
 import fsspec
 
 from conveyor.api import ConfigError, ConnectError, RetriableError
-from conveyor.connectors.archive.config import S3_PROTOCOLS, ArchiveSinkConfig
+from conveyor.connectors.archive.config import S3_PROTOCOLS, S3FS_RETRIES, ArchiveSinkConfig
 
 log = logging.getLogger("conveyor.connectors.archive")
 
@@ -119,6 +119,8 @@ class Storage:
             raise ConfigError({"archive.url": f"protocol {self.protocol!r} needs a missing package: {exc}"}) from None
         except (TypeError, ValueError) as exc:
             raise ConfigError({"archive.storage": f"options not accepted by {self.protocol}: {exc}"}) from None
+        if self.is_s3:
+            self.fs.retries = S3FS_RETRIES
         self.root = os.path.abspath(root) if self.local else root.rstrip("/")
         self.topics_dir = config.topics_dir
         self.part_size = config.s3_part_size
