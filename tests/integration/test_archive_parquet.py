@@ -105,7 +105,7 @@ def local_archive(tmp_path) -> Archive:
 
 @pytest.fixture
 def s3_archive(s3_server, s3_bucket) -> Archive:
-    fs = fsspec.filesystem("s3", endpoint_url=s3_server.endpoint_url, skip_instance_cache=True)
+    fs = s3_server.filesystem()
     return Archive(
         f"s3://{s3_bucket}/archive", {"archive.s3.endpoint.url": s3_server.endpoint_url}, fs, f"{s3_bucket}/archive"
     )

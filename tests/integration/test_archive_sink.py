@@ -168,8 +168,7 @@ def local_archive(tmp_path) -> Archive:
 def s3_archive(request) -> Archive:
     server = request.getfixturevalue("s3_server")
     bucket = request.getfixturevalue("s3_bucket")
-    fs = fsspec.filesystem("s3", endpoint_url=server.endpoint_url, skip_instance_cache=True)
-    # Credentials come from the AWS_* variables the s3_server fixture set.
+    fs = server.filesystem()
     return Archive(
         "s3",
         f"s3://{bucket}/archive",

@@ -56,7 +56,7 @@ def archive(request, tmp_path) -> tuple[dict[str, Any], Any, str]:
         return {"archive.url": root}, fsspec.filesystem("file"), f"{root}/topics/{TP.topic}/partition=0"
     server = request.getfixturevalue("s3_server")
     bucket = request.getfixturevalue("s3_bucket")
-    fs = fsspec.filesystem("s3", endpoint_url=server.endpoint_url, skip_instance_cache=True)
+    fs = server.filesystem()
     return ({"archive.url": f"s3://{bucket}/a", "archive.s3.endpoint.url": server.endpoint_url}, fs,
             f"{bucket}/a/topics/{TP.topic}/partition=0")
 

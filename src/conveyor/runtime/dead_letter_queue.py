@@ -43,13 +43,23 @@ def context_headers(
     return [(HEADER_PREFIX + k, v.encode("utf-8")) for k, v in values.items()]
 
 
+DELIVERY_TIMEOUT_MS = 120_000
+
+
 class DeadLetterQueue(Reporter):
-    """Writes failed records to ``errors.deadletterqueue.topic.name``."""
+    """Writes failed records to ``errors.deadletterqueue.topic.name``.
+
+    Each :meth:`report` future is done within ``delivery.timeout.ms`` (120000 unless
+    ``producer_config`` sets it or librdkafka's alias ``message.timeout.ms``: the Java
+    producer's default, which Connect's DLQ producer has, instead of librdkafka's 300000), so a
+    task waiting on it never waits on an unreachable broker for longer."""
 
     def __init__(
         self, producer_config: dict[str, Any], topic: str, connector: str, task_id: int, context_headers_enabled: bool
     ) -> None:
-        self._producer = Producer({**producer_config, "enable.idempotence": True, "linger.ms": 5})
+        timeout = {} if {"delivery.timeout.ms", "message.timeout.ms"} & producer_config.keys() else {
+            "delivery.timeout.ms": DELIVERY_TIMEOUT_MS}
+        self._producer = Producer({**timeout, **producer_config, "enable.idempotence": True, "linger.ms": 5})
         self.topic = topic
         self._connector = connector
         self._task_id = task_id

@@ -96,6 +96,7 @@ ENV_BIN = "CONVEYOR_KUBE_BIN"
 ENV_KUBECONFIG = "CONVEYOR_KUBECONFIG"
 
 COMPONENT = "kubernetes"
+BUILD_TIMEOUT_S = 1800  # cold: about 8 min on two cores; a stalled module download fails the run, not pytest
 _BUILD_HINT = (
     "run tools/kube/build.sh (builds kube-apiserver, kubectl, etcd and helm from the Go module proxy; "
     "needs Go >= 1.26, ~8 min cold) and/or export CONVEYOR_KUBE_BIN=$(tools/kube/build.sh)"
@@ -226,9 +227,15 @@ def ensure_kube_binaries(env: Mapping[str, str] | None = None) -> KubeBinaries:
     print(f"\nconveyor.testing: building the Kubernetes binaries the tests need with {script} "
           f"(first use only, ~8 min; log: {log_path}) ...", file=terminal, flush=True)
     started = time.monotonic()
-    with open(log_path, "wb") as log_file:
-        result = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=log_file,
-                                env={**env, "CONVEYOR_CACHE_DIR": str(root)}, check=False)
+    try:
+        with open(log_path, "wb") as log_file:
+            result = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=log_file,
+                                    env={**env, "CONVEYOR_CACHE_DIR": str(root)}, check=False,
+                                    timeout=BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        tail = log_path.read_text(errors="replace")[-2000:]
+        raise ComponentUnavailable(COMPONENT, f"tools/kube/build.sh did not finish in {BUILD_TIMEOUT_S} s; "
+                                   f"log {log_path}:\n{tail}", hint=_BUILD_HINT) from None
     if result.returncode != 0:
         tail = log_path.read_text(errors="replace")[-2000:]
         raise ComponentUnavailable(COMPONENT, f"tools/kube/build.sh failed (exit {result.returncode}); "
@@ -367,14 +374,26 @@ class KubeEndpoint(Endpoint, abc.ABC):
         cfg = _kubeconfig(self._cluster(), name, {"token": token})
         return _write_private(self._scratch_dir() / "kubeconfigs" / f"{stem}.kubeconfig", json.dumps(cfg, indent=2))
 
-    def api_client(self, kubeconfig: Path | str | None = None) -> kubernetes.client.ApiClient:
-        """A new ``kubernetes.client.ApiClient`` for ``kubeconfig`` (default: the admin one).
+    def api_client(self, kubeconfig: Path | str | None = None,
+                   request_timeout_s: tuple[float, float] = (5.0, 60.0)) -> kubernetes.client.ApiClient:
+        """A new ``kubernetes.client.ApiClient`` for ``kubeconfig`` (default: the admin one)
+        whose calls time out after ``request_timeout_s`` (connect, read) seconds unless a call
+        passes its own ``_request_timeout``, so a test against a server that stopped answering
+        fails with urllib3's timeout instead of hanging until pytest's limit.
 
         Close it when done (``with kube.api_client() as api: ...``).
         """
         k8s = _kubernetes_client()
         path = Path(kubeconfig) if kubeconfig is not None else self.admin_kubeconfig
-        return k8s.config.new_client_from_config(config_file=str(path), persist_config=False)
+        api = k8s.config.new_client_from_config(config_file=str(path), persist_config=False)
+        call_api = api.call_api
+
+        def call_api_with_timeout(*args: Any, **kwargs: Any) -> Any:
+            kwargs["_request_timeout"] = kwargs.get("_request_timeout") or request_timeout_s
+            return call_api(*args, **kwargs)
+
+        api.call_api = call_api_with_timeout  # type: ignore[method-assign]
+        return api
 
     def service_account_token(self, namespace: str, name: str, expiration_seconds: int = 3600,
                               bound_pod: tuple[str, str] | None = None) -> str:

@@ -108,10 +108,15 @@ def ensure_node_binaries() -> NodeBinaries:
         print(f"\nconveyor.testing: building the node's Kubernetes binaries with `{script} node` "
               f"(first use only, ~15 min; log: {log_path}) ...", file=terminal, flush=True)
         started = time.monotonic()
-        with open(log_path, "wb") as log_file:
-            result = subprocess.run(["bash", str(script), "node"], stdout=subprocess.PIPE, stderr=log_file,
-                                    env={**os.environ, "CONVEYOR_CACHE_DIR": str(_support.cache_root())},
-                                    check=False)
+        try:
+            with open(log_path, "wb") as log_file:
+                result = subprocess.run(["bash", str(script), "node"], stdout=subprocess.PIPE, stderr=log_file,
+                                        env={**os.environ, "CONVEYOR_CACHE_DIR": str(_support.cache_root())},
+                                        check=False, timeout=kube.BUILD_TIMEOUT_S * 2)
+        except subprocess.TimeoutExpired:
+            raise ComponentUnavailable(COMPONENT, f"`tools/kube/build.sh node` did not finish in "
+                                       f"{kube.BUILD_TIMEOUT_S * 2} s", log_tail=_support.tail(log_path, 30),
+                                       hint=f"full log: {log_path}") from None
         if result.returncode != 0 or (paths := found()) is None:
             raise ComponentUnavailable(COMPONENT, f"`tools/kube/build.sh node` failed (exit {result.returncode})",
                                        log_tail=_support.tail(log_path, 30), hint=f"full log: {log_path}")

@@ -242,6 +242,19 @@ class S3Server(JvmServer):
             )
         return self._client
 
+    def filesystem(self) -> Any:
+        """A new (uncached) ``s3fs.S3FileSystem`` for this server: its credentials, the same
+        short timeouts as :meth:`client`, one s3fs attempt."""
+        import fsspec
+
+        fs = fsspec.filesystem(
+            "s3", endpoint_url=self.endpoint_url, key=self.ACCESS_KEY, secret=self.SECRET_KEY,
+            client_kwargs={"region_name": self.region}, skip_instance_cache=True,
+            config_kwargs={"connect_timeout": 5, "read_timeout": 30, "retries": {"max_attempts": 2}},
+        )
+        fs.retries = 1
+        return fs
+
     def create_bucket(self, name: str) -> str:
         """Create bucket ``name`` (S3 rules: 3-63 characters, lowercase, digits, ``-``, ``.``).
         Returns ``name``.
