@@ -58,7 +58,9 @@ def test_scale_config_change_pause_resume_and_stop(kube_node, node_kafka, node_p
               "pk.fields": "id", "auto.create": "true",
               "key.converter": "org.apache.kafka.connect.storage.StringConverter",
               "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-              "value.converter.schemas.enable": "false"}
+              "value.converter.schemas.enable": "false",
+              # the sink writes what it buffered (< batch.size) at each offset commit: rows within 2 s, not 60
+              "offset.flush.interval.ms": "2000"}
     apply(kube_node, connector("life", ns, "postgres-sink", kafka, config, tasksMax=2))
     restarts = kill_operator(kube_node, conveyor_release)  # mid-create
     send(kafka, first, 0)

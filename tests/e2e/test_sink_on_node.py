@@ -59,6 +59,8 @@ def test_a_postgres_sink_with_two_tasks_runs_on_executor_pods_under_a_uid_the_im
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable": "false",
+        # the sink writes what it buffered (< batch.size) at each offset commit: rows within 2 s, not 60
+        "offset.flush.interval.ms": "2000",
     }, tasksMax=2)
     applied = time.monotonic()
     apply(kube_node, body)
