@@ -89,7 +89,9 @@ def test_a_canary_password_appears_in_no_output(kafka_bootstrap, topic_factory, 
             done = subprocess.run([sys.executable, "-m", "conveyor.cli", *cmd], capture_output=True, text=True,
                                   env=env, check=False, timeout=180)
             outputs += [done.stdout, done.stderr]
-        driver.wait(timeout=120)
+            assert done.returncode == 0, (cmd, done.stderr[-2000:])
+        # `conveyor stop` (POST /stop) ends the run: by default it exits 0 once the stop is done
+        assert driver.wait(timeout=120) == 0, log_path.read_text()[-3000:]
     finally:
         if driver.poll() is None:
             driver.kill()
