@@ -23,9 +23,10 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -67,6 +68,55 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
             return True
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def outside_test_timeout() -> Iterator[None]:
+    """Pause pytest-timeout's per-test alarm (its ``signal`` method: ``ITIMER_REAL``) for a
+    one-off preparation that has its own bound, such as building the Kubernetes binaries or the
+    images on a fresh machine inside the first test that needs them; the test gets the rest of
+    its time back afterwards. Outside the main thread, or with no alarm set, it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    left, _ = signal.getitimer(signal.ITIMER_REAL)
+    if left:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        yield
+    finally:
+        if left:
+            signal.setitimer(signal.ITIMER_REAL, left)
+
+
+def run_build(cmd: list[str], log_path: Path, *, env: dict[str, str], timeout_s: float,
+              what: str, component: str, hint: str = "") -> None:
+    """Run a long build step (``cmd``, output appended to ``log_path``) outside the test's
+    timeout (:func:`outside_test_timeout`) and in its own process group, which is killed
+    whole (the build tool's children too, e.g. ``go``'s compilers) when it overruns
+    ``timeout_s`` or the caller is interrupted.
+
+    Raises:
+        ComponentUnavailable: it exited non-zero or did not finish in ``timeout_s``; the
+            message names ``what`` and carries the log's tail.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with outside_test_timeout(), open(log_path, "ab") as log_file:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, stdin=subprocess.DEVNULL,
+                                env=env, start_new_session=True)
+        try:
+            returncode = proc.wait(timeout=timeout_s)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            if isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+                raise ComponentUnavailable(component, f"{what} did not finish in {timeout_s:.0f} s",
+                                           log_tail=tail(log_path, 30), hint=hint or f"log: {log_path}") from None
+            raise
+    if returncode != 0:
+        raise ComponentUnavailable(component, f"{what} failed (exit {returncode})", log_tail=tail(log_path, 30),
+                                   hint=hint or f"log: {log_path}")
 
 
 def tail(path: Path | str, lines: int = 40) -> str:

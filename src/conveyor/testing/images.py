@@ -437,7 +437,9 @@ def build_images(targets: Sequence[str] = ("runtime", "operator"), *, context: P
         if cached:
             return cached
     _require("buildah")
-    with _locked():
+    # each step is bounded by its own timeout; a cold build (debootstrap, pip) must not count
+    # against the pytest-timeout of the first test that needs the images
+    with _support.outside_test_timeout(), _locked():
         base = _debian_base_locked()
         tag = source_hash(context, base.image_id)[:12]
         result: dict[str, BuiltImage] = {}

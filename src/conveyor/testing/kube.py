@@ -227,19 +227,10 @@ def ensure_kube_binaries(env: Mapping[str, str] | None = None) -> KubeBinaries:
     print(f"\nconveyor.testing: building the Kubernetes binaries the tests need with {script} "
           f"(first use only, ~8 min; log: {log_path}) ...", file=terminal, flush=True)
     started = time.monotonic()
-    try:
-        with open(log_path, "wb") as log_file:
-            result = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=log_file,
-                                    env={**env, "CONVEYOR_CACHE_DIR": str(root)}, check=False,
-                                    timeout=BUILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        tail = log_path.read_text(errors="replace")[-2000:]
-        raise ComponentUnavailable(COMPONENT, f"tools/kube/build.sh did not finish in {BUILD_TIMEOUT_S} s; "
-                                   f"log {log_path}:\n{tail}", hint=_BUILD_HINT) from None
-    if result.returncode != 0:
-        tail = log_path.read_text(errors="replace")[-2000:]
-        raise ComponentUnavailable(COMPONENT, f"tools/kube/build.sh failed (exit {result.returncode}); "
-                                   f"log {log_path}:\n{tail}", hint=_BUILD_HINT)
+    log_path.write_bytes(b"")
+    _support.run_build(["bash", str(script)], log_path, env={**env, "CONVEYOR_CACHE_DIR": str(root)},
+                       timeout_s=BUILD_TIMEOUT_S, what=f"tools/kube/build.sh (log {log_path})",
+                       component=COMPONENT, hint=_BUILD_HINT)
     print(f"conveyor.testing: Kubernetes binaries built in {time.monotonic() - started:.0f}s",
           file=terminal, flush=True)
     return kube_binaries(env)

@@ -108,18 +108,16 @@ def ensure_node_binaries() -> NodeBinaries:
         print(f"\nconveyor.testing: building the node's Kubernetes binaries with `{script} node` "
               f"(first use only, ~15 min; log: {log_path}) ...", file=terminal, flush=True)
         started = time.monotonic()
-        try:
-            with open(log_path, "wb") as log_file:
-                result = subprocess.run(["bash", str(script), "node"], stdout=subprocess.PIPE, stderr=log_file,
-                                        env={**os.environ, "CONVEYOR_CACHE_DIR": str(_support.cache_root())},
-                                        check=False, timeout=kube.BUILD_TIMEOUT_S * 2)
-        except subprocess.TimeoutExpired:
-            raise ComponentUnavailable(COMPONENT, f"`tools/kube/build.sh node` did not finish in "
-                                       f"{kube.BUILD_TIMEOUT_S * 2} s", log_tail=_support.tail(log_path, 30),
-                                       hint=f"full log: {log_path}") from None
-        if result.returncode != 0 or (paths := found()) is None:
-            raise ComponentUnavailable(COMPONENT, f"`tools/kube/build.sh node` failed (exit {result.returncode})",
-                                       log_tail=_support.tail(log_path, 30), hint=f"full log: {log_path}")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_bytes(b"")
+        _support.run_build(["bash", str(script), "node"], log_path,
+                           env={**os.environ, "CONVEYOR_CACHE_DIR": str(_support.cache_root())},
+                           timeout_s=kube.BUILD_TIMEOUT_S * 2, what="`tools/kube/build.sh node`",
+                           component=COMPONENT, hint=f"full log: {log_path}")
+        if (paths := found()) is None:
+            raise ComponentUnavailable(COMPONENT, f"`tools/kube/build.sh node` left {', '.join(_NODE_TOOLS)} "
+                                       f"not all in {bindir}", log_tail=_support.tail(log_path, 30),
+                                       hint=f"full log: {log_path}")
         print(f"conveyor.testing: node binaries built in {time.monotonic() - started:.0f}s", file=terminal,
               flush=True)
     return NodeBinaries(control_plane=control, kubelet=paths["kubelet"],

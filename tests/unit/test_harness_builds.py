@@ -1,0 +1,72 @@
+"""Builds the harness runs on a fresh machine inside the first test that needs them (the
+Kubernetes binaries, the images): outside that test's pytest-timeout, bounded by their own
+timeout, and killed whole (the build tool's children too) when they overrun it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from conveyor.testing import _support
+from conveyor.testing.errors import ComponentUnavailable
+
+
+@pytest.fixture
+def own_alarm() -> Iterator[list[float]]:
+    """SIGALRM recorded instead of pytest-timeout's handler; pytest-timeout's timer given back after."""
+    fired: list[float] = []
+    handler = signal.signal(signal.SIGALRM, lambda *_: fired.append(time.monotonic()))
+    timer = signal.getitimer(signal.ITIMER_REAL)
+    try:
+        yield fired
+    finally:
+        signal.signal(signal.SIGALRM, handler)
+        signal.setitimer(signal.ITIMER_REAL, *timer)
+
+
+def test_the_test_timeout_is_paused_inside_and_the_rest_given_back_after(own_alarm):
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    with _support.outside_test_timeout():
+        time.sleep(0.6)
+        assert own_alarm == []
+    resumed = time.monotonic()
+    time.sleep(0.6)
+    assert len(own_alarm) == 1 and own_alarm[0] - resumed < 0.5
+
+
+def test_a_build_that_overruns_is_killed_with_its_children(tmp_path):
+    child_pid = tmp_path / "child.pid"
+    log = tmp_path / "build.log"
+    started = time.monotonic()
+    with pytest.raises(ComponentUnavailable, match="did not finish in 1 s") as failed:
+        _support.run_build(["bash", "-c", f"echo compiling >&2; sleep 60 & echo $! > {child_pid}; wait"], log,
+                           env=dict(os.environ), timeout_s=1, what="the test build", component="test")
+    assert time.monotonic() - started < 10
+    assert "compiling" in failed.value.log_tail
+    pid = int(child_pid.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    assert not _alive(pid), "the build's child outlived it"
+
+
+def test_a_build_that_fails_names_its_exit_code_and_log(tmp_path):
+    with pytest.raises(ComponentUnavailable, match=r"the test build failed \(exit 3\)"):
+        _support.run_build(["bash", "-c", "exit 3"], tmp_path / "build.log",
+                           env=dict(os.environ), timeout_s=10, what="the test build", component="test")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie is dead (reaped by init later)
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
