@@ -9,6 +9,8 @@ ServiceAccount and RBAC). Every namespace the tier's pods run in enforces Pod Se
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,13 +29,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items[:] = first + rest
 
 
-@pytest.fixture(scope="session")
-def conveyor_images(kube_node):
-    """``{"runtime": BuiltImage, "operator": BuiltImage}``, imported into the node."""
+@pytest.fixture(scope="session", autouse=True)
+def images_building() -> Iterator[Future]:
+    """The images' build, started with the tier: on a fresh machine it runs beside the node's
+    Kubernetes build (both mostly wait on downloads) instead of after it; cached, it returns at
+    once."""
     from conveyor.testing.images import build_images
+
+    with ThreadPoolExecutor(1, thread_name_prefix="images") as pool:
+        yield pool.submit(build_images)
+
+
+@pytest.fixture(scope="session")
+def conveyor_images(kube_node, images_building):
+    """``{"runtime": BuiltImage, "operator": BuiltImage}``, imported into the node."""
+    from conveyor.testing import _support
     from conveyor.testing.pytest_kube import _start
 
-    images = _start(build_images)
+    with _support.outside_test_timeout():  # each build step has its own timeout
+        images = _start(images_building.result)
     for image in images.values():
         kube_node.import_image(image.archive, image.ref)
     return images
