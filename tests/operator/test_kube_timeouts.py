@@ -5,7 +5,6 @@ when nothing comes back, which a real API server does not do on demand."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 
@@ -15,14 +14,13 @@ from conveyor_operator.kube import Kube
 from conveyor_operator.settings import OperatorSettings
 from kubernetes import client
 
+from conveyor.testing.ports import silent_server
+
 
 @pytest.fixture
 def silent_api_server() -> Iterator[str]:
-    """``http://127.0.0.1:<port>``: the kernel completes the TCP handshake (backlog), nobody reads."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(16)
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    with silent_server() as url:
+        yield url
 
 
 def test_a_call_to_an_api_server_that_never_answers_fails_within_the_read_timeout(silent_api_server):

@@ -5,7 +5,6 @@ behaviour when nothing comes back, which a real registry does not do on demand."
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 
@@ -15,15 +14,13 @@ from conveyor.api import ConfigError, DataError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters import load_converter
 from conveyor.schema_registry._base import http_timeouts
+from conveyor.testing.ports import silent_server
 
 
 @pytest.fixture
 def silent_registry() -> Iterator[str]:
-    """``http://127.0.0.1:<port>``: the kernel completes the TCP handshake (backlog), nobody reads."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(16)
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    with silent_server() as url:
+        yield url
 
 
 def test_a_registry_that_never_answers_fails_the_call_within_the_read_timeout(silent_registry):

@@ -11,8 +11,10 @@ can take them, and :func:`free_port` checks that none holds the port when it is 
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
@@ -70,3 +72,14 @@ def _bindable(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+@contextlib.contextmanager
+def silent_server(host: str = LOOPBACK) -> Iterator[str]:
+    """``http://<host>:<port>`` of a server that never answers: the kernel completes the TCP
+    handshake (the listen backlog) and nobody reads. For tests of a client's behaviour when
+    nothing comes back, which a real service does not do on demand."""
+    with socket.socket() as listener:
+        listener.bind((host, 0))
+        listener.listen(16)
+        yield f"http://{host}:{listener.getsockname()[1]}"
