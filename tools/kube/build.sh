@@ -108,6 +108,9 @@ up_to_date() {
 
 # Static, reproducible-ish builds; no cgo needed by any of them.
 export CGO_ENABLED=0
+# The compiler collects garbage less often (it uses more memory, a few GiB at most for these
+# packages): cold builds take less CPU.
+export GOGC=${GOGC:-400}
 # Never let a go.mod "toolchain" line download a different Go silently.
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 
