@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from conveyor.testing import _support, kube, node_host, node_images, node_pki
+from conveyor.testing import _support, kube, kube_binaries, node_host, node_images, node_pki
 from conveyor.testing.errors import ComponentUnavailable
 
 __all__ = ["KubeNode", "NodeBinaries", "ensure_node_binaries"]
@@ -99,7 +99,7 @@ def ensure_node_binaries() -> NodeBinaries:
 
     paths = found()
     if paths is None:
-        script = kube._REPO / "tools" / "kube" / "build.sh"
+        script = kube_binaries._REPO / "tools" / "kube" / "build.sh"
         if (os.environ.get(kube.ENV_BIN) or "").strip() or not script.is_file():
             raise ComponentUnavailable(COMPONENT, f"{', '.join(_NODE_TOOLS)} are not all in {bindir}",
                                        hint="run `tools/kube/build.sh node`")
@@ -112,7 +112,7 @@ def ensure_node_binaries() -> NodeBinaries:
         log_path.write_bytes(b"")
         _support.run_build(["bash", str(script), "node"], log_path,
                            env={**os.environ, "CONVEYOR_CACHE_DIR": str(_support.cache_root())},
-                           timeout_s=kube.BUILD_TIMEOUT_S * 2, what="`tools/kube/build.sh node`",
+                           timeout_s=kube_binaries.BUILD_TIMEOUT_S * 2, what="`tools/kube/build.sh node`",
                            component=COMPONENT, hint=f"full log: {log_path}")
         if (paths := found()) is None:
             raise ComponentUnavailable(COMPONENT, f"`tools/kube/build.sh node` left {', '.join(_NODE_TOOLS)} "
@@ -128,7 +128,7 @@ def ensure_node_binaries() -> NodeBinaries:
 
 def _pause_source() -> Path:
     """``build/pause/linux/pause.c`` of the k8s.io/kubernetes module build.sh compiled."""
-    module = kube._REPO / "tools" / "kube" / "apiserver"
+    module = kube_binaries._REPO / "tools" / "kube" / "apiserver"
     out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"], cwd=module, check=False,
                          capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PATH": f"{os.environ.get('PATH', '')}:/usr/local/go/bin"})
