@@ -3,7 +3,7 @@
 =======================  ==============================================================
 ``admin-token``          every control API call (the operator, the driver pod's
                          ``preStop`` drain); mounted in the driver pod only
-``task-token``           task reports and drains (``conveyor.runtime.control_auth``);
+``task-token``           task reports and drains (``conveyor.control.auth``);
                          mounted in the driver and executor pods
 ``spark-auth-secret``    Spark's ``spark.authenticate`` secret between the driver and its
                          executors; mounted in both
@@ -32,7 +32,7 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from conveyor.runtime.control_auth import ADMIN_TOKEN_FILE, SPARK_AUTH_SECRET_FILE, TASK_TOKEN_FILE
+from conveyor.control.auth import ADMIN_TOKEN_FILE, SPARK_AUTH_SECRET_FILE, TASK_TOKEN_FILE
 from conveyor_operator import GROUP, VERSION, names
 from conveyor_operator.control_key import ConnectorIdentity, OperatorKey
 from conveyor_operator.kube import Kube

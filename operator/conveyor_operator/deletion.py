@@ -22,10 +22,10 @@ from typing import Any
 
 import kopf
 
+from conveyor.control.client import DriverRefused, DriverTimedOut, DriverUnreachable
 from conveyor.manifest import ManifestError, OffsetsPolicy
 from conveyor_operator import names, render, succession
 from conveyor_operator.conditions import Conditions
-from conveyor_operator.control import DriverRefused, DriverTimedOut, DriverUnreachable
 from conveyor_operator.driver_pods import driver_pod_urls
 from conveyor_operator.handlers import (
     RESOURCE,

@@ -16,9 +16,9 @@ from typing import Any
 
 import kopf
 
+from conveyor.control.client import DriverRefused, DriverUnreachable
 from conveyor_operator import GROUP, KIND, VERSION, names
 from conveyor_operator.conditions import now
-from conveyor_operator.control import DriverRefused, DriverUnreachable
 from conveyor_operator.handlers import MAX_EVICTIONS_KEPT, RUNTIME, driver_client, shared_kube
 
 log = logging.getLogger(__name__)

@@ -38,6 +38,7 @@ from kubernetes import client
 from kubernetes import config as kube_config
 from pydantic import ValidationError
 
+from conveyor.control.client import DriverClient, DriverRefused, DriverUnreachable
 from conveyor.manifest import AutoRestartSpec, ConnectorManifest, ManifestError
 from conveyor_operator import (
     GROUP,
@@ -52,7 +53,6 @@ from conveyor_operator import (
     succession,
 )
 from conveyor_operator.conditions import Conditions
-from conveyor_operator.control import DriverClient, DriverRefused, DriverUnreachable
 from conveyor_operator.control_key import OperatorKey
 from conveyor_operator.control_secret import ControlSecrets, NotOurs
 from conveyor_operator.kube import Kube

@@ -32,9 +32,9 @@ from typing import Any
 import kopf
 from kubernetes.client.rest import ApiException
 
+from conveyor.control.client import DriverRefused, DriverUnreachable
 from conveyor.manifest import KIND, ManifestError
 from conveyor_operator import GROUP, names, render
-from conveyor_operator.control import DriverRefused, DriverUnreachable
 from conveyor_operator.handlers import RESOURCE, backoff, driver_client, parse, shared_kube
 from conveyor_operator.ownership import controlled_by
 

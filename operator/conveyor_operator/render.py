@@ -37,14 +37,14 @@ from typing import Any
 import yaml
 
 from conveyor import spark_security, spark_volumes
-from conveyor.manifest import API_VERSION, KIND, ConnectorManifest
-from conveyor.runtime.control_auth import (
+from conveyor.control.auth import (
     ADMIN_TOKEN_FILE,
     SPARK_AUTH_SECRET_FILE,
     TASK_TOKEN_FILE,
     TOKEN_DIR_ENV,
     TOKEN_FILE_ENV,
 )
+from conveyor.manifest import API_VERSION, KIND, ConnectorManifest
 from conveyor_operator import names
 from conveyor_operator.settings import OperatorSettings
 

@@ -5,7 +5,7 @@
 that is not running; the other commands talk to a running driver's control API
 (``--url`` or ``CONVEYOR_CONTROL_URL``) with its admin token (``--token-file``,
 ``CONVEYOR_CONTROL_TOKEN_FILE``, or the file a local ``conveyor run`` wrote for that port; see
-:mod:`conveyor.runtime.control_auth`).
+:mod:`conveyor.control.auth`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import os
 import signal
 import sys
 import threading
-import urllib.error
-import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http import HTTPStatus
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -25,17 +25,16 @@ from typing import Annotated, Any, Optional
 import typer
 
 from conveyor.api.redaction import RedactSecrets, redact_data, redact_text
-from conveyor.manifest import ConnectorManifest, ManifestError
-from conveyor.runtime.control_auth import (
+from conveyor.control.auth import (
     TOKEN_DIR_ENV,
     ControlAuthError,
     ControlTokens,
-    authorization_header,
     find_token,
-    open_direct,
     remove_local_token,
     write_local_token,
 )
+from conveyor.control.client import DriverClient, DriverRefused, DriverUnreachable
+from conveyor.manifest import ConnectorManifest, ManifestError
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Run Kafka-Connect-style connectors on Spark."
@@ -43,6 +42,10 @@ app = typer.Typer(
 log = logging.getLogger("conveyor")
 
 DEFAULT_CONTROL_URL = "http://127.0.0.1:8083"
+STOP_WAIT_S = 570.0
+"""How long ``conveyor stop`` lets the stop path take (the call waits 30 s more)."""
+STATE_WAIT_S = 600.0
+"""How long ``conveyor resume``, ``stop-tasks`` and ``restart`` wait for the tasks to get there."""
 
 
 def _setup_logging(level: str) -> None:
@@ -238,34 +241,30 @@ def parse_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
-def _request(url: str, path: str, method: str, token_file: Path | None) -> urllib.request.Request:
+def _client(url: str, token_file: Path | None, timeout_s: float = 120.0) -> DriverClient:
+    """The driver's client with the admin token the ``conveyor`` commands send (exit 2 when a
+    token file cannot be read)."""
     try:
         token = find_token(url, token_file)
     except ControlAuthError as exc:
         _error(exc)
         raise typer.Exit(2) from None
-    return urllib.request.Request(f"{url.rstrip('/')}{path}", method=method,
-                                  data=b"" if method == "POST" else None, headers=authorization_header(token))
+    return DriverClient(url, timeout_s=timeout_s, token=token)
 
 
-def _refused(exc: urllib.error.HTTPError, method: str, url: str) -> typer.Exit:
-    if exc.code == HTTPStatus.UNAUTHORIZED:
-        _error(f"{method} {url}: no valid control token; give --token-file or CONVEYOR_CONTROL_TOKEN_FILE (the "
-               "admin-token of the connector's <name>-control Secret, or the file `conveyor run` logged)")
-    else:
-        _error(f"{method} {url}: HTTP {exc.code}: {exc.read().decode(errors='replace')}")
-    return typer.Exit(1)
-
-
-def _call(url: str, path: str = "/status", method: str = "GET", timeout: float = 120.0,
-          token_file: Path | None = None) -> Any:
-    req = _request(url, path, method, token_file)
+@contextmanager
+def _answered(url: str, allow_conflict: bool = False) -> Iterator[None]:
+    """Exit 1 with a message when the driver refuses the call or cannot be reached."""
     try:
-        with open_direct(req, timeout) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        raise _refused(exc, method, req.full_url) from None
-    except OSError as exc:
+        yield
+    except DriverRefused as exc:
+        if exc.status == HTTPStatus.UNAUTHORIZED:
+            _error(f"{url}: no valid control token; give --token-file or CONVEYOR_CONTROL_TOKEN_FILE (the "
+                   "admin-token of the connector's <name>-control Secret, or the file `conveyor run` logged)")
+        else:
+            _error(f"{url}: HTTP {exc.status}: {exc.body or exc.message}")
+        raise typer.Exit(1) from None
+    except DriverUnreachable as exc:
         typer.echo(f"error: cannot reach the driver at {url}: {exc}", err=True)
         raise typer.Exit(1) from None
 
@@ -276,10 +275,6 @@ TokenFileOption = Annotated[
     typer.Option(help="File with the control API token (default: $CONVEYOR_CONTROL_TOKEN_FILE, else the one a "
                  "local `conveyor run` wrote for the URL's port)."),
 ]
-
-
-def _post(url: str, path: str, timeout: float = 120.0, token_file: Path | None = None) -> Any:
-    return _call(url, path, "POST", timeout=timeout, token_file=token_file)
 
 
 def _print(result: Any) -> None:
@@ -293,7 +288,8 @@ def _error(message: Any) -> None:
 @app.command()
 def status(url: UrlOption = DEFAULT_CONTROL_URL, token_file: TokenFileOption = None) -> None:
     """Print a running connector's status (Kafka Connect's status document)."""
-    _print(_call(url, "/status", token_file=token_file))
+    with _answered(url):
+        _print(_client(url, token_file).status())
 
 
 @app.command()
@@ -312,10 +308,8 @@ def stop(
     """Stop a running connector: closing commits, then stop(connector_deleted); the driver exits.
 
     Prints the result; exits 1 when deleting the offsets failed."""
-    deleted = "true" if connector_deleted else "false"
-    offsets = "true" if delete_offsets else "false"
-    result = _post(url, f"/stop?connector_deleted={deleted}&delete_offsets={offsets}", timeout=600,
-                   token_file=token_file)
+    with _answered(url):
+        result = _client(url, token_file).stop(connector_deleted, delete_offsets, timeout_s=STOP_WAIT_S)
     _print(result)
     if result.get("offsets_error"):
         typer.echo(f"error: {result['offsets_error']}", err=True)
@@ -335,25 +329,19 @@ def drain(
     Blocks until they are done or the timeout passes, prints what was committed, exits 1 if
     incomplete. A driver that is stopping answers 409: its stop path commits every task, so that is a
     success (exit 0); an unreachable driver is not (exit 1)."""
-    from urllib.parse import quote
+    from conveyor.control.protocol import current_pod
 
-    from conveyor.runtime.protocol import current_pod
-
-    target = f"task={task}" if task is not None else f"pod={quote(pod or current_pod())}"
-    request = _request(url, f"/drain?{target}&timeout_s={timeout}", "POST", token_file)
-    try:
-        with open_direct(request, timeout + 30) as resp:
-            result = json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        if exc.code != HTTPStatus.CONFLICT:
-            raise _refused(exc, "POST", request.full_url) from None
-        # The driver is stopping (its pod is going, or the connector was stopped or deleted):
-        # its stop path makes every task's closing commit, this pod's included.
-        typer.echo("the driver is stopping: every task gets its closing commit from the stop path")
-        raise typer.Exit(0) from None
-    except OSError as exc:
-        typer.echo(f"error: cannot reach the driver at {url}: {exc}", err=True)
-        raise typer.Exit(1) from None
+    client = _client(url, token_file)
+    with _answered(url):
+        try:
+            result = client.drain(pod=None if task is not None else pod or current_pod(), timeout_s=timeout, task=task)
+        except DriverRefused as exc:
+            if exc.status != HTTPStatus.CONFLICT:
+                raise
+            # The driver is stopping (its pod is going, or the connector was stopped or deleted):
+            # its stop path makes every task's closing commit, this pod's included.
+            typer.echo("the driver is stopping: every task gets its closing commit from the stop path")
+            raise typer.Exit(0) from None
     _print(result)
     raise typer.Exit(0 if result.get("complete") else 1)
 
@@ -361,19 +349,22 @@ def drain(
 @app.command()
 def pause(url: UrlOption = DEFAULT_CONTROL_URL, token_file: TokenFileOption = None) -> None:
     """Pause every task: no more put/poll; offsets are still committed."""
-    _print(_post(url, "/pause", token_file=token_file))
+    with _answered(url):
+        _print(_client(url, token_file).pause())
 
 
 @app.command()
 def resume(url: UrlOption = DEFAULT_CONTROL_URL, token_file: TokenFileOption = None) -> None:
     """Resume a paused or stopped connector."""
-    _print(_post(url, "/state?target=running", timeout=600, token_file=token_file))
+    with _answered(url):
+        _print(_client(url, token_file).set_state("running", wait_s=STATE_WAIT_S))
 
 
 @app.command(name="stop-tasks")
 def stop_tasks(url: UrlOption = DEFAULT_CONTROL_URL, token_file: TokenFileOption = None) -> None:
     """Kafka Connect's STOPPED state: tasks make closing commits and stop; the driver keeps serving."""
-    _print(_post(url, "/state?target=stopped", timeout=600, token_file=token_file))
+    with _answered(url):
+        _print(_client(url, token_file).set_state("stopped", wait_s=STATE_WAIT_S))
 
 
 @app.command()
@@ -400,7 +391,8 @@ def restart(
         if all_ or connector or only_failed:
             typer.echo("error: give a task id or --all/--connector/--only-failed, not both", err=True)
             raise typer.Exit(2)
-        _print(_post(url, f"/tasks/{task}/restart", token_file=token_file))
+        with _answered(url):
+            _print(_client(url, token_file).restart_task(task))
         return
     if all_ and connector:
         typer.echo("error: --all and --connector exclude each other", err=True)
@@ -408,10 +400,9 @@ def restart(
     if not (all_ or connector or only_failed):
         typer.echo("error: give a task id, --all, --connector or --only-failed", err=True)
         raise typer.Exit(2)
-    include_tasks = "false" if connector else "true"
-    failed = "true" if only_failed else "false"
-    result = _post(url, f"/restart?include_tasks={include_tasks}&only_failed={failed}", timeout=600,
-                   token_file=token_file)
+    with _answered(url):
+        result = _client(url, token_file).restart(include_tasks=not connector, only_failed=only_failed,
+                                                  wait_s=STATE_WAIT_S)
     _print(result)
     if result.get("connector", {}).get("state") == "FAILED":
         raise typer.Exit(1)

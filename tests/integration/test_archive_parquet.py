@@ -19,8 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conveyor.api import ConfigError, DataError, Header, Schema, SchemaType, SinkRecord, TopicPartition
-from conveyor.connectors.archive import ArchiveSinkConnector, ArchiveSinkTask
-from conveyor.connectors.archive import parquet_format
+from conveyor.connectors.archive import ArchiveSinkConnector, ArchiveSinkTask, parquet_format
 from conveyor.testing.contexts import RecordingReporter, StubSinkTaskContext, closing_commit, start_sink_task
 
 pytestmark = pytest.mark.integration

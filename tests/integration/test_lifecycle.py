@@ -11,8 +11,8 @@ import uuid
 import pytest
 import yaml
 
+from conveyor.control.protocol import current_pod
 from conveyor.manifest import ConnectorManifest, ConnectorState
-from conveyor.runtime.protocol import current_pod
 from conveyor.testing.recording import read_journal
 from conveyor.testing.runs import (
     committed_offsets,

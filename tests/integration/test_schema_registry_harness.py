@@ -9,8 +9,8 @@ from __future__ import annotations
 import base64
 import json
 import struct
-import uuid
 import urllib.error
+import uuid
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient

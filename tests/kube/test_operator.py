@@ -25,8 +25,8 @@ from _objects import Api, connector, eventually, unique_name
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 
-from conveyor.runtime.control_auth import ControlTokens
-from conveyor.runtime.protocol import current_pod
+from conveyor.control.auth import ControlTokens
+from conveyor.control.protocol import current_pod
 from conveyor.testing.ports import free_port
 from conveyor.testing.runs import committed_offsets, control_request, produce
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from conveyor_operator.auto_restart import backoff, decide
 
 from conveyor.manifest import AutoRestartSpec
-from conveyor_operator.auto_restart import backoff, decide
 
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=timezone.utc)
 ON = AutoRestartSpec()

@@ -10,8 +10,8 @@ import threading
 from contextlib import contextmanager
 
 import pytest
-from conveyor_operator.control import DriverClient, DriverRefused, DriverTimedOut, DriverUnreachable
 
+from conveyor.control.client import DriverClient, DriverRefused, DriverTimedOut, DriverUnreachable
 from conveyor.testing.ports import free_port
 
 
@@ -98,7 +98,7 @@ def test_a_redirect_is_refused_and_the_admin_token_goes_nowhere_else(status):
 def test_a_proxy_in_the_operators_environment_never_sees_the_admin_token():
     """``HTTP_PROXY`` is read when urllib builds an opener: the operator's is built at import, so
     a fresh interpreter with the variable set is what shows it (the process boundary is the point)."""
-    script = ("import sys; from conveyor_operator.control import DriverClient; "
+    script = ("import sys; from conveyor.control.client import DriverClient; "
               "DriverClient(sys.argv[1], timeout_s=5, token='admin-token-value').status()")
     with _serving(_Recorder) as (proxy, proxy_url), _serving(_Recorder) as (driver, driver_url):
         env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy", "http_proxy", "all_proxy")}

@@ -2,7 +2,6 @@
 documented schema (every field described, so ``kubectl explain`` teaches)."""
 
 import yaml
-
 from conveyor_operator import crd
 
 

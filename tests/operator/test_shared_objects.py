@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-
 from conveyor_operator.shared_objects import SharedObjects
 
 

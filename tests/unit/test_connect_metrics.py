@@ -13,10 +13,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from conveyor.control.protocol import TaskReport, TaskState
 from conveyor.manifest import ConnectorManifest
 from conveyor.runtime.connect_metrics import NOT_PROVIDED, metric_names
 from conveyor.runtime.metrics import register_collectors
-from conveyor.runtime.protocol import TaskReport, TaskState
 from conveyor.runtime.report_window import ReportWindow
 from conveyor.runtime.task_handles import TaskHandle
 from conveyor.runtime.task_meter import TaskMeter

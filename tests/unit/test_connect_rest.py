@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from conveyor.control.auth import ControlTokens
+from conveyor.control.protocol import TaskState
 from conveyor.manifest import ConnectorManifest, ConnectorState
-from conveyor.runtime.control_auth import ControlTokens
 from conveyor.runtime.control_server import ControlServer
 from conveyor.runtime.lifecycle import Lifecycle
-from conveyor.runtime.protocol import TaskState
 from conveyor.runtime.task_handles import TaskHandle
 
 TOKENS = ControlTokens.generate()

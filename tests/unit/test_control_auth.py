@@ -10,7 +10,7 @@ import stat
 import pytest
 from prometheus_client import CollectorRegistry
 
-from conveyor.runtime.control_auth import (
+from conveyor.control.auth import (
     ControlAuthError,
     ControlTokens,
     Role,
@@ -18,8 +18,8 @@ from conveyor.runtime.control_auth import (
     local_token_file,
     write_local_token,
 )
+from conveyor.control.protocol import Directive, TaskReport, TaskState
 from conveyor.runtime.control_server import ENDPOINTS, ControlServer
-from conveyor.runtime.protocol import Directive, TaskReport, TaskState
 
 REPORT = json.dumps(TaskReport(task_id=0, attempt=1, state=TaskState.RUNNING, worker_id="w").to_json())
 #: A concrete request for each endpoint of the table.

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from conveyor.control.auth import ControlTokens
+from conveyor.control.protocol import Directive, TaskReport, TaskState
 from conveyor.runtime.connect_rest import CONNECT_ENDPOINTS
-from conveyor.runtime.control_auth import ControlTokens
 from conveyor.runtime.control_server import ENDPOINTS, PROBES, SHORT_CALLS, ControlServer, ServerLimits
 from conveyor.runtime.lifecycle import Phase
-from conveyor.runtime.protocol import Directive, TaskReport, TaskState
 
 TOKENS = ControlTokens.generate()
 ADMIN = {"Authorization": f"Bearer {TOKENS.admin}"}

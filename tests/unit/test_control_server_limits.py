@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conveyor.runtime.control_auth import ControlTokens
+from conveyor.control.auth import ControlTokens
 from conveyor.runtime.control_server import MAX_BODY_BYTES, ControlServer
 
 TOKENS = ControlTokens.generate()
@@ -84,7 +84,7 @@ class _SlowSyncs:
     def sync(self, task_id, report, version, wait_ms):
         import time
 
-        from conveyor.runtime.protocol import Directive
+        from conveyor.control.protocol import Directive
 
         time.sleep(self.hold_s)
         return Directive()
@@ -99,7 +99,7 @@ def test_status_answers_while_a_hundred_long_polls_are_held():
     import threading
     import time
 
-    from conveyor.runtime.protocol import TaskReport, TaskState
+    from conveyor.control.protocol import TaskReport, TaskState
 
     srv = ControlServer(driver=_SlowSyncs(hold_s=4.0), host="127.0.0.1", port=0, tokens=TOKENS)  # type: ignore[arg-type]
     srv.start()

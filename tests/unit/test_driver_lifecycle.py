@@ -97,7 +97,7 @@ def test_a_connector_failure_stops_its_tasks_only_once_no_operation_runs_and_not
     """``ConnectorContext.raise_error`` stops the tasks in the order of the driver's operations
     (issue 11 §6): not beside a restart holding the operations lock, and not at all when that
     restart has started the connector again."""
-    from conveyor.runtime.protocol import TaskState
+    from conveyor.control.protocol import TaskState
 
     driver = _driver()
     stopped: list[bool] = []

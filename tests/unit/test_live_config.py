@@ -64,7 +64,7 @@ def test_put_config_answers_409_and_reaches_no_driver_for_a_credential_move(tmp_
     import http.client
     import json
 
-    from conveyor.runtime.control_auth import ControlTokens
+    from conveyor.control.auth import ControlTokens
     from conveyor.runtime.control_server import ControlServer
 
     monkeypatch.setenv("CONVEYOR_MOUNT_DIR", str(tmp_path))
@@ -123,7 +123,7 @@ class ControlApi:
     what reaches ``reconfigure``."""
 
     def __init__(self, running: ConnectorSpec) -> None:
-        from conveyor.runtime.control_auth import ControlTokens
+        from conveyor.control.auth import ControlTokens
         from conveyor.runtime.control_server import ControlServer
 
         self.calls: list[ConnectorSpec] = []
@@ -211,8 +211,9 @@ def test_put_config_re_resolves_env_references_and_takes_an_unchanged_config(con
 
 def test_the_operator_gets_the_409_that_makes_it_roll_the_driver(control_api):
     """conveyor_operator.handlers._push_config rolls the Deployment on DriverRefused(409)."""
-    from conveyor_operator.control import DriverClient, DriverRefused
     from conveyor_operator.render import spec_dict
+
+    from conveyor.control.client import DriverClient, DriverRefused
 
     api = control_api(spec(kafka=SASL, config=PLAIN_CONFIG))
     client = DriverClient(f"http://127.0.0.1:{api.server.port}", token=api.tokens.admin)

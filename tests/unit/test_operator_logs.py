@@ -9,10 +9,10 @@ import logging
 from collections.abc import Iterator
 
 import kopf
+from conveyor_operator.logs import configure_logging, redact_handlers
 from kopf._core.engines import posting
 
 from conveyor.api.redaction import HIDDEN, RedactSecrets, remember_resolved
-from conveyor_operator.logs import configure_logging, redact_handlers
 
 RESOLVED = "operator-log-canary-3e1f9"
 PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7operatorcanary"

@@ -34,9 +34,9 @@ written as the strings ``"NaN"``/``"Infinity"``, as Jackson does by default.
 from __future__ import annotations
 
 import decimal as _decimal
-from math import isfinite as _isfinite
 import json as _json
 from collections.abc import Mapping, Sequence
+from math import isfinite as _isfinite
 from typing import Any
 
 from conveyor.api.converters import Converter

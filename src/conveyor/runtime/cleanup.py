@@ -38,6 +38,7 @@ from conveyor.api import (
     TopicPartition,
     TransactionContext,
 )
+from conveyor.control.protocol import trace_of
 from conveyor.manifest import ConnectorManifest, ManifestError
 from conveyor.runtime.preflight import connector_class
 
@@ -273,8 +274,6 @@ def _delete_offsets(manifest: ConnectorManifest, connector_type: str, result: Cl
 def cleanup_reported(manifest: ConnectorManifest) -> tuple[list[str], str | None]:
     """:func:`cleanup_connector` for a stop report: ``(what the connector removed, None)``, or
     ``([], the error's trace)`` when it failed; never raises."""
-    from conveyor.runtime.task_handles import trace_of
-
     try:
         return cleanup_connector(manifest).removed, None
     except Exception as exc:  # noqa: BLE001 - reported in the stop result

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from conveyor.runtime.protocol import TaskReport, TaskState
+from conveyor.control.protocol import TaskReport, TaskState
 
 if TYPE_CHECKING:
     from conveyor.runtime.driver import Driver

@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient
 
 from conveyor.api import Connector, SinkConnector
 from conveyor.api import TopicPartition as ApiTopicPartition
+from conveyor.control.errors import OperationError
 from conveyor.runtime.kafka_clients import KafkaProperties, client_config
 from conveyor.runtime.offsets_deletion import (
     OffsetsDeletionError,
@@ -37,7 +38,6 @@ from conveyor.runtime.offsets_deletion import (
     write_source_offsets,
 )
 from conveyor.runtime.offsets_topic import decode_partition_id, offset_key, offset_value, read_offsets
-from conveyor.runtime.operation_error import OperationError
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ On purpose different (see ``docs/kafka-connect-compat.md``):
 * ``GET /`` gives Conveyor's version; ``commit`` is ``"unknown"``.
 * ``PUT /connectors/<name>/topics/reset`` answers as a worker with
   ``topic.tracking.allow.reset=false``: topics are those the tasks hold now.
-* Every endpoint but ``GET /health`` needs the admin token (:mod:`conveyor.runtime.control_auth`).
+* Every endpoint but ``GET /health`` needs the admin token (:mod:`conveyor.control.auth`).
 
 Each endpoint's work but ``GET /health``'s runs on a worker thread (see
 :mod:`conveyor.runtime.control_server`).
@@ -32,14 +32,14 @@ from starlette.datastructures import QueryParams
 from starlette.responses import Response
 
 from conveyor.api import ConfigError
+from conveyor.control.auth import Role
+from conveyor.control.errors import OperationError
+from conveyor.control.protocol import TaskState
 from conveyor.manifest import ConnectorSpec, ConnectorState
 from conveyor.runtime import connect_documents as docs
 from conveyor.runtime import connect_offsets as offsets
-from conveyor.runtime.control_auth import Role
 from conveyor.runtime.kafka_clients import bootstrap_servers, client_config
 from conveyor.runtime.live_config import apply_written_spec, mentions_reference
-from conveyor.runtime.operation_error import OperationError
-from conveyor.runtime.protocol import TaskState
 
 if TYPE_CHECKING:
     from conveyor.runtime.driver import Driver

@@ -4,21 +4,18 @@ A daemon thread posts the latest :class:`TaskReport` to
 ``POST /internal/tasks/<id>/sync`` about once a second; the driver answers with the
 current :class:`Directive`, holding the request up to ``wait_ms`` until the directive
 changes (long-poll), so a drain or stop reaches the task within milliseconds. Every post
-carries the driver's task token (:mod:`conveyor.runtime.control_auth`).
+carries the driver's task token (:mod:`conveyor.control.auth`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 
-from conveyor.runtime.control_auth import authorization_header, open_direct
-from conveyor.runtime.protocol import Action, Directive, TaskReport
+from conveyor.control.client import DriverClient
+from conveyor.control.protocol import Action, Directive, TaskReport
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +42,8 @@ class ControlLink:
         driver_timeout_s: float = 30.0,
         token: str = "",
     ) -> None:
-        self._headers = {"Content-Type": "application/json", **authorization_header(token)}
-        self._url = f"{control_url.rstrip('/')}/internal/tasks/{task_id}/sync"
+        self._client = DriverClient(control_url, token=token or None)
+        self._task_id = task_id
         self._report = report
         self._wait_ms = wait_ms
         self._driver_timeout_s = driver_timeout_s
@@ -64,7 +61,7 @@ class ControlLink:
         try:
             self._sync(wait_ms)
         except Exception as exc:  # noqa: BLE001 - a final report that fails is only logged
-            log.warning("could not report to the driver at %s: %s", self._url, exc)
+            log.warning("could not report to the driver at %s: %s", self._client.base_url, exc)
 
     def stop(self) -> None:
         """Stop syncing. Does not wait for a long-poll in flight: the daemon thread ends
@@ -76,11 +73,7 @@ class ControlLink:
         if report is None:
             time.sleep(wait_ms / 1000)
             return
-        body = json.dumps(report.to_json()).encode()
-        url = f"{self._url}?directive_version={self.directive.version}&wait_ms={wait_ms}"
-        req = urllib.request.Request(url, data=body, method="POST", headers=self._headers)
-        with open_direct(req, wait_ms / 1000 + 10) as resp:
-            directive = Directive.from_json(json.loads(resp.read()))
+        directive = self._client.sync_task(self._task_id, report, self.directive.version, wait_ms)
         if directive.version != self.directive.version:
             self.directive = directive
             self.changed.set()

@@ -30,7 +30,7 @@ Public endpoints (the operator, ``conveyor`` commands and people use them):
 Internal: ``POST /internal/tasks/<id>/sync?directive_version=N&wait_ms=M`` — a task
 runner posts its report and long-polls for its next directive.
 
-Authentication (:mod:`conveyor.runtime.control_auth`): every endpoint but ``/healthz``,
+Authentication (:mod:`conveyor.control.auth`): every endpoint but ``/healthz``,
 ``/metrics`` and Kafka Connect's ``GET /health`` (KIP-1017) needs ``Authorization: Bearer
 <token>``; the admin token may call all of them, the task token only
 ``/internal/tasks/<id>/sync`` and ``/drain``. No or an unknown token: 401 with
@@ -85,12 +85,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from conveyor.api.redaction import redact_data
+from conveyor.control.auth import AUTH_SCHEME, REALM, ControlTokens, Role
+from conveyor.control.errors import OperationError
+from conveyor.control.protocol import TaskReport
 from conveyor.manifest import ConnectorSpec, ConnectorState
 from conveyor.runtime.connect_rest import CONNECT_ENDPOINTS, is_connect_path
-from conveyor.runtime.control_auth import AUTH_SCHEME, REALM, ControlTokens, Role
 from conveyor.runtime.live_config import apply_written_spec
-from conveyor.runtime.operation_error import OperationError
-from conveyor.runtime.protocol import TaskReport
 from conveyor.runtime.read_deadlines import deadline_protocol
 
 if TYPE_CHECKING:
@@ -377,7 +377,7 @@ class ControlServer:
             methods) whose methods the endpoints call, each on a worker thread.
         host: address to listen on (``0.0.0.0`` in a pod).
         port: TCP port; 0 picks a free one (see :attr:`port`).
-        tokens: the credentials it admits (see :mod:`conveyor.runtime.control_auth`).
+        tokens: the credentials it admits (see :mod:`conveyor.control.auth`).
         limits: deadlines and capacities (the defaults for a driver; tests take smaller ones).
 
     Raises:

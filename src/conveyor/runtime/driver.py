@@ -44,12 +44,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from conveyor.api import Connector, ConnectorContext
+from conveyor.control.auth import ControlTokens
+from conveyor.control.errors import OperationError
+from conveyor.control.protocol import Action, Directive, TaskReport, TaskSpec, TaskState, trace_of
 from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState, ManifestError
-from conveyor.runtime.control_auth import ControlTokens
 from conveyor.runtime.lifecycle import Lifecycle
 from conveyor.runtime.metrics import register_collectors
 from conveyor.runtime.offsets_deletion import delete_offsets_reported
-from conveyor.runtime.operation_error import OperationError
 from conveyor.runtime.preflight import (
     PreflightError,
     check_kafka,
@@ -59,14 +60,13 @@ from conveyor.runtime.preflight import (
     prepare_source_topics,
     validate_config,
 )
-from conveyor.runtime.protocol import Action, Directive, TaskReport, TaskSpec, TaskState
 from conveyor.runtime.spark_session import (
     decommission_executor,
     executor_id_of_pod,
     spark_properties,
     start_spark_session,
 )
-from conveyor.runtime.task_handles import TaskHandle, TaskLauncher, trace_of
+from conveyor.runtime.task_handles import TaskHandle, TaskLauncher
 
 log = logging.getLogger(__name__)
 

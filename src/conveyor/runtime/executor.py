@@ -16,8 +16,8 @@ from typing import Any
 
 from conveyor.api import SinkConnector, SourceConnector
 from conveyor.api.redaction import RedactSecrets, remember_all
+from conveyor.control.protocol import TaskReport, TaskSpec
 from conveyor.runtime.plugins import load_connector_class
-from conveyor.runtime.protocol import TaskReport, TaskSpec
 
 
 def configure_worker_logging() -> None:

@@ -15,8 +15,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from conveyor.control.errors import OperationError
 from conveyor.manifest import ConnectorManifest
-from conveyor.runtime.operation_error import OperationError
 
 
 class FailedStart:

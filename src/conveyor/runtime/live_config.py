@@ -36,9 +36,9 @@ import re
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
+from conveyor.control.errors import OperationError
 from conveyor.manifest import ConnectorSpec, substitute_env, with_mounted_config
 from conveyor.runtime.connect_documents import connect_string
-from conveyor.runtime.operation_error import OperationError
 
 if TYPE_CHECKING:
     from conveyor.runtime.driver import Driver

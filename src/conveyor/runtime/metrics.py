@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from conveyor.control.protocol import TaskState
 from conveyor.runtime.connect_metrics import ConnectMetricsCollector
-from conveyor.runtime.protocol import TaskState
 
 if TYPE_CHECKING:
     from conveyor.runtime.driver import Driver

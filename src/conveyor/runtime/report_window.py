@@ -1,7 +1,7 @@
 """The driver's last minute of one task's reports: Kafka Connect's ``*-rate``, ``*-ratio``
 and windowed ``*-avg`` / ``*-max`` of values a runner reports as totals or snapshots.
 
-A runner posts a :class:`~conveyor.runtime.protocol.TaskReport` about once a second; each
+A runner posts a :class:`~conveyor.control.protocol.TaskReport` about once a second; each
 one the driver takes (:meth:`~conveyor.runtime.task_handles.TaskHandle.take_report`) is a
 sample here. Kafka Connect computes its rates and ratios over its metrics window
 (``metrics.sample.window.ms`` 30 s × ``metrics.num.samples`` 2), so samples are kept for
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from conveyor.runtime.protocol import TaskReport, TaskState
+from conveyor.control.protocol import TaskReport, TaskState
 from conveyor.runtime.task_meter import WINDOW_S
 
 COUNTERS = ("records_read", "records_put", "records_written", "commits")

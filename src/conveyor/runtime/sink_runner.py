@@ -64,13 +64,13 @@ from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from conveyor.api import ConnectError, Header, HeaderConverter, RetriableError, SinkTask, TopicPartition
+from conveyor.control.protocol import Action, TaskReport, TaskSpec, TaskState, tp_key
 from conveyor.converters import ByteArrayConverter, load_converter
 from conveyor.converters.header_converters import load_header_converter, to_connect_headers
 from conveyor.runtime.dead_letter_queue import DeadLetterQueue
 from conveyor.runtime.kafka_clients import client_config
 from conveyor.runtime.log_repeats import CollapseRepeats
 from conveyor.runtime.plugins import load_connector_class
-from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, tp_key
 from conveyor.runtime.settings import SinkSettings, parse_sink_settings, prefixed
 from conveyor.runtime.sink_context import (
     InternalSinkRecord,

@@ -40,13 +40,13 @@ from conveyor.api import (
     SourceRecord,
     SourceTask,
 )
+from conveyor.control.protocol import Action, TaskReport, TaskSpec, TaskState
 from conveyor.converters import load_converter
 from conveyor.converters.header_converters import load_header_converter, to_kafka_headers
 from conveyor.runtime.fencing import read_task_count, transactional_id
 from conveyor.runtime.kafka_clients import client_config
 from conveyor.runtime.offsets_topic import TopicOffsetReader, offset_key, offset_value, read_offsets
 from conveyor.runtime.plugins import load_connector_class
-from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState
 from conveyor.runtime.settings import SourceSettings, TransactionBoundary, parse_source_settings, prefixed
 from conveyor.runtime.source_context import RunnerSourceContext
 from conveyor.runtime.source_partitions import PartitionOffset, SourcePartitions

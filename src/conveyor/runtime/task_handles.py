@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from conveyor.runtime.protocol import Action, Directive, TaskReport, TaskSpec, TaskState
+from conveyor.control.protocol import Action, Directive, TaskReport, TaskSpec, TaskState, trace_of
 from conveyor.runtime.report_window import ReportWindow
 
 log = logging.getLogger(__name__)
@@ -101,10 +100,6 @@ class TaskHandle:
             self.state = report.state
         self.trace = report.trace
         return True
-
-
-def trace_of(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 class TaskLauncher:

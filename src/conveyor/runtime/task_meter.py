@@ -4,7 +4,7 @@ Kafka Connect's ``*-avg`` / ``*-max`` task metrics are sampled statistics over i
 window (``metrics.sample.window.ms`` 30 s × ``metrics.num.samples`` 2 by default): only what
 happened in about the last minute counts. A runner sees every ``put()`` / ``poll()`` batch,
 offset commit and transaction, so it keeps them here for :data:`WINDOW_S` seconds and puts
-their average, maximum and minimum in each :class:`~conveyor.runtime.protocol.TaskReport`
+their average, maximum and minimum in each :class:`~conveyor.control.protocol.TaskReport`
 (``None`` when nothing happened in the window). The driver turns them into
 ``kafka_connect_*`` metrics (:mod:`conveyor.runtime.connect_metrics`).
 """
@@ -79,7 +79,7 @@ class TaskMeter:
         self._transaction_sizes.record(size)
 
     def report_fields(self) -> dict[str, Any]:
-        """The :class:`~conveyor.runtime.protocol.TaskReport` fields of this meter."""
+        """The :class:`~conveyor.control.protocol.TaskReport` fields of this meter."""
         size_avg, size_max, _ = self._batch_sizes.stats()
         ms_avg, ms_max, _ = self._batch_ms.stats()
         commit_avg, commit_max, _ = self._commit_ms.stats()

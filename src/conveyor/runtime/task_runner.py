@@ -19,9 +19,8 @@ import time
 import traceback
 from typing import Any
 
+from conveyor.control.protocol import Action, TaskReport, TaskSpec, TaskState, current_pod, trace_of
 from conveyor.runtime.control_link import ControlLink
-from conveyor.runtime.protocol import Action, TaskReport, TaskSpec, TaskState, current_pod
-from conveyor.runtime.task_handles import trace_of
 from conveyor.runtime.task_meter import TaskMeter
 
 log = logging.getLogger(__name__)

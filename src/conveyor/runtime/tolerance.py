@@ -194,7 +194,7 @@ class ToleranceOperator:
 
 
     def report_fields(self) -> dict[str, int]:
-        """The :class:`~conveyor.runtime.protocol.TaskReport` fields of the task's error handling
+        """The :class:`~conveyor.control.protocol.TaskReport` fields of the task's error handling
         (Kafka Connect's ``task-error-metrics``): ``errors_logged`` by ``errors.log.enable``,
         ``dlq_failures`` of the dead-letter queue's producer, ``retries``, ``last_error_ms``."""
         return {"retries": self.retries, "last_error_ms": self.last_error_ms,

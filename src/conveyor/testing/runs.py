@@ -59,29 +59,18 @@ def control_request(url: str, path: str, method: str = "GET", token: str | None 
     ``body`` is sent as JSON; an empty answer (202, 204) is ``None``.
 
     ``token`` defaults to what the ``conveyor`` commands would send
-    (:func:`conveyor.runtime.control_auth.find_token`: the file a local ``conveyor run`` wrote
-    for the port); pass ``driver.control_tokens.admin`` for an in-process driver.
+    (:func:`conveyor.control.auth.find_token`: the file a local ``conveyor run`` wrote
+    for the port); pass ``driver.control_tokens.admin`` for an in-process driver. A redirect is
+    answered as its status, never followed (:class:`conveyor.control.client.DriverClient`).
 
     Raises:
-        OSError: the driver cannot be reached.
+        conveyor.control.errors.DriverUnreachable: (an :class:`OSError`) the driver cannot be reached.
     """
-    import json
-    import urllib.error
-    import urllib.request
-
-    from conveyor.runtime.control_auth import authorization_header, find_token
+    from conveyor.control.auth import find_token
+    from conveyor.control.client import DriverClient
 
     token = token if token is not None else find_token(url)
-    headers = authorization_header(token)
-    data = b"" if method in ("POST", "PUT") else None
-    if body is not None:
-        data, headers = json.dumps(body).encode(), {**headers, "Content-Type": "application/json"}
-    request = urllib.request.Request(f"{url.rstrip('/')}{path}", method=method, data=data, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+    return DriverClient(url, timeout_s=timeout_s, token=token).exchange(method, path, body)
 
 
 def wait_until(predicate: Callable[[], T], timeout_s: float = 60.0, message: str = "condition", interval_s: float = 0.2) -> T:

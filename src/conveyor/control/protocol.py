@@ -8,6 +8,7 @@ task runs, its runner syncs with the driver's control API: it posts a
 from __future__ import annotations
 
 import enum
+import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -76,7 +77,7 @@ class TaskSpec:
             password, so it is left out of ``repr``.
         control_url: base URL of the driver's control API.
         control_token: the driver's *task* token, which this task's runner sends to the control
-            API (:mod:`conveyor.runtime.control_auth`); never shown by ``repr``.
+            API (:mod:`conveyor.control.auth`); never shown by ``repr``.
         closing_timeout_s: seconds a closing commit may take (``shutdown.gracePeriodSeconds``).
         generation: the task generation (exactly-once sources: the task-count record's
             generation this task belongs to; 0 otherwise).
@@ -174,6 +175,11 @@ class TaskReport:
         data["state"] = TaskState(data["state"])
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def trace_of(exc: BaseException) -> str:
+    """``exc`` with its traceback, as Kafka Connect's ``trace`` of a failed task or connector."""
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 def current_pod() -> str:

@@ -8,7 +8,7 @@ Every request except ``GET /healthz``, ``GET /metrics`` and Kafka Connect's ``GE
   driver pod's own ``preStop`` drain hold it.
 * the **task** token may only post task reports (``POST /internal/tasks/<id>/sync``) and ask
   for a drain (``POST /drain``, the executor pods' ``preStop`` hook). Task runners get it in
-  their :class:`~conveyor.runtime.protocol.TaskSpec`, executor pods in a mounted file.
+  their :class:`~conveyor.control.protocol.TaskSpec`, executor pods in a mounted file.
 
 A request without a valid token is answered 401 with ``WWW-Authenticate: Bearer``, and a valid
 token that may not call the endpoint 403 (RFC 6750 §3.1). Tokens are compared in constant time
@@ -29,11 +29,9 @@ import hmac
 import ipaddress
 import os
 import secrets
-import urllib.request
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlparse
 
 TOKEN_DIR_ENV = "CONVEYOR_CONTROL_TOKEN_DIR"
@@ -100,31 +98,6 @@ class ControlTokens:
         is_admin = hmac.compare_digest(presented, self.admin.encode())
         is_task = hmac.compare_digest(presented, self.task.encode())
         return Role.ADMIN if is_admin else Role.TASK if is_task else None
-
-
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    """No new request for a 3xx: urllib then raises the 3xx as an :class:`urllib.error.HTTPError`."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
-
-
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}), _RefuseRedirects())
-
-
-def open_direct(request: urllib.request.Request, timeout_s: float) -> Any:
-    """Send ``request`` (which may carry a token) to its URL and nowhere else: ``HTTP_PROXY`` and
-    ``http_proxy`` are ignored, and a redirect is not followed (urllib would repeat the request,
-    ``Authorization`` header included, at the ``Location``).
-
-    Returns:
-        The response, as :func:`urllib.request.urlopen` returns it (a context manager).
-
-    Raises:
-        urllib.error.HTTPError: an error status, a 3xx included.
-        urllib.error.URLError, OSError: nothing answered, or not within ``timeout_s`` seconds.
-    """
-    return _DIRECT.open(request, timeout=timeout_s)
 
 
 def authorization_header(token: str | None) -> dict[str, str]:
