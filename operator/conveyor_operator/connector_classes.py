@@ -31,7 +31,7 @@ EVENT_REASON = "ConfigValidatedByDriver"
 
 def installed_connector_modules() -> set[str]:
     """Modules of the installed connectors' entry points (group ``conveyor.connectors``)."""
-    from conveyor.runtime.plugins import connector_entry_points
+    from conveyor.runtime.config.plugins import connector_entry_points
 
     return {value.partition(":")[0].strip() for value in connector_entry_points().values()}
 

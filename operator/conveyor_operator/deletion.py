@@ -10,7 +10,7 @@ asked through its pod's IP, only that of a running pod the operator's own Deploy
 (:mod:`conveyor_operator.driver_pods`). When the Connector's namespace is deleted, Kubernetes
 deletes its pods first (KEP-5080) and the Connector only after they are gone: the driver, at
 SIGTERM, sees the namespace terminating and runs the connector-deleted stop path itself
-(:mod:`conveyor.runtime.namespace_deletion`). The operator then finds no driver and cannot
+(:mod:`conveyor.runtime.deletion.namespace`). The operator then finds no driver and cannot
 create a cleanup Job in a terminating namespace: it removes the finalizer with a
 ``NamespaceTerminating`` warning rather than hold the namespace in ``Terminating`` forever.
 """

@@ -91,7 +91,7 @@ and the watch and polling snapshot sources, in client mode):
   deletion-cost annotation);
 * persistentvolumeclaims: ``OnDemand`` executor claims (:mod:`conveyor.spark_volumes`), listed
   for reuse, created, deleted by label at stop;
-* configmaps: ``create`` only, for the dry-run probe of :mod:`conveyor.runtime.namespace_deletion`
+* configmaps: ``create`` only, for the dry-run probe of :mod:`conveyor.runtime.deletion.namespace`
   (Spark's own executor ConfigMap is off, ``spark.kubernetes.executor.disableConfigMap``).
 
 No services (the driver Service is the operator's; ``spark.kubernetes.driver.service.

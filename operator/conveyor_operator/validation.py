@@ -64,7 +64,7 @@ def connector_config_errors(manifest: ConnectorManifest) -> str:
             :func:`conveyor_operator.connector_classes.config_errors`, which the operator calls).
     """
     from conveyor.api.redaction import redact_text
-    from conveyor.runtime.preflight import PreflightError, config_field, connector_class, validate_config
+    from conveyor.runtime.config.validation import PreflightError, config_field, connector_class, validate_config
 
     try:
         cls, connector_type = connector_class(manifest.spec.connector_class)

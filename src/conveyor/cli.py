@@ -59,9 +59,9 @@ def _setup_logging(level: str) -> None:
 
 def _stop_for(connector: ConnectorManifest, signals: list[int]) -> dict[str, bool]:
     """``Driver.stop``'s arguments: a plain stop, unless SIGTERM came because the pod's namespace
-    is being deleted (:mod:`conveyor.runtime.namespace_deletion`): then ``spec.deletionPolicy``'s."""
+    is being deleted (:mod:`conveyor.runtime.deletion.namespace`): then ``spec.deletionPolicy``'s."""
     from conveyor.manifest import OffsetsPolicy
-    from conveyor.runtime.namespace_deletion import namespace_terminating
+    from conveyor.runtime.deletion.namespace import namespace_terminating
 
     if signal.SIGTERM not in signals or not namespace_terminating():
         return {}
@@ -431,8 +431,8 @@ def cleanup(
     offsets deletion cannot finish, 2 for an invalid manifest."""
     from dataclasses import asdict
 
-    from conveyor.runtime.cleanup import CleanupError, cleanup_connector
-    from conveyor.runtime.preflight import PreflightError
+    from conveyor.runtime.config.validation import PreflightError
+    from conveyor.runtime.deletion.cleanup import CleanupError, cleanup_connector
 
     _setup_logging(log_level)
     try:

@@ -13,7 +13,13 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from conveyor.runtime.offsets_topic import ensure_offsets_topic, offset_key, offset_value, partition_id, read_offsets
+from conveyor.runtime.kafka.offsets_topic import (
+    ensure_offsets_topic,
+    offset_key,
+    offset_value,
+    partition_id,
+    read_offsets,
+)
 from conveyor.testing.runs import (
     committed_offsets,
     connector_manifest,

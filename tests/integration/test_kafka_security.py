@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from conveyor.runtime.driver import Driver, DriverError
-from conveyor.runtime.offsets_topic import read_offsets
+from conveyor.runtime.kafka.offsets_topic import read_offsets
 from conveyor.testing.recording import read_journal
 from conveyor.testing.runs import (
     committed_offsets,

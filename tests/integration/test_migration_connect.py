@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conveyor.runtime.offsets_topic import live_offset_keys
+from conveyor.runtime.kafka.offsets_topic import live_offset_keys
 from conveyor.testing.runs import (
     committed_offsets,
     connector_manifest,

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from confluent_kafka import Consumer
 
-from conveyor.runtime.fencing import read_task_count
-from conveyor.runtime.offsets_topic import read_offsets
+from conveyor.runtime.kafka.fencing import read_task_count
+from conveyor.runtime.kafka.offsets_topic import read_offsets
 from conveyor.testing.recording import read_journal
 from conveyor.testing.runs import (
     committed_offsets,

@@ -18,8 +18,8 @@ from confluent_kafka import KafkaException, Producer
 
 from conveyor.manifest import ConnectorManifest
 from conveyor.runtime.driver import Driver, DriverError
-from conveyor.runtime.fencing import transactional_id
-from conveyor.runtime.offsets_topic import decode_key, offset_key, read_offsets
+from conveyor.runtime.kafka.fencing import transactional_id
+from conveyor.runtime.kafka.offsets_topic import decode_key, offset_key, read_offsets
 from conveyor.testing.runs import connector_manifest, consume_all, running_connector, wait_until
 
 pytestmark = pytest.mark.integration

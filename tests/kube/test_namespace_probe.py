@@ -1,6 +1,6 @@
 """The driver's question at SIGTERM -- is my namespace being deleted? -- asked of a real
 kube-apiserver with a ServiceAccount token, as a driver pod asks it
-(:mod:`conveyor.runtime.namespace_deletion`). The harness server has no namespace controller,
+(:mod:`conveyor.runtime.deletion.namespace`). The harness server has no namespace controller,
 so a deleted namespace stays ``Terminating``."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conveyor.runtime.namespace_deletion import namespace_terminating
+from conveyor.runtime.deletion.namespace import namespace_terminating
 
 pytestmark = pytest.mark.integration
 

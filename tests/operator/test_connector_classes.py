@@ -118,7 +118,7 @@ def test_a_module_that_is_not_installed_is_reported_as_unknown_not_refused():
 
 def test_the_driver_is_not_restricted(side_effect_module):
     """Outside ``import_policy.restricted`` (the driver, ``conveyor run``) a dotted path imports."""
-    from conveyor.runtime.plugins import load_connector_class
+    from conveyor.runtime.config.plugins import load_connector_class
 
     module, marker = side_effect_module
     assert load_connector_class(f"{module}:Sink").__name__ == "Sink"

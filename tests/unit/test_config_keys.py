@@ -6,9 +6,9 @@ import pytest
 
 from conveyor.connectors.archive.config import ArchiveSinkConfig
 from conveyor.connectors.postgres.config import PostgresSinkConfig
-from conveyor.runtime import config_keys
-from conveyor.runtime.preflight import PreflightError, connector_class, validate_config
-from conveyor.runtime.settings import SinkSettings
+from conveyor.runtime.config import keys as config_keys
+from conveyor.runtime.config.settings import SinkSettings
+from conveyor.runtime.config.validation import PreflightError, connector_class, validate_config
 
 KNOWN = config_keys.model_keys(PostgresSinkConfig) | config_keys.model_keys(SinkSettings)
 

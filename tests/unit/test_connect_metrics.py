@@ -18,8 +18,8 @@ from conveyor.manifest import ConnectorManifest
 from conveyor.runtime.connect_metrics import NOT_PROVIDED, metric_names
 from conveyor.runtime.metrics import register_collectors
 from conveyor.runtime.report_window import ReportWindow
+from conveyor.runtime.task.meter import TaskMeter
 from conveyor.runtime.task_handles import TaskHandle
-from conveyor.runtime.task_meter import TaskMeter
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "charts" / "conveyor" / "dashboards" / "conveyor-kafka-connect.json"
 
@@ -272,8 +272,8 @@ def test_the_runner_meter_keeps_the_last_minute(clock):
 
 
 def test_error_handling_counts_retries_logged_errors_and_dead_letter_failures():
-    from conveyor.runtime.settings import parse_sink_settings
-    from conveyor.runtime.tolerance import FailedRecord, LogReporter, Stage, ToleranceOperator
+    from conveyor.runtime.config.settings import parse_sink_settings
+    from conveyor.runtime.errors.tolerance import FailedRecord, LogReporter, Stage, ToleranceOperator
 
     settings = parse_sink_settings({"topics": "t", "errors.tolerance": "all", "errors.log.enable": "true"})
     tolerance = ToleranceOperator(settings, [LogReporter("orders", 0, False)])

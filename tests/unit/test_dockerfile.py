@@ -346,7 +346,7 @@ def test_operator_can_load_and_validate_every_built_in_connector_without_spark()
         "            raise ImportError('not in the operator image: ' + name)\n"
         "sys.meta_path.insert(0, NoSpark())\n"
         "from importlib.metadata import entry_points\n"
-        "from conveyor.runtime.preflight import connector_class\n"
+        "from conveyor.runtime.config.validation import connector_class\n"
         "for ep in entry_points(group='conveyor.connectors'):\n"
         "    connector_class(ep.name)\n"
         "import conveyor_operator.handlers\n"

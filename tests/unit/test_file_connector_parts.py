@@ -20,7 +20,7 @@ from conveyor.connectors.file import FileSinkConnector, FileSourceConnector
 from conveyor.connectors.file.config import load_source_config
 from conveyor.connectors.file.lines import LineSplitter
 from conveyor.connectors.file.source import FileSourceTask, committed_position
-from conveyor.runtime.plugins import load_object
+from conveyor.runtime.config.plugins import load_object
 
 try:
     import tomllib

@@ -8,7 +8,7 @@ import dataclasses
 from confluent_kafka import Message
 
 from conveyor.api import Header, SinkRecord, TimestampType
-from conveyor.runtime.sink_context import InternalSinkRecord, LazySinkRecord
+from conveyor.runtime.task.sink.context import InternalSinkRecord, LazySinkRecord
 
 
 def _message() -> Message:

@@ -2,7 +2,7 @@
 
 import logging
 
-from conveyor.runtime.log_repeats import CollapseRepeats
+from conveyor.runtime.kafka.log_repeats import CollapseRepeats
 
 
 def _record(text: str, level: int = logging.ERROR) -> logging.LogRecord:
@@ -11,7 +11,7 @@ def _record(text: str, level: int = logging.ERROR) -> logging.LogRecord:
 
 def test_a_repeated_message_passes_once_per_window_and_then_says_how_often_it_came(monkeypatch):
     clock = [100.0]
-    monkeypatch.setattr("conveyor.runtime.log_repeats.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("conveyor.runtime.kafka.log_repeats.time.monotonic", lambda: clock[0])
     f = CollapseRepeats(window_s=60)
     assert f.filter(_record("connect failed"))
     assert [f.filter(_record("connect failed")) for _ in range(193)] == [False] * 193

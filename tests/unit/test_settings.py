@@ -1,7 +1,7 @@
 import pytest
 
 from conveyor.api import ConfigError
-from conveyor.runtime.settings import ErrorTolerance, parse_sink_settings, prefixed
+from conveyor.runtime.config.settings import ErrorTolerance, parse_sink_settings, prefixed
 
 
 def test_kafka_connect_defaults():

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from conveyor.runtime import source_partitions
-from conveyor.runtime.offsets_topic import partition_id
-from conveyor.runtime.source_partitions import SourcePartitions
+from conveyor.runtime.kafka.offsets_topic import partition_id
+from conveyor.runtime.task.source import partitions as source_partitions
+from conveyor.runtime.task.source.partitions import SourcePartitions
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conveyor.api import ConfigError
-from conveyor.runtime.topic_creation import topic_groups
+from conveyor.runtime.config.topic_creation import topic_groups
 
 BASE = {"topic.creation.default.replication.factor": "1", "topic.creation.default.partitions": "3"}
 

@@ -194,7 +194,7 @@ class DriverClient:
     def sync_task(self, task_id: int, report: TaskReport, directive_version: int, wait_ms: int) -> Directive:
         """A task runner's report, answered with the current directive: the driver holds the
         request up to ``wait_ms`` milliseconds while the directive is still at
-        ``directive_version`` (long-poll). Called by :class:`~conveyor.runtime.control_link.ControlLink`."""
+        ``directive_version`` (long-poll). Called by :class:`~conveyor.runtime.task.control_link.ControlLink`."""
         path = f"/internal/tasks/{int(task_id)}/sync?directive_version={directive_version}&wait_ms={wait_ms}"
         return Directive.from_json(self.call("POST", path, report.to_json(), timeout_s=wait_ms / 1000 + 10))
 

@@ -73,7 +73,7 @@ class TaskSpec:
         task_config: what ``task_configs`` returned for this task, plus ``name``.
         kafka: base librdkafka properties of every Kafka client the task opens
             (``bootstrap.servers`` plus ``security.protocol``, ``ssl.*``, ``sasl.*`` from
-            ``spec.kafka``; see :mod:`conveyor.runtime.kafka_clients`). Holds the SASL
+            ``spec.kafka``; see :mod:`conveyor.runtime.kafka.clients`). Holds the SASL
             password, so it is left out of ``repr``.
         control_url: base URL of the driver's control API.
         control_token: the driver's *task* token, which this task's runner sends to the control
@@ -120,12 +120,12 @@ class TaskReport:
     The fields after ``source_offsets`` feed Kafka Connect's task metrics
     (:mod:`conveyor.runtime.connect_metrics`); each has a default, so a report of an older
     runner still parses. ``batch_*``, ``commit_time_*`` and ``transaction_size_*`` are over the
-    runner's last minute (:mod:`conveyor.runtime.task_meter`), ``None`` when nothing happened
+    runner's last minute (:mod:`conveyor.runtime.task.meter`), ``None`` when nothing happened
     in it: a batch is one ``put()`` (sink) or one ``poll()`` (source), its time in
     milliseconds; ``records_dropped`` are source records polled but never written (a
     transformation dropped them, or their error was tolerated); ``retries``,
     ``errors_logged``, ``dlq_failures`` and ``last_error_ms`` (epoch milliseconds, 0: none)
-    come from the task's error handling (:mod:`conveyor.runtime.tolerance`).
+    come from the task's error handling (:mod:`conveyor.runtime.errors.tolerance`).
     """
 
     task_id: int

@@ -30,7 +30,7 @@ from pydantic.fields import FieldInfo
 
 from conveyor.api import Connector, SinkConnector
 from conveyor.connect_config import conveyor_name
-from conveyor.runtime.plugins import connector_entry_points, load_connector_class
+from conveyor.runtime.config.plugins import connector_entry_points, load_connector_class
 
 #: ``ConnectorStateInfo``'s keys for the connector and for each task, in Connect's order.
 _TASK_KEYS = ("id", "state", "worker_id", "version", "trace")

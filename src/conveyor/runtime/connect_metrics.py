@@ -18,7 +18,7 @@ series                                                         from
 
 As Strimzi's rules type them, ``*_total`` are counters and everything else gauges. Rates,
 ratios and windowed ``*_avg`` / ``*_max`` cover the last minute, as Connect's default
-metrics window (:mod:`conveyor.runtime.report_window`, :mod:`conveyor.runtime.task_meter`); a
+metrics window (:mod:`conveyor.runtime.report_window`, :mod:`conveyor.runtime.task.meter`); a
 windowed value with nothing in its window (no batch, no commit, no transaction) is left out,
 as are the per-task series of a task that has not reported yet. What Conveyor cannot
 measure is not produced: see :data:`NOT_PROVIDED`.

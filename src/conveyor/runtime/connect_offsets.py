@@ -29,15 +29,15 @@ from confluent_kafka.admin import AdminClient
 from conveyor.api import Connector, SinkConnector
 from conveyor.api import TopicPartition as ApiTopicPartition
 from conveyor.control.errors import OperationError
-from conveyor.runtime.kafka_clients import KafkaProperties, client_config
-from conveyor.runtime.offsets_deletion import (
+from conveyor.runtime.deletion.offsets import (
     OffsetsDeletionError,
     delete_offsets,
     delete_sink_offsets,
     sink_group,
     write_source_offsets,
 )
-from conveyor.runtime.offsets_topic import decode_partition_id, offset_key, offset_value, read_offsets
+from conveyor.runtime.kafka.clients import KafkaProperties, client_config
+from conveyor.runtime.kafka.offsets_topic import decode_partition_id, offset_key, offset_value, read_offsets
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ def reset_offsets(kafka: KafkaProperties, cls: type[Connector], config: Mapping[
                         for e in list_sink_offsets(kafka, name)}
         connector_type = "sink"
     else:
-        from conveyor.runtime.settings import parse_source_settings
+        from conveyor.runtime.config.settings import parse_source_settings
 
         topic = parse_source_settings(config).offsets_storage_topic
         current = [(e["partition"], None) for e in list_source_offsets(kafka, name, topic)]

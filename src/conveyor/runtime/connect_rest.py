@@ -38,7 +38,7 @@ from conveyor.control.protocol import TaskState
 from conveyor.manifest import ConnectorSpec, ConnectorState
 from conveyor.runtime import connect_documents as docs
 from conveyor.runtime import connect_offsets as offsets
-from conveyor.runtime.kafka_clients import bootstrap_servers, client_config
+from conveyor.runtime.kafka.clients import bootstrap_servers, client_config
 from conveyor.runtime.live_config import apply_written_spec, mentions_reference
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def _stopped(driver: Driver) -> bool:
 def _version(driver: Driver) -> str:
     if driver.connector is not None:
         return str(driver.connector.version())
-    from conveyor.runtime.preflight import connector_class
+    from conveyor.runtime.config.validation import connector_class
 
     return docs.plugin_version(connector_class(driver.manifest.spec.connector_class)[0])
 
@@ -320,7 +320,7 @@ def _plugin(name: str) -> type:
 
 
 def _plugin_keys(cls: type) -> list[dict[str, Any]]:
-    from conveyor.runtime.settings import SinkSettings, SourceSettings
+    from conveyor.runtime.config.settings import SinkSettings, SourceSettings
 
     runtime = SinkSettings if docs.connector_type_of(cls) == "sink" else SourceSettings
     keys = docs.config_key_infos(runtime, "Common")
@@ -334,7 +334,7 @@ def _plugin_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any)
 
 
 def _validate(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
-    from conveyor.runtime.preflight import PreflightError, validate_config
+    from conveyor.runtime.config.validation import PreflightError, validate_config
 
     named = body.get("connector.class")
     cls = docs.find_plugin(p["plugin"])
@@ -364,7 +364,7 @@ def _offsets(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tu
     name = _check_connector(driver, p, "Connector {c} not found")
     if driver.connector_type == "sink":
         return HTTPStatus.OK, {"offsets": offsets.list_sink_offsets(driver.kafka, name)}
-    from conveyor.runtime.settings import parse_source_settings
+    from conveyor.runtime.config.settings import parse_source_settings
 
     topic = parse_source_settings(driver.manifest.spec.config).offsets_storage_topic
     return HTTPStatus.OK, {"offsets": offsets.list_source_offsets(driver.kafka, name, topic)}
@@ -373,7 +373,7 @@ def _offsets(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tu
 def _modify_offsets(driver: Driver, p: dict[str, Any], entries: list[Any] | None) -> tuple[HTTPStatus, Any]:
     """Alter (``entries``) or reset (``None``) the offsets of the stopped connector, holding the
     driver's operations lock so that no resume starts its tasks meanwhile."""
-    from conveyor.runtime.preflight import connector_class
+    from conveyor.runtime.config.validation import connector_class
 
     name = _check_connector(driver, p, "Connector {c} not found")
     spec = driver.manifest.spec

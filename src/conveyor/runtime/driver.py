@@ -48,18 +48,11 @@ from conveyor.control.auth import ControlTokens
 from conveyor.control.errors import OperationError
 from conveyor.control.protocol import Action, Directive, TaskReport, TaskSpec, TaskState, trace_of
 from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState, ManifestError
+from conveyor.runtime.config.validation import PreflightError, connector_class, validate_config
+from conveyor.runtime.deletion.offsets import delete_offsets_reported
+from conveyor.runtime.kafka.preflight import check_kafka, check_transactions, prepare_sink_topics, prepare_source_topics
 from conveyor.runtime.lifecycle import Lifecycle
 from conveyor.runtime.metrics import register_collectors
-from conveyor.runtime.offsets_deletion import delete_offsets_reported
-from conveyor.runtime.preflight import (
-    PreflightError,
-    check_kafka,
-    check_transactions,
-    connector_class,
-    prepare_sink_topics,
-    prepare_source_topics,
-    validate_config,
-)
 from conveyor.runtime.spark_session import (
     decommission_executor,
     executor_id_of_pod,
@@ -248,14 +241,14 @@ class Driver:
         if self.connector_type == "sink":
             prepare_sink_topics(self.kafka, config)
             return
-        from conveyor.runtime.settings import parse_source_settings
+        from conveyor.runtime.config.settings import parse_source_settings
 
         settings = parse_source_settings(config)
         if settings.exactly_once:
             check_transactions(self.kafka, settings)
         prepare_source_topics(self.kafka, settings)
         if settings.exactly_once:
-            from conveyor.runtime.fencing import TaskCountWriter
+            from conveyor.runtime.kafka.fencing import TaskCountWriter
 
             self._task_count_writer = TaskCountWriter(self.kafka, settings.config_storage_topic,
                                                       self.manifest.metadata.namespace, self.name)
@@ -301,9 +294,9 @@ class Driver:
 
     def _watch_group_lag(self) -> None:
         """(Re)start the watch of the lag of every partition of the sink's topics (they may have changed)."""
-        from conveyor.runtime.group_lag import GroupLag
-        from conveyor.runtime.offsets_deletion import sink_group
-        from conveyor.runtime.settings import parse_sink_settings
+        from conveyor.runtime.config.settings import parse_sink_settings
+        from conveyor.runtime.deletion.offsets import sink_group
+        from conveyor.runtime.kafka.group_lag import GroupLag
 
         if self._group_lag is not None:
             self._group_lag.close()
@@ -324,8 +317,8 @@ class Driver:
     def _launch_tasks(self, configs: list[dict[str, Any]]) -> None:
         assert self._launcher is not None
         if self._task_count_writer is not None:
-            from conveyor.runtime.fencing import start_generation
-            from conveyor.runtime.settings import parse_source_settings
+            from conveyor.runtime.config.settings import parse_source_settings
+            from conveyor.runtime.kafka.fencing import start_generation
 
             settings = parse_source_settings(self.manifest.spec.config)
             self.generation = start_generation(
@@ -708,12 +701,12 @@ class Driver:
         """Stop for good: every task makes a closing commit and gets
         ``stop(connector_deleted)``, then the connector does; with ``delete_offsets`` the
         connector's offsets are deleted once the tasks are gone (see
-        :mod:`conveyor.runtime.offsets_deletion`). Blocks until done. A second call waits
+        :mod:`conveyor.runtime.deletion.offsets`). Blocks until done. A second call waits
         for the first, then does what it asks and the first did not (the connector-deleted
         path, deleting the offsets) and returns the first's report so completed. A stop
         during :meth:`start` keeps the connector from starting; with ``connector_deleted``
         a connector that never started here is started only to be stopped
-        (:mod:`conveyor.runtime.cleanup`), as a previous run may have provisioned it.
+        (:mod:`conveyor.runtime.deletion.cleanup`), as a previous run may have provisioned it.
 
         Args:
             connector_deleted: the connector is being deleted: tasks and connector clean up
@@ -790,8 +783,8 @@ class Driver:
         """The connector-deleted stop path, here on the driver, for each task whose run ended
         without it (it had failed) and each task a stop during start-up kept from being launched:
         the task is started on an idle context only to be stopped
-        (:func:`conveyor.runtime.cleanup.stop_idle_task`), as ``conveyor cleanup`` would."""
-        from conveyor.runtime.cleanup import stop_idle_task
+        (:func:`conveyor.runtime.deletion.cleanup.stop_idle_task`), as ``conveyor cleanup`` would."""
+        from conveyor.runtime.deletion.cleanup import stop_idle_task
 
         ended = [h for h in self.tasks.values() if h.ended_without_deleted_stop]
         unlaunched, self._unlaunched = self._unlaunched, []
@@ -819,8 +812,8 @@ class Driver:
                 handle.cleanup_error = trace_of(exc)
 
     def _cleanup_stopped_connector(self) -> list[str]:
-        """The connector-deleted path for a connector not running here (:mod:`conveyor.runtime.cleanup`)."""
-        from conveyor.runtime.cleanup import cleanup_reported
+        """The connector-deleted path for a connector not running here (:mod:`conveyor.runtime.deletion.cleanup`)."""
+        from conveyor.runtime.deletion.cleanup import cleanup_reported
 
         removed, trace = cleanup_reported(self.manifest)
         self.connector_trace = trace or self.connector_trace

@@ -40,9 +40,9 @@ class FailedStart:
     def stop(self, connector_deleted: bool = False, delete_offsets: bool = False,
              timeout_s: float | None = None) -> dict[str, Any]:
         """Nothing runs, so a plain stop does nothing; a connector-deleted one (or
-        ``delete_offsets``) runs :func:`conveyor.runtime.cleanup.cleanup_connector`, whose
+        ``delete_offsets``) runs :func:`conveyor.runtime.deletion.cleanup.cleanup_connector`, whose
         failure is reported in ``connector_trace`` / ``offsets_error``, never raised."""
-        from conveyor.runtime.cleanup import cleanup_connector
+        from conveyor.runtime.deletion.cleanup import cleanup_connector
 
         result: dict[str, Any] = {"name": self.name, "connector_deleted": connector_deleted, "tasks": [],
                                   "removed": [], "connector_trace": None, "offsets_deleted": None,

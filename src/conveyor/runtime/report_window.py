@@ -5,7 +5,7 @@ A runner posts a :class:`~conveyor.control.protocol.TaskReport` about once a sec
 one the driver takes (:meth:`~conveyor.runtime.task_handles.TaskHandle.take_report`) is a
 sample here. Kafka Connect computes its rates and ratios over its metrics window
 (``metrics.sample.window.ms`` 30 s × ``metrics.num.samples`` 2), so samples are kept for
-:data:`~conveyor.runtime.task_meter.WINDOW_S` seconds, plus the newest one older than
+:data:`~conveyor.runtime.task.meter.WINDOW_S` seconds, plus the newest one older than
 that, the base of a rate over the whole window. A report of a new attempt (whose counters
 start again from 0) starts the window again.
 """
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from conveyor.control.protocol import TaskReport, TaskState
-from conveyor.runtime.task_meter import WINDOW_S
+from conveyor.runtime.task.meter import WINDOW_S
 
 COUNTERS = ("records_read", "records_put", "records_written", "commits")
 """The report's totals whose per-second rates the metrics show."""

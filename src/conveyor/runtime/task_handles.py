@@ -146,7 +146,7 @@ class TaskLauncher:
             log.exception("could not cancel the Spark job of task %d", handle.task_id)
 
     def _run(self, handle: TaskHandle) -> None:
-        from conveyor.runtime.executor import run_task_partition
+        from conveyor.runtime.task.executor import run_task_partition
 
         sc = self._spark.sparkContext
         while True:

@@ -17,7 +17,7 @@ from conveyor.api import ConnectError, SinkConnector, SinkRecord, SinkTask, Task
 
 
 def _load(name: str) -> type[SinkConnector]:
-    from conveyor.runtime.plugins import load_connector_class
+    from conveyor.runtime.config.plugins import load_connector_class
 
     cls = load_connector_class(name)
     assert issubclass(cls, SinkConnector)

@@ -19,7 +19,7 @@ from conveyor.api import SinkConnector, SinkRecord, SinkTask, Task, TopicPartiti
 
 
 def _load(name: str) -> type[SinkConnector]:
-    from conveyor.runtime.plugins import load_connector_class
+    from conveyor.runtime.config.plugins import load_connector_class
 
     cls = load_connector_class(name)
     assert issubclass(cls, SinkConnector)

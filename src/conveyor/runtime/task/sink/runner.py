@@ -67,20 +67,20 @@ from conveyor.api import ConnectError, Header, HeaderConverter, RetriableError, 
 from conveyor.control.protocol import Action, TaskReport, TaskSpec, TaskState, tp_key
 from conveyor.converters import ByteArrayConverter, load_converter
 from conveyor.converters.header_converters import load_header_converter, to_connect_headers
-from conveyor.runtime.dead_letter_queue import DeadLetterQueue
-from conveyor.runtime.kafka_clients import client_config
-from conveyor.runtime.log_repeats import CollapseRepeats
-from conveyor.runtime.plugins import load_connector_class
-from conveyor.runtime.settings import SinkSettings, parse_sink_settings, prefixed
-from conveyor.runtime.sink_context import (
+from conveyor.runtime.config.plugins import load_connector_class
+from conveyor.runtime.config.settings import SinkSettings, parse_sink_settings, prefixed
+from conveyor.runtime.errors.dead_letter_queue import DeadLetterQueue
+from conveyor.runtime.errors.tolerance import LogReporter, Reporter, Stage, ToleranceOperator, class_name
+from conveyor.runtime.kafka.clients import client_config
+from conveyor.runtime.kafka.log_repeats import CollapseRepeats
+from conveyor.runtime.task.runner import TaskFailed, TaskRunner
+from conveyor.runtime.task.sink.context import (
     InternalSinkRecord,
     LazySinkRecord,
     RunnerErrantRecordReporter,
     RunnerSinkContext,
     failed_record,
 )
-from conveyor.runtime.task_runner import TaskFailed, TaskRunner
-from conveyor.runtime.tolerance import LogReporter, Reporter, Stage, ToleranceOperator, class_name
 from conveyor.transforms.chain import TransformationChain
 
 log = logging.getLogger(__name__)

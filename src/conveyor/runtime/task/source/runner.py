@@ -43,16 +43,17 @@ from conveyor.api import (
 from conveyor.control.protocol import Action, TaskReport, TaskSpec, TaskState
 from conveyor.converters import load_converter
 from conveyor.converters.header_converters import load_header_converter, to_kafka_headers
-from conveyor.runtime.fencing import read_task_count, transactional_id
-from conveyor.runtime.kafka_clients import client_config
-from conveyor.runtime.offsets_topic import TopicOffsetReader, offset_key, offset_value, read_offsets
-from conveyor.runtime.plugins import load_connector_class
-from conveyor.runtime.settings import SourceSettings, TransactionBoundary, parse_source_settings, prefixed
-from conveyor.runtime.source_context import RunnerSourceContext
-from conveyor.runtime.source_partitions import PartitionOffset, SourcePartitions
-from conveyor.runtime.task_runner import TaskFailed, TaskFenced, TaskRunner
-from conveyor.runtime.tolerance import FailedRecord, LogReporter, Reporter, Stage, ToleranceOperator, class_name
-from conveyor.runtime.topic_creation import TopicCreator, topic_groups
+from conveyor.runtime.config.plugins import load_connector_class
+from conveyor.runtime.config.settings import SourceSettings, TransactionBoundary, parse_source_settings, prefixed
+from conveyor.runtime.config.topic_creation import topic_groups
+from conveyor.runtime.errors.tolerance import FailedRecord, LogReporter, Reporter, Stage, ToleranceOperator, class_name
+from conveyor.runtime.kafka.clients import client_config
+from conveyor.runtime.kafka.fencing import read_task_count, transactional_id
+from conveyor.runtime.kafka.offsets_topic import TopicOffsetReader, offset_key, offset_value, read_offsets
+from conveyor.runtime.kafka.topic_creation import TopicCreator
+from conveyor.runtime.task.runner import TaskFailed, TaskFenced, TaskRunner
+from conveyor.runtime.task.source.context import RunnerSourceContext
+from conveyor.runtime.task.source.partitions import PartitionOffset, SourcePartitions
 from conveyor.transforms.chain import TransformationChain
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ class SourceTaskRunner(TaskRunner):
                  initialised - began, time.monotonic() - initialised)
         transaction_context = None
         if self.exactly_once and self.settings.transaction_boundary is TransactionBoundary.CONNECTOR:
-            from conveyor.runtime.source_context import RunnerTransactionContext
+            from conveyor.runtime.task.source.context import RunnerTransactionContext
 
             transaction_context = RunnerTransactionContext()
         self.context = RunnerSourceContext(spec.task_config, self.reader, transaction_context)

@@ -23,7 +23,7 @@ import collections
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from conveyor.runtime.offsets_topic import partition_id
+from conveyor.runtime.kafka.offsets_topic import partition_id
 
 RECENTLY_COMMITTED = 1_000
 PARTITION_ID_CACHE = 10_000
@@ -52,7 +52,7 @@ class SourcePartitions:
         self._recently_committed: collections.OrderedDict[str, Offset] = collections.OrderedDict()
 
     def id_of(self, partition: Mapping[str, Any]) -> str:
-        """The canonical id of ``partition`` (:func:`~conveyor.runtime.offsets_topic.partition_id`)."""
+        """The canonical id of ``partition`` (:func:`~conveyor.runtime.kafka.offsets_topic.partition_id`)."""
         last = self._last
         # Sources usually hand the same partition object to a run of records: an identity check
         # plus an equality check (it may have been changed in place) beats hashing its items.

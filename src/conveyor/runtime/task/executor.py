@@ -17,7 +17,7 @@ from typing import Any
 from conveyor.api import SinkConnector, SourceConnector
 from conveyor.api.redaction import RedactSecrets, remember_all
 from conveyor.control.protocol import TaskReport, TaskSpec
-from conveyor.runtime.plugins import load_connector_class
+from conveyor.runtime.config.plugins import load_connector_class
 
 
 def configure_worker_logging() -> None:
@@ -57,11 +57,11 @@ def run_task(spec: TaskSpec) -> TaskReport:
     tune_gc()
     connector_cls = load_connector_class(spec.connector_class)
     if issubclass(connector_cls, SinkConnector):
-        from conveyor.runtime.sink_runner import SinkTaskRunner
+        from conveyor.runtime.task.sink.runner import SinkTaskRunner
 
         return SinkTaskRunner(spec).run()
     if issubclass(connector_cls, SourceConnector):
-        from conveyor.runtime.source_runner import SourceTaskRunner
+        from conveyor.runtime.task.source.runner import SourceTaskRunner
 
         return SourceTaskRunner(spec).run()
     raise TypeError(f"{spec.connector_class} is neither a sink nor a source connector")

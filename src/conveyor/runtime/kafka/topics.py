@@ -12,7 +12,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conveyor.runtime.kafka_clients import KafkaProperties, client_config
+from conveyor.runtime.kafka.clients import KafkaProperties, client_config
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from conveyor.runtime.kafka_clients import KafkaProperties, client_config
-from conveyor.runtime.topics import ensure_topic, scan_topic
+from conveyor.runtime.kafka.clients import KafkaProperties, client_config
+from conveyor.runtime.kafka.topics import ensure_topic, scan_topic
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def read_task_count(kafka: KafkaProperties, topic: str, connector: str, timeout_
     tombstone after the connector's offsets were deleted).
 
     Args:
-        kafka: base Kafka client properties (see :mod:`conveyor.runtime.kafka_clients`).
+        kafka: base Kafka client properties (see :mod:`conveyor.runtime.kafka.clients`).
 
     Raises:
         KafkaException: the topic cannot be read.

@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from conveyor.api import ErrantRecordReporter, Header, SinkRecord, SinkTaskContext, TimestampType, TopicPartition
-from conveyor.runtime.tolerance import FailedRecord, Stage, ToleranceOperator, class_name
+from conveyor.runtime.errors.tolerance import FailedRecord, Stage, ToleranceOperator, class_name
 
 if TYPE_CHECKING:
     from confluent_kafka import Message

@@ -22,7 +22,7 @@ from collections.abc import Collection, Sequence
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from conveyor.control.protocol import tp_key
-from conveyor.runtime.kafka_clients import KafkaProperties, client_config
+from conveyor.runtime.kafka.clients import KafkaProperties, client_config
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT_S = 10.0

@@ -17,8 +17,8 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from conveyor.api import OffsetStorageReader
-from conveyor.runtime.kafka_clients import KafkaProperties
-from conveyor.runtime.topics import ensure_topic, scan_topic
+from conveyor.runtime.kafka.clients import KafkaProperties
+from conveyor.runtime.kafka.topics import ensure_topic, scan_topic
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def read_offsets(kafka: KafkaProperties, topic: str, connector: str, timeout_s: 
     removes it. A malformed record is logged with its key and skipped.
 
     Args:
-        kafka: base Kafka client properties (see :mod:`conveyor.runtime.kafka_clients`).
+        kafka: base Kafka client properties (see :mod:`conveyor.runtime.kafka.clients`).
         client_config: extra consumer settings, applied last.
 
     Raises:

@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from conveyor.runtime.tolerance import FailedRecord, Reporter, Stage
+from conveyor.runtime.errors.tolerance import FailedRecord, Reporter, Stage
 
 log = logging.getLogger(__name__)
 HEADER_PREFIX = "__connect.errors."

@@ -20,8 +20,8 @@ import traceback
 from typing import Any
 
 from conveyor.control.protocol import Action, TaskReport, TaskSpec, TaskState, current_pod, trace_of
-from conveyor.runtime.control_link import ControlLink
-from conveyor.runtime.task_meter import TaskMeter
+from conveyor.runtime.task.control_link import ControlLink
+from conveyor.runtime.task.meter import TaskMeter
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ Transient failures (anything but a configuration error) are retried with exponen
 backoff until the deadline.
 
 With ``delete_offsets`` (``spec.deletionPolicy.offsets: delete``) the connector's offsets
-are deleted afterwards, as the driver's stop does (:mod:`conveyor.runtime.offsets_deletion`):
+are deleted afterwards, as the driver's stop does (:mod:`conveyor.runtime.deletion.offsets`):
 the sink consumer group ``connect-<name>``, or tombstones for the source offsets and the
 task-count record. That part can run alone (``connector_cleanup=False``), for a connector
 whose ``deletionPolicy.cleanup`` is false or whose driver stopped before deleting them.
@@ -40,7 +40,7 @@ from conveyor.api import (
 )
 from conveyor.control.protocol import trace_of
 from conveyor.manifest import ConnectorManifest, ManifestError
-from conveyor.runtime.preflight import connector_class
+from conveyor.runtime.config.validation import connector_class
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +240,7 @@ def _retry(once: Callable[[], CleanupResult], name: str, deadline: float, timeou
 
 def _delete_offsets(manifest: ConnectorManifest, connector_type: str, result: CleanupResult, deadline: float,
                     initial_backoff_s: float, max_backoff_s: float) -> None:
-    from conveyor.runtime.offsets_deletion import OffsetsDeletionError, delete_offsets
+    from conveyor.runtime.deletion.offsets import OffsetsDeletionError, delete_offsets
 
     try:
         kafka = manifest.spec.kafka.client_properties()

@@ -3,7 +3,7 @@
 Kafka Connect logs every supplied key that is not a known config ("The configuration 'x' was
 supplied but isn't a known config"); here the check needs the connector's ``config_model``
 (a connector without one may read any key, so nothing is reported for it). Known: the
-connector model's keys, the runtime's (:mod:`conveyor.runtime.settings`), anything under a
+connector model's keys, the runtime's (:mod:`conveyor.runtime.config.settings`), anything under a
 known key (``archive.storage.region``, ``value.converter.schemas.enable``) and the prefixes
 Kafka Connect passes through (``transforms.``, ``consumer.override.``...).
 """

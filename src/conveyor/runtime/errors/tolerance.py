@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from conveyor.api import ConnectError, RetriableError
-from conveyor.runtime.settings import CommonSettings, ErrorTolerance
+from conveyor.runtime.config.settings import CommonSettings, ErrorTolerance
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

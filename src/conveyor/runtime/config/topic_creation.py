@@ -1,5 +1,6 @@
-"""Topics a source connector writes to, created on first use with the settings the connector's
-configuration gives (KIP-158, as Kafka Connect's ``TopicCreation``).
+"""The groups of topic settings a source connector's configuration gives, for the topics it
+writes to (KIP-158, as Kafka Connect's ``TopicCreation``; created on first use by
+:class:`conveyor.runtime.kafka.topic_creation.TopicCreator`).
 
 Enabled for a connector when its configuration sets both
 ``topic.creation.default.replication.factor`` and ``topic.creation.default.partitions``
@@ -13,15 +14,12 @@ exists is left as it is.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from conveyor.api import ConfigError
-
-log = logging.getLogger(__name__)
 
 PREFIX = "topic.creation."
 DEFAULT_GROUP = "default"
@@ -98,29 +96,3 @@ def topic_groups(config: Mapping[str, Any]) -> list[TopicGroup] | None:
     if errors:
         raise ConfigError(errors)
     return groups
-
-
-class TopicCreator:
-    """Creates, once per topic and task, a topic the task is about to write to (the task's
-    runner thread calls :meth:`ensure` before producing to a topic it has not written to)."""
-
-    def __init__(self, admin: Any, groups: list[TopicGroup]) -> None:
-        self._admin = admin
-        self._groups = groups
-        self._known: set[str] = set()
-
-    def ensure(self, topic: str) -> None:
-        """Create ``topic`` with its group's settings unless it exists.
-
-        Raises:
-            KafkaException: the broker refused the creation.
-        """
-        if topic in self._known:
-            return
-        from conveyor.runtime.topics import ensure_topic
-
-        group = next(g for g in self._groups if g.matches(topic))
-        log.debug("topic %s: topic.creation group %s (%d partition(s), replication factor %d)", topic, group.name,
-                  group.partitions, group.replication_factor)
-        ensure_topic(self._admin, topic, group.partitions, group.replication_factor, group.configs)
-        self._known.add(topic)

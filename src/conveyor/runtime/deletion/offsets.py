@@ -30,7 +30,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from conveyor.api import ConfigError
-from conveyor.runtime.kafka_clients import KafkaProperties, client_config
+from conveyor.runtime.kafka.clients import KafkaProperties, client_config
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def write_source_offsets(kafka: KafkaProperties, connector: str, namespace: str,
                          updates: Mapping[bytes, bytes | None] | None, timeout_s: float = 60.0) -> dict[str, Any]:
     """Write source offsets of ``connector`` to its offsets topic, as its tasks would.
 
-    ``updates`` maps offsets-topic keys (:func:`~conveyor.runtime.offsets_topic.offset_key`)
+    ``updates`` maps offsets-topic keys (:func:`~conveyor.runtime.kafka.offsets_topic.offset_key`)
     to values (``None``: a tombstone); every other live spelling of an updated source partition
     is tombstoned. ``updates=None`` tombstones every offset of the connector and its
     task-count record (:func:`delete_source_offsets`). When the connector has exactly-once
@@ -125,15 +125,15 @@ def write_source_offsets(kafka: KafkaProperties, connector: str, namespace: str,
     Raises:
         OffsetsDeletionError: reading the topics, fencing or writing failed.
     """
-    from conveyor.runtime.fencing import (
+    from conveyor.runtime.config.settings import parse_source_settings
+    from conveyor.runtime.kafka.fencing import (
         TASK_COUNT_PREFIX,
         fence,
         leader_transactional_id,
         read_task_count,
         transactional_id,
     )
-    from conveyor.runtime.offsets_topic import decode_key, live_offset_keys, partition_id
-    from conveyor.runtime.settings import parse_source_settings
+    from conveyor.runtime.kafka.offsets_topic import decode_key, live_offset_keys, partition_id
 
     try:
         settings = parse_source_settings(config)

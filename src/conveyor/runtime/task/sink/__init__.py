@@ -1,0 +1,1 @@
+"""A sink task's runner (Kafka Connect's ``WorkerSinkTask``) and the context it gives the task."""
