@@ -158,7 +158,7 @@ RUN printf '%s\n' \
       'set -euo pipefail' \
       'if [ "${1:-}" = executor ]; then shift; fi' \
       '# A UID without a passwd entry (OpenShift assigns one): Hadoop login needs an entry, as in' \
-      '# Spark own images: libnss_wrapper and a passwd file under /tmp (conveyor.runtime.passwd_entry).' \
+      '# Spark own images: libnss_wrapper and a passwd file under /tmp (conveyor.runtime.driver.passwd_entry).' \
       'if ! getent passwd "$(id -u)" >/dev/null; then' \
       '  nss_lib="$(ls /usr/lib/*/libnss_wrapper.so 2>/dev/null | head -n 1)"' \
       '  if [ -n "$nss_lib" ]; then' \

@@ -32,7 +32,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conveyor.manifest import ConnectorManifest
-from conveyor.runtime.driver import Driver
+from conveyor.runtime.driver.driver import Driver
 from conveyor.testing.faults import reconsumed, unique_given
 from conveyor.testing.kafka import start_or_reuse as start_or_reuse_kafka
 from conveyor.testing.runs import produce

@@ -43,7 +43,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conveyor.manifest import ConnectorManifest
-from conveyor.runtime.driver import Driver
+from conveyor.runtime.driver.driver import Driver
 from conveyor.testing.kafka import start_or_reuse as start_or_reuse_kafka
 from conveyor.testing.postgres import start_or_reuse as start_or_reuse_postgres
 from conveyor.testing.runs import produce

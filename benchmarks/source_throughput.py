@@ -37,7 +37,7 @@ from conveyor.api import OffsetStorageReader, SourceTaskContext, TransactionCont
 from conveyor.connectors.postgres_audit.config import AuditNames, load_config
 from conveyor.connectors.postgres_audit.source import PostgresAuditSourceConnector, PostgresAuditSourceTask
 from conveyor.manifest import ConnectorManifest
-from conveyor.runtime.driver import Driver
+from conveyor.runtime.driver.driver import Driver
 from conveyor.testing.kafka import start_or_reuse as start_or_reuse_kafka
 from conveyor.testing.postgres import start_or_reuse as start_or_reuse_postgres
 

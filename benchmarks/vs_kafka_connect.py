@@ -112,7 +112,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from sink_throughput import PAD, PARTITIONS, make_topic  # the same topic as the sink benchmark's
 
-from conveyor.runtime.driver import Driver
+from conveyor.runtime.driver.driver import Driver
 from conveyor.testing.connect import JSON_CONVERTER, ConnectWorker
 from conveyor.testing.kafka import start_or_reuse as start_or_reuse_kafka
 from conveyor.testing.runs import connector_manifest

@@ -303,7 +303,7 @@ def _push_config(body: kopf.Body, manifest: ConnectorManifest) -> bool:
     except DriverRefused as exc:
         if exc.status == 400:
             shared_kube().event(body, "Warning", "InvalidConfig", message=exc.message)
-        elif exc.status == 409:  # only a new driver may take it (conveyor.runtime.live_config)
+        elif exc.status == 409:  # only a new driver may take it (conveyor.runtime.rest.live_config)
             shared_kube().event(body, "Normal", "RollingDriver", message=exc.message)
         log.info("driver of %s refused the new config live (%s): rolling", manifest.name, exc)
         return False

@@ -100,8 +100,8 @@ def run(
     ] = False,
 ) -> None:
     """Run a connector until SIGTERM or Ctrl-C, then stop it gracefully (closing commits)."""
-    from conveyor.runtime.driver import Driver, DriverError
-    from conveyor.runtime.spark_session import refuse_enforced_changes
+    from conveyor.runtime.driver.driver import Driver, DriverError
+    from conveyor.runtime.driver.spark_session import refuse_enforced_changes
 
     _setup_logging(log_level)
     try:
@@ -173,7 +173,7 @@ def _run_until_stopped(driver: Any, connector: ConnectorManifest, progress: bool
                        stop_requested: threading.Event, signals: list[int]) -> None:
     """Serve until SIGTERM/Ctrl-C (or a stop through the control API), stop, print, exit."""
     show_progress = sys.stderr.isatty() if progress is None else progress
-    from conveyor.runtime.progress import ProgressReporter
+    from conveyor.runtime.driver.progress import ProgressReporter
 
     reporter = ProgressReporter(driver, live=show_progress)
     try:
@@ -200,7 +200,7 @@ def _stop_failed_start(manifest: ConnectorManifest, error: str, signals: list[in
     stop = _stop_for(manifest, signals)
     if not stop:
         return
-    from conveyor.runtime.failed_start import FailedStart
+    from conveyor.runtime.driver.failed_start import FailedStart
 
     result = FailedStart(manifest, error).stop(**stop)
     log.info("connector %s: connector-deleted stop path after the failed start: removed %s%s", manifest.name,
@@ -211,11 +211,11 @@ def _stop_failed_start(manifest: ConnectorManifest, error: str, signals: list[in
 def _serve_failed_start(manifest: ConnectorManifest, error: str, host: str, port: int, tokens: ControlTokens,
                         stop_requested: threading.Event) -> None:
     """Serve the failure (``GET /status``) and the connector-deleted stop path until SIGTERM,
-    instead of exiting into a crash loop (see :mod:`conveyor.runtime.failed_start`)."""
-    from conveyor.runtime.control_server import ControlServer
-    from conveyor.runtime.failed_start import FailedStart
+    instead of exiting into a crash loop (see :mod:`conveyor.runtime.driver.failed_start`)."""
+    from conveyor.runtime.driver.failed_start import FailedStart
+    from conveyor.runtime.rest.server import ControlServer
 
-    server = ControlServer(FailedStart(manifest, error), host, port, tokens)  # type: ignore[arg-type]
+    server = ControlServer(FailedStart(manifest, error), host, port, tokens)
     server.start()
     log.error("connector %s failed to start; serving its status on port %d until SIGTERM", manifest.name,
               server.port)

@@ -47,7 +47,7 @@ ENFORCED: dict[str, str] = {
     "spark.network.crypto.saslFallback": "false",
 }
 """Spark properties every driver runs with, on every master; applied last (see
-:func:`conveyor.runtime.spark_session.spark_properties`)."""
+:func:`conveyor.runtime.driver.spark_session.spark_properties`)."""
 
 SECRET_FILE = "/etc/conveyor/control/spark-auth-secret"
 """Where driver and executor pods see the connector's Spark secret (key ``spark-auth-secret``

@@ -20,7 +20,7 @@ _AES = {"spark.network.crypto.enabled": "true", "spark.network.crypto.authEngine
 
 
 def driver() -> None:
-    from conveyor.runtime.spark_session import spark_properties, start_spark_session
+    from conveyor.runtime.driver.spark_session import spark_properties, start_spark_session
     from conveyor.spark_security import ENFORCED
 
     spark = start_spark_session(spark_properties("rpc-probe", 1))

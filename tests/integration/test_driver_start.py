@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from conveyor.runtime.driver import Driver, DriverError
+from conveyor.runtime.driver.driver import Driver, DriverError
 from conveyor.testing.ports import free_port
 from conveyor.testing.runs import connector_manifest
 

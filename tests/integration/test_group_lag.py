@@ -10,8 +10,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from conveyor.runtime.driver.progress import ProgressReporter
 from conveyor.runtime.kafka.group_lag import GroupLag
-from conveyor.runtime.progress import ProgressReporter
 from conveyor.testing.runs import connector_manifest, produce, running_connector, wait_until
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conveyor.runtime.driver import Driver, DriverError
+from conveyor.runtime.driver.driver import Driver, DriverError
 from conveyor.runtime.kafka.offsets_topic import read_offsets
 from conveyor.testing.recording import read_journal
 from conveyor.testing.runs import (

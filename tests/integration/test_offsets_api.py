@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from conveyor.runtime.connect_offsets import ALTERED, not_stopped_message
 from conveyor.runtime.kafka.offsets_topic import read_offsets
+from conveyor.runtime.rest.connect_offsets import ALTERED, not_stopped_message
 from conveyor.testing.recording import read_journal
 from conveyor.testing.runs import (
     committed_offsets,

@@ -17,7 +17,7 @@ import yaml
 from confluent_kafka import KafkaException, Producer
 
 from conveyor.manifest import ConnectorManifest
-from conveyor.runtime.driver import Driver, DriverError
+from conveyor.runtime.driver.driver import Driver, DriverError
 from conveyor.runtime.kafka.fencing import transactional_id
 from conveyor.runtime.kafka.offsets_topic import decode_key, offset_key, read_offsets
 from conveyor.testing.runs import connector_manifest, consume_all, running_connector, wait_until

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from conveyor.runtime.driver import Driver
+from conveyor.runtime.driver.driver import Driver
 from conveyor.testing.recording import read_journal
 from conveyor.testing.runs import connector_manifest, wait_until
 

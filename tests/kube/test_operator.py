@@ -261,7 +261,7 @@ class LocalDriver:
     def __init__(self, spark, api: Api, namespace: str, name: str, tmp: Path, port: int,
                  tokens: ControlTokens | None = None) -> None:
         from conveyor.manifest import ConnectorManifest
-        from conveyor.runtime.driver import Driver
+        from conveyor.runtime.driver.driver import Driver
 
         path = tmp / f"{name}-{uuid.uuid4().hex[:6]}.yaml"
         path.write_text(api.core.read_namespaced_config_map(f"{name}-connector", namespace).data["connector.yaml"])

@@ -1,4 +1,4 @@
-"""Kafka Connect's metric names on a driver's /metrics (conveyor.runtime.connect_metrics), scraped
+"""Kafka Connect's metric names on a driver's /metrics (conveyor.runtime.rest.connect_metrics), scraped
 with prometheus_client from a stand-in driver fed with task reports; the names checked against
 Strimzi's JMX exporter rules, and the shipped Grafana dashboard checked to ask only for them."""
 
@@ -15,11 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conveyor.control.protocol import TaskReport, TaskState
 from conveyor.manifest import ConnectorManifest
-from conveyor.runtime.connect_metrics import NOT_PROVIDED, metric_names
-from conveyor.runtime.metrics import register_collectors
-from conveyor.runtime.report_window import ReportWindow
+from conveyor.runtime.herder.report_window import ReportWindow
+from conveyor.runtime.herder.task_handles import TaskHandle
+from conveyor.runtime.rest.connect_metrics import NOT_PROVIDED, metric_names
+from conveyor.runtime.rest.metrics import register_collectors
 from conveyor.runtime.task.meter import TaskMeter
-from conveyor.runtime.task_handles import TaskHandle
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "charts" / "conveyor" / "dashboards" / "conveyor-kafka-connect.json"
 
@@ -38,7 +38,7 @@ class _Connector:
 
 
 class FakeDriver:
-    """What the collectors read of a :class:`~conveyor.runtime.driver.Driver`."""
+    """What the collectors read of a :class:`~conveyor.runtime.driver.driver.Driver`."""
 
     def __init__(self, connector_type: str, tasks: int, clock: Clock) -> None:
         self.manifest = ConnectorManifest.model_validate({

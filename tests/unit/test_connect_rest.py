@@ -14,9 +14,9 @@ import pytest
 from conveyor.control.auth import ControlTokens
 from conveyor.control.protocol import TaskState
 from conveyor.manifest import ConnectorManifest, ConnectorState
-from conveyor.runtime.control_server import ControlServer
-from conveyor.runtime.lifecycle import Lifecycle
-from conveyor.runtime.task_handles import TaskHandle
+from conveyor.runtime.herder.lifecycle import Lifecycle
+from conveyor.runtime.herder.task_handles import TaskHandle
+from conveyor.runtime.rest.server import ControlServer
 
 TOKENS = ControlTokens.generate()
 
@@ -30,7 +30,7 @@ class _Connector:
 
 
 class FakeDriver:
-    """The part of :class:`~conveyor.runtime.driver.Driver` the Connect endpoints use."""
+    """The part of :class:`~conveyor.runtime.driver.driver.Driver` the Connect endpoints use."""
 
     metrics_registry = None
 

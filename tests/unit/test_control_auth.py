@@ -19,7 +19,7 @@ from conveyor.control.auth import (
     write_local_token,
 )
 from conveyor.control.protocol import Directive, TaskReport, TaskState
-from conveyor.runtime.control_server import ENDPOINTS, ControlServer
+from conveyor.runtime.rest.server import ENDPOINTS, ControlServer
 
 REPORT = json.dumps(TaskReport(task_id=0, attempt=1, state=TaskState.RUNNING, worker_id="w").to_json())
 #: A concrete request for each endpoint of the table.

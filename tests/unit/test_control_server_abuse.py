@@ -21,9 +21,9 @@ from prometheus_client import CollectorRegistry
 
 from conveyor.control.auth import ControlTokens
 from conveyor.control.protocol import Directive, TaskReport, TaskState
-from conveyor.runtime.connect_rest import CONNECT_ENDPOINTS
-from conveyor.runtime.control_server import ENDPOINTS, PROBES, SHORT_CALLS, ControlServer, ServerLimits
-from conveyor.runtime.lifecycle import Phase
+from conveyor.runtime.herder.lifecycle import Phase
+from conveyor.runtime.rest.connect_rest import CONNECT_ENDPOINTS
+from conveyor.runtime.rest.server import ENDPOINTS, PROBES, SHORT_CALLS, ControlServer, ServerLimits
 
 TOKENS = ControlTokens.generate()
 ADMIN = {"Authorization": f"Bearer {TOKENS.admin}"}

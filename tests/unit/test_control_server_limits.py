@@ -10,7 +10,7 @@ import json
 import pytest
 
 from conveyor.control.auth import ControlTokens
-from conveyor.runtime.control_server import MAX_BODY_BYTES, ControlServer
+from conveyor.runtime.rest.server import MAX_BODY_BYTES, ControlServer
 
 TOKENS = ControlTokens.generate()
 AUTH = {"Authorization": f"Bearer {TOKENS.admin}"}

@@ -1,10 +1,10 @@
-"""The driver's lifecycle transitions (conveyor.runtime.lifecycle), each trigger from each phase."""
+"""The driver's lifecycle transitions (conveyor.runtime.herder.lifecycle), each trigger from each phase."""
 
 import threading
 
 import pytest
 
-from conveyor.runtime.lifecycle import Lifecycle, LifecycleError, Phase
+from conveyor.runtime.herder.lifecycle import Lifecycle, LifecycleError, Phase
 
 
 def _new() -> Lifecycle:
@@ -85,7 +85,7 @@ def test_a_stop_wakes_the_threads_waiting_on_the_drivers_condition():
 
 def _driver():
     from conveyor.manifest import ConnectorManifest
-    from conveyor.runtime.driver import Driver
+    from conveyor.runtime.driver.driver import Driver
 
     manifest = ConnectorManifest.from_dict({
         "apiVersion": "conveyor.dev/v1alpha1", "kind": "Connector", "metadata": {"name": "failing"},

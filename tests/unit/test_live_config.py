@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from conveyor.manifest import ConnectorSpec
-from conveyor.runtime.live_config import is_connection_key, live_change_refusal, uses_credentials
+from conveyor.runtime.rest.live_config import is_connection_key, live_change_refusal, uses_credentials
 
 
 def spec(**fields) -> ConnectorSpec:
@@ -65,7 +65,7 @@ def test_put_config_answers_409_and_reaches_no_driver_for_a_credential_move(tmp_
     import json
 
     from conveyor.control.auth import ControlTokens
-    from conveyor.runtime.control_server import ControlServer
+    from conveyor.runtime.rest.server import ControlServer
 
     monkeypatch.setenv("CONVEYOR_MOUNT_DIR", str(tmp_path))
     calls: list[ConnectorSpec] = []
@@ -124,7 +124,7 @@ class ControlApi:
 
     def __init__(self, running: ConnectorSpec) -> None:
         from conveyor.control.auth import ControlTokens
-        from conveyor.runtime.control_server import ControlServer
+        from conveyor.runtime.rest.server import ControlServer
 
         self.calls: list[ConnectorSpec] = []
         self.driver = SimpleNamespace(manifest=SimpleNamespace(spec=running), metrics_registry=None,

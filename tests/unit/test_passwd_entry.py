@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conveyor.runtime import passwd_entry
+from conveyor.runtime.driver import passwd_entry
 
 
 def _unknown_uid(monkeypatch):

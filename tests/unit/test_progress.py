@@ -1,6 +1,6 @@
 """The progress line of `conveyor run`: task counts by state."""
 
-from conveyor.runtime.progress import task_states
+from conveyor.runtime.driver.progress import task_states
 
 
 def test_task_states_count_running_tasks_and_name_the_others():

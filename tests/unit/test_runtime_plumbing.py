@@ -14,17 +14,17 @@ from typer.testing import CliRunner
 from conveyor import spark_security
 from conveyor.cli import app, parse_conf
 from conveyor.control.protocol import TaskSpec
-from conveyor.runtime import driver as driver_module
 from conveyor.runtime.config.settings import parse_source_settings
-from conveyor.runtime.driver import Driver, DriverError, kafka_properties
-from conveyor.runtime.kafka import group_lag as group_lag_module
-from conveyor.runtime.kafka.clients import base_properties, client_config, describe, redacted
-from conveyor.runtime.spark_session import (
+from conveyor.runtime.driver import driver as driver_module
+from conveyor.runtime.driver.driver import Driver, DriverError, kafka_properties
+from conveyor.runtime.driver.spark_session import (
     SparkConfRefused,
     decommission_executor,
     executor_id_of_pod,
     spark_properties,
 )
+from conveyor.runtime.kafka import group_lag as group_lag_module
+from conveyor.runtime.kafka.clients import base_properties, client_config, describe, redacted
 from conveyor.runtime.task.sink.runner import consumer_config, producer_config
 from conveyor.runtime.task.source.runner import SourceTaskRunner
 from conveyor.testing.runs import connector_manifest

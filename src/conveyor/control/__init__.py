@@ -1,6 +1,6 @@
 """The control API's contract, shared by every process that speaks it.
 
-The driver serves the control API (:mod:`conveyor.runtime.control_server`); its task runners
+The driver serves the control API (:mod:`conveyor.runtime.rest.server`); its task runners
 report to it and take directives from it; the ``conveyor`` commands, the operator and the test
 harness call it. What they share lives here, free of Spark, Kafka and Kubernetes:
 

@@ -1,5 +1,5 @@
 """The one client of a driver's control API (served by ``conveyor run``, see
-:mod:`conveyor.runtime.control_server`): the operator, the ``conveyor`` commands, the task
+:mod:`conveyor.runtime.rest.server`): the operator, the ``conveyor`` commands, the task
 runners' link and the test harness all call the driver through :class:`DriverClient`.
 Standard library only: the operator image has no Spark and needs no HTTP library for this.
 

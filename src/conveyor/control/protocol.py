@@ -118,7 +118,7 @@ class TaskReport:
     ``committed``.
 
     The fields after ``source_offsets`` feed Kafka Connect's task metrics
-    (:mod:`conveyor.runtime.connect_metrics`); each has a default, so a report of an older
+    (:mod:`conveyor.runtime.rest.connect_metrics`); each has a default, so a report of an older
     runner still parses. ``batch_*``, ``commit_time_*`` and ``transaction_size_*`` are over the
     runner's last minute (:mod:`conveyor.runtime.task.meter`), ``None`` when nothing happened
     in it: a batch is one ``put()`` (sink) or one ``poll()`` (source), its time in

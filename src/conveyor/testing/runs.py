@@ -38,9 +38,9 @@ def connector_manifest(
 
 @contextmanager
 def running_connector(manifest: ConnectorManifest, spark: Any, stop_timeout_s: float = 60.0) -> Iterator[Any]:
-    """Start a :class:`~conveyor.runtime.driver.Driver` on ``spark`` (control API on a
+    """Start a :class:`~conveyor.runtime.driver.driver.Driver` on ``spark`` (control API on a
     free port) and stop it gracefully on exit, unless the test already stopped it."""
-    from conveyor.runtime.driver import Driver
+    from conveyor.runtime.driver.driver import Driver
 
     driver = Driver(manifest, spark=spark, control_port=0)
     driver.start()

@@ -59,7 +59,7 @@ class CleanupResult:
         tasks: how many tasks were started and stopped with ``connector_deleted=True``.
         attempts: attempts of the connector-deleted stop path (0 when not run).
         offsets_deleted: with ``delete_offsets``: what was deleted, as in
-            :meth:`conveyor.runtime.driver.Driver.stop`'s result; else ``None``.
+            :meth:`conveyor.runtime.driver.driver.Driver.stop`'s result; else ``None``.
         offsets_error: with ``delete_offsets``: why deleting the offsets failed (after
             retries), else ``None``.
     """

@@ -6,7 +6,7 @@ happened in about the last minute counts. A runner sees every ``put()`` / ``poll
 offset commit and transaction, so it keeps them here for :data:`WINDOW_S` seconds and puts
 their average, maximum and minimum in each :class:`~conveyor.control.protocol.TaskReport`
 (``None`` when nothing happened in the window). The driver turns them into
-``kafka_connect_*`` metrics (:mod:`conveyor.runtime.connect_metrics`).
+``kafka_connect_*`` metrics (:mod:`conveyor.runtime.rest.connect_metrics`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 and windowed ``*-avg`` / ``*-max`` of values a runner reports as totals or snapshots.
 
 A runner posts a :class:`~conveyor.control.protocol.TaskReport` about once a second; each
-one the driver takes (:meth:`~conveyor.runtime.task_handles.TaskHandle.take_report`) is a
+one the driver takes (:meth:`~conveyor.runtime.herder.task_handles.TaskHandle.take_report`) is a
 sample here. Kafka Connect computes its rates and ratios over its metrics window
 (``metrics.sample.window.ms`` 30 s × ``metrics.num.samples`` 2), so samples are kept for
 :data:`~conveyor.runtime.task.meter.WINDOW_S` seconds, plus the newest one older than

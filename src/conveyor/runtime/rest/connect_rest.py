@@ -18,7 +18,7 @@ On purpose different (see ``docs/kafka-connect-compat.md``):
 * Every endpoint but ``GET /health`` needs the admin token (:mod:`conveyor.control.auth`).
 
 Each endpoint's work but ``GET /health``'s runs on a worker thread (see
-:mod:`conveyor.runtime.control_server`).
+:mod:`conveyor.runtime.rest.server`).
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from conveyor.control.auth import Role
 from conveyor.control.errors import OperationError
 from conveyor.control.protocol import TaskState
 from conveyor.manifest import ConnectorSpec, ConnectorState
-from conveyor.runtime import connect_documents as docs
-from conveyor.runtime import connect_offsets as offsets
 from conveyor.runtime.kafka.clients import bootstrap_servers, client_config
-from conveyor.runtime.live_config import apply_written_spec, mentions_reference
+from conveyor.runtime.rest import connect_documents as docs
+from conveyor.runtime.rest import connect_offsets as offsets
+from conveyor.runtime.rest.live_config import apply_written_spec, mentions_reference
 
 if TYPE_CHECKING:
-    from conveyor.runtime.driver import Driver
+    from conveyor.runtime.herder.protocol import Herder
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def _no_content(status: HTTPStatus) -> Response:
     return Response(status_code=int(status))
 
 
-def _check_connector(driver: Driver, p: dict[str, Any], message: str) -> str:
+def _check_connector(driver: Herder, p: dict[str, Any], message: str) -> str:
     """The connector named in the path; 404 with Connect's ``message`` (``{c}`` is the name)
     for any connector but the driver's."""
     name = p["connector"]
@@ -73,11 +73,11 @@ def _check_connector(driver: Driver, p: dict[str, Any], message: str) -> str:
     return name
 
 
-def _stopped(driver: Driver) -> bool:
+def _stopped(driver: Herder) -> bool:
     return driver.connector_state is TaskState.STOPPED
 
 
-def _version(driver: Driver) -> str:
+def _version(driver: Herder) -> str:
     if driver.connector is not None:
         return str(driver.connector.version())
     from conveyor.runtime.config.validation import connector_class
@@ -85,20 +85,20 @@ def _version(driver: Driver) -> str:
     return docs.plugin_version(connector_class(driver.manifest.spec.connector_class)[0])
 
 
-def _state_info(driver: Driver, status: dict[str, Any] | None = None) -> dict[str, Any]:
+def _state_info(driver: Herder, status: dict[str, Any] | None = None) -> dict[str, Any]:
     info = docs.connector_state_info(status or driver.status(), _version(driver))
     if _stopped(driver):  # Connect's stopped connector has no tasks (KIP-875)
         info["tasks"] = []
     return info
 
 
-def _config_of(driver: Driver) -> dict[str, str]:
+def _config_of(driver: Herder) -> dict[str, str]:
     """The connector's configuration as written (references unresolved), as Connect keeps it."""
     spec = driver.written_spec
     return docs.connect_config(driver.name, spec.connector_class, spec.tasks_max, spec.config)
 
 
-def _info(driver: Driver) -> dict[str, Any]:
+def _info(driver: Herder) -> dict[str, Any]:
     task_ids = [] if _stopped(driver) else sorted(driver.tasks)
     return docs.connector_info(driver.name, _config_of(driver), task_ids, driver.connector_type)
 
@@ -106,7 +106,7 @@ def _info(driver: Driver) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------- worker
 
 
-def _server_info(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _server_info(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     try:
         conveyor_version = version("conveyor")
     except PackageNotFoundError:  # pragma: no cover - running from a source tree
@@ -115,7 +115,7 @@ def _server_info(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -
                            "kafka_cluster_id": _cluster_id(driver)}
 
 
-def _cluster_id(driver: Driver) -> str | None:
+def _cluster_id(driver: Herder) -> str | None:
     """The Kafka cluster's id (``DescribeCluster``), asked once per bootstrap list."""
     from confluent_kafka.admin import AdminClient
 
@@ -127,7 +127,7 @@ def _cluster_id(driver: Driver) -> str | None:
     return _cluster_ids[servers]
 
 
-def _health(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _health(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     phase = driver.lifecycle.phase.value
     if phase == "RUNNING":
         return HTTPStatus.OK, {"status": "healthy",
@@ -140,7 +140,7 @@ def _health(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tup
 # ---------------------------------------------------------------------------------- reads
 
 
-def _connectors(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _connectors(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     expand = set(q.getlist("expand"))
     if not expand & {"status", "info"}:
         return HTTPStatus.OK, [driver.name]
@@ -152,22 +152,22 @@ def _connectors(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) ->
     return HTTPStatus.OK, {driver.name: entry}
 
 
-def _connector(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _connector(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     _check_connector(driver, p, "Connector {c} not found")
     return HTTPStatus.OK, _info(driver)
 
 
-def _config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _config(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     _check_connector(driver, p, "Connector {c} not found")
     return HTTPStatus.OK, _config_of(driver)
 
 
-def _status(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _status(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     _check_connector(driver, p, "No status found for connector {c}")
     return HTTPStatus.OK, _state_info(driver)
 
 
-def _tasks(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _tasks(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     name = _check_connector(driver, p, "Connector {c} not found")
     if _stopped(driver) or driver.connector is None:
         return HTTPStatus.OK, []
@@ -176,14 +176,14 @@ def _tasks(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tupl
     return HTTPStatus.OK, docs.task_infos(name, configs, task_class)
 
 
-def _unresolved(driver: Driver, task_config: dict[str, Any]) -> dict[str, Any]:
+def _unresolved(driver: Herder, task_config: dict[str, Any]) -> dict[str, Any]:
     """A task's configuration with the keys written as references in the connector's
     configuration shown as written (Kafka Connect's ``AbstractHerder.reverseTransform``)."""
     written = driver.written_spec.config
     return {k: written[k] if mentions_reference(written.get(k)) else v for k, v in task_config.items()}
 
 
-def _task_status(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _task_status(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     name = _check_connector(driver, p, "No status found for task {c}-" + str(p["task_id"]))
     for entry in _state_info(driver)["tasks"]:
         if entry["id"] == p["task_id"]:
@@ -191,7 +191,7 @@ def _task_status(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -
     raise OperationError(HTTPStatus.NOT_FOUND, f"No status found for task {name}-{p['task_id']}")
 
 
-def _topics(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _topics(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     name = _check_connector(driver, p, "Connector {c} not found")
     topics: set[str] = set()
     for entry in driver.status()["tasks"]:
@@ -200,7 +200,7 @@ def _topics(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tup
     return HTTPStatus.OK, {name: {"topics": sorted(topics)}}
 
 
-def _topics_reset(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _topics_reset(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     _check_connector(driver, p, "Connector {c} not found")
     raise OperationError(HTTPStatus.FORBIDDEN, "Topic tracking reset is disabled.")
 
@@ -208,19 +208,19 @@ def _topics_reset(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) 
 # ---------------------------------------------------------------------------------- state
 
 
-def _pause(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> Response:
+def _pause(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> Response:
     _check_connector(driver, p, "Unknown connector {c}")
     driver.set_state(ConnectorState.PAUSED)
     return _no_content(HTTPStatus.ACCEPTED)
 
 
-def _resume(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> Response:
+def _resume(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> Response:
     _check_connector(driver, p, "Unknown connector {c}")
     driver.set_state(ConnectorState.RUNNING)
     return _no_content(HTTPStatus.ACCEPTED)
 
 
-def _stop(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> Response:
+def _stop(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> Response:
     _check_connector(driver, p, "Unknown connector {c}")
     driver.set_state(ConnectorState.STOPPED)
     return _no_content(HTTPStatus.NO_CONTENT)
@@ -231,7 +231,7 @@ def _flag(q: QueryParams, name: str) -> bool:
     return q.get(name, "false").lower() == "true"
 
 
-def _restart(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any] | Response:
+def _restart(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any] | Response:
     include_tasks, only_failed = _flag(q, "includeTasks"), _flag(q, "onlyFailed")
     _check_connector(driver, p, "Unknown connector: {c}")
     if not (include_tasks or only_failed):
@@ -241,7 +241,7 @@ def _restart(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tu
                                                                    only_failed=only_failed))
 
 
-def _restart_task(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> Response:
+def _restart_task(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> Response:
     name = _check_connector(driver, p, "Unknown connector: {c}")
     if p["task_id"] not in driver.tasks:
         raise OperationError(HTTPStatus.NOT_FOUND, f"Unknown task: {name}-{p['task_id']}")
@@ -258,7 +258,7 @@ def _refuse_lifecycle(name: str, action: str) -> OperationError:
                           "Connector resource (kubectl apply / kubectl delete) or conveyor run / conveyor stop")
 
 
-def _spec_from_connect(driver: Driver, name: str, config: dict[str, Any]) -> ConnectorSpec:
+def _spec_from_connect(driver: Herder, name: str, config: dict[str, Any]) -> ConnectorSpec:
     """The driver's written spec with a Connect configuration in it: ``connector.class`` and
     ``tasks.max`` become ``spec.class`` / ``spec.tasksMax``, the other keys ``spec.config``."""
     given = config.get("name")
@@ -279,7 +279,7 @@ def _spec_from_connect(driver: Driver, name: str, config: dict[str, Any]) -> Con
     return ConnectorSpec.model_validate(written.model_copy(update=update).model_dump(by_alias=True))
 
 
-def _put_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _put_config(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     name = p["connector"]
     if name != driver.name:
         raise _refuse_lifecycle(name, "create")
@@ -287,7 +287,7 @@ def _put_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) ->
     return HTTPStatus.OK, _info(driver)
 
 
-def _patch_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _patch_config(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     """Connect's ``PATCH``: ``body`` merged into the written configuration (a ``null`` removes a
     key), never into resolved values; the references are resolved again for the connector."""
     name = _check_connector(driver, p, "Connector {c} not found")
@@ -296,11 +296,11 @@ def _patch_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) 
     return HTTPStatus.OK, _info(driver)
 
 
-def _create(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _create(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     raise _refuse_lifecycle(str((body or {}).get("name", "")), "create")
 
 
-def _delete(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _delete(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     name = _check_connector(driver, p, "Connector {c} not found")
     raise _refuse_lifecycle(name, "delete")
 
@@ -308,7 +308,7 @@ def _delete(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tup
 # ---------------------------------------------------------------------------------- plugins
 
 
-def _plugins(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _plugins(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return HTTPStatus.OK, docs.plugin_infos()
 
 
@@ -329,11 +329,11 @@ def _plugin_keys(cls: type) -> list[dict[str, Any]]:
     return keys
 
 
-def _plugin_config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _plugin_config(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return HTTPStatus.OK, _plugin_keys(_plugin(p["plugin"]))
 
 
-def _validate(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _validate(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     from conveyor.runtime.config.validation import PreflightError, validate_config
 
     named = body.get("connector.class")
@@ -360,7 +360,7 @@ def _validate(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> t
 # ---------------------------------------------------------------------------------- offsets (KIP-875)
 
 
-def _offsets(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _offsets(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     name = _check_connector(driver, p, "Connector {c} not found")
     if driver.connector_type == "sink":
         return HTTPStatus.OK, {"offsets": offsets.list_sink_offsets(driver.kafka, name)}
@@ -370,7 +370,7 @@ def _offsets(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tu
     return HTTPStatus.OK, {"offsets": offsets.list_source_offsets(driver.kafka, name, topic)}
 
 
-def _modify_offsets(driver: Driver, p: dict[str, Any], entries: list[Any] | None) -> tuple[HTTPStatus, Any]:
+def _modify_offsets(driver: Herder, p: dict[str, Any], entries: list[Any] | None) -> tuple[HTTPStatus, Any]:
     """Alter (``entries``) or reset (``None``) the offsets of the stopped connector, holding the
     driver's operations lock so that no resume starts its tasks meanwhile."""
     from conveyor.runtime.config.validation import connector_class
@@ -393,16 +393,16 @@ def _modify_offsets(driver: Driver, p: dict[str, Any], entries: list[Any] | None
     return HTTPStatus.OK, {"message": message}
 
 
-def _alter_offsets(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _alter_offsets(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return _modify_offsets(driver, p, offsets.entries_of(body))
 
 
-def _reset_offsets(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _reset_offsets(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return _modify_offsets(driver, p, None)
 
 
 #: (method, path, call, reads a JSON body, roles allowed): the route table that
-#: :func:`conveyor.runtime.control_server.build_app` serves beside Conveyor's own.
+#: :func:`conveyor.runtime.rest.server.build_app` serves beside Conveyor's own.
 CONNECT_ENDPOINTS: list[tuple[str, str, Any, bool, frozenset[Role]]] = [
     ("GET", "/", _server_info, False, ADMIN),
     ("GET", "/health", _health, False, OPEN),

@@ -18,7 +18,7 @@ series                                                         from
 
 As Strimzi's rules type them, ``*_total`` are counters and everything else gauges. Rates,
 ratios and windowed ``*_avg`` / ``*_max`` cover the last minute, as Connect's default
-metrics window (:mod:`conveyor.runtime.report_window`, :mod:`conveyor.runtime.task.meter`); a
+metrics window (:mod:`conveyor.runtime.herder.report_window`, :mod:`conveyor.runtime.task.meter`); a
 windowed value with nothing in its window (no batch, no commit, no transaction) is left out,
 as are the per-task series of a task that has not reported yet. What Conveyor cannot
 measure is not produced: see :data:`NOT_PROVIDED`.
@@ -35,8 +35,8 @@ from prometheus_client.registry import Collector
 from conveyor.control.protocol import TaskReport, TaskState
 
 if TYPE_CHECKING:
-    from conveyor.runtime.driver import Driver
-    from conveyor.runtime.task_handles import TaskHandle
+    from conveyor.runtime.herder.protocol import Herder
+    from conveyor.runtime.herder.task_handles import TaskHandle
 
 TASK_LABELS = ("connector", "task")
 
@@ -182,7 +182,7 @@ class _Families:
         return iter(self._families.values())
 
 
-def _version(driver: Driver) -> str | None:
+def _version(driver: Herder) -> str | None:
     connector = driver.connector
     if connector is None:
         return None
@@ -195,7 +195,7 @@ def _version(driver: Driver) -> str | None:
 class ConnectMetricsCollector(Collector):
     """Kafka Connect's metric families of one driver, built from its state at scrape time."""
 
-    def __init__(self, driver: Driver) -> None:
+    def __init__(self, driver: Herder) -> None:
         self._driver = driver
 
     def collect(self) -> Iterator[Metric]:

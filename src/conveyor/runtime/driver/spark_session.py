@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from conveyor.runtime.passwd_entry import ensure_passwd_entry
+from conveyor.runtime.driver.passwd_entry import ensure_passwd_entry
 from conveyor.spark_security import ENFORCED, changed_enforced
 
 log = logging.getLogger(__name__)

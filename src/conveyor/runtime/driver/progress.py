@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from conveyor.runtime.driver import Driver
+    from conveyor.runtime.herder.protocol import Herder
 
 log = logging.getLogger("conveyor")
 LOG_INTERVAL_S = 10.0
@@ -25,7 +25,7 @@ class ProgressReporter:
         live: a live-updating line on stderr (a terminal); otherwise a log line every 10 s.
     """
 
-    def __init__(self, driver: Driver, live: bool) -> None:
+    def __init__(self, driver: Herder, live: bool) -> None:
         self._driver = driver
         self._live = Live(console=Console(stderr=True), auto_refresh=False) if live else None
         self._last_total = 0

@@ -4,7 +4,7 @@ Two collectors (:func:`register_collectors`): Conveyor's own ``conveyor_*`` fami
 whose names follow Kafka Connect's sink-task metrics (``sink-record-read-total`` →
 ``conveyor_sink_record_read_total``), labelled ``connector`` and ``task``; and Kafka Connect's
 ``kafka_connect_*`` families as Strimzi's JMX exporter rules name them
-(:mod:`conveyor.runtime.connect_metrics`).
+(:mod:`conveyor.runtime.rest.connect_metrics`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from conveyor.control.protocol import TaskState
-from conveyor.runtime.connect_metrics import ConnectMetricsCollector
+from conveyor.runtime.rest.connect_metrics import ConnectMetricsCollector
 
 if TYPE_CHECKING:
-    from conveyor.runtime.driver import Driver
+    from conveyor.runtime.herder.protocol import Herder
 
 _COUNTERS = {
     "records_read": ("conveyor_sink_record_read", "Records read from Kafka by the task."),
@@ -34,7 +34,7 @@ _COUNTERS = {
 class TaskMetricsCollector(Collector):
     """Yields one family per metric from the driver's task reports."""
 
-    def __init__(self, driver: Driver) -> None:
+    def __init__(self, driver: Herder) -> None:
         self._driver = driver
 
     def collect(self) -> Iterator[Metric]:
@@ -73,7 +73,7 @@ class TaskMetricsCollector(Collector):
         yield connector_state
 
 
-def register_collectors(registry: CollectorRegistry, driver: Driver) -> None:
+def register_collectors(registry: CollectorRegistry, driver: Herder) -> None:
     """Register the driver's collectors: ``conveyor_*`` and ``kafka_connect_*``."""
     registry.register(TaskMetricsCollector(driver))
     registry.register(ConnectMetricsCollector(driver))

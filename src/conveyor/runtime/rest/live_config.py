@@ -25,7 +25,7 @@ do that.
 References are resolved from the *written* spec each time (``${env:...}`` from the driver's
 environment, ``configFrom`` and ``${secret:...}`` / ``${configmap:...}`` from the mounted
 files), and the driver keeps the written spec beside the resolved one
-(:attr:`Driver.written_spec <conveyor.runtime.driver.Driver.written_spec>`): a resolved value
+(:attr:`Driver.written_spec <conveyor.runtime.driver.driver.Driver.written_spec>`): a resolved value
 never becomes part of a written config.
 """
 
@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.control.errors import OperationError
 from conveyor.manifest import ConnectorSpec, substitute_env, with_mounted_config
-from conveyor.runtime.connect_documents import connect_string
+from conveyor.runtime.rest.connect_documents import connect_string
 
 if TYPE_CHECKING:
-    from conveyor.runtime.driver import Driver
+    from conveyor.runtime.herder.protocol import Herder
 
 _REFERENCE = re.compile(r"\$\{(secret|configmap|env):")
 #: The spec fields only a new driver takes (the manifest's names).
@@ -132,10 +132,10 @@ def resolve_written_spec(written: ConnectorSpec, source: str = "PUT /config") ->
     return with_mounted_config(ConnectorSpec.model_validate(data), source=source)
 
 
-def apply_written_spec(driver: Driver, written: ConnectorSpec, source: str = "PUT /config") -> dict[str, Any]:
+def apply_written_spec(driver: Herder, written: ConnectorSpec, source: str = "PUT /config") -> dict[str, Any]:
     """Give the running ``driver`` the new ``written`` spec (``PUT /config``, Kafka Connect's
     ``PUT`` / ``PATCH /connectors/<name>/config``): references resolved, then
-    :meth:`Driver.reconfigure`, which keeps ``written`` as the driver's written spec.
+    :meth:`Herder.reconfigure`, which keeps ``written`` as the driver's written spec.
 
     Raises:
         OperationError: 409 when :func:`live_change_refusal` refuses it.

@@ -50,16 +50,17 @@ from conveyor.control.protocol import Action, Directive, TaskReport, TaskSpec, T
 from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState, ManifestError
 from conveyor.runtime.config.validation import PreflightError, connector_class, validate_config
 from conveyor.runtime.deletion.offsets import delete_offsets_reported
-from conveyor.runtime.kafka.preflight import check_kafka, check_transactions, prepare_sink_topics, prepare_source_topics
-from conveyor.runtime.lifecycle import Lifecycle
-from conveyor.runtime.metrics import register_collectors
-from conveyor.runtime.spark_session import (
+from conveyor.runtime.driver.spark_session import (
     decommission_executor,
     executor_id_of_pod,
     spark_properties,
     start_spark_session,
 )
-from conveyor.runtime.task_handles import TaskHandle, TaskLauncher
+from conveyor.runtime.driver.task_launcher import TaskLauncher
+from conveyor.runtime.herder.lifecycle import Lifecycle
+from conveyor.runtime.herder.task_handles import TaskHandle
+from conveyor.runtime.kafka.preflight import check_kafka, check_transactions, prepare_sink_topics, prepare_source_topics
+from conveyor.runtime.rest.metrics import register_collectors
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ class Driver:
         manifest: the manifest the driver runs, references resolved.
         written_spec: its spec as written: what Kafka Connect's ``GET
             /connectors/<name>/config`` shows and ``PATCH`` merges into, so that a resolved
-            value never becomes part of a written config (:mod:`conveyor.runtime.live_config`).
+            value never becomes part of a written config (:mod:`conveyor.runtime.rest.live_config`).
     """
 
     def __init__(
@@ -336,7 +337,7 @@ class Driver:
         return Action.PAUSE if self.target_state is ConnectorState.PAUSED else Action.RUN
 
     def _start_control_api(self) -> None:
-        from conveyor.runtime.control_server import ControlServer
+        from conveyor.runtime.rest.server import ControlServer
 
         try:
             self.server = ControlServer(self, self._control_host, self._control_port, self.control_tokens)

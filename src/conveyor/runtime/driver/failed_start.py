@@ -20,7 +20,8 @@ from conveyor.manifest import ConnectorManifest
 
 
 class FailedStart:
-    """Stands in for a :class:`~conveyor.runtime.driver.Driver` behind the control API.
+    """Stands in for a :class:`~conveyor.runtime.driver.driver.Driver` behind the control API: a
+    :class:`~conveyor.runtime.herder.protocol.Herder`.
 
     Every operation other than ``status`` and ``stop`` answers 409. Methods are called on
     the control API's request threads.
@@ -37,8 +38,8 @@ class FailedStart:
         return {"name": self.name, "connector": {"state": "FAILED", "worker_id": "", "trace": self.error},
                 "tasks": [], "type": "unknown"}
 
-    def stop(self, connector_deleted: bool = False, delete_offsets: bool = False,
-             timeout_s: float | None = None) -> dict[str, Any]:
+    def stop(self, connector_deleted: bool = False, timeout_s: float | None = None,
+             delete_offsets: bool = False) -> dict[str, Any]:
         """Nothing runs, so a plain stop does nothing; a connector-deleted one (or
         ``delete_offsets``) runs :func:`conveyor.runtime.deletion.cleanup.cleanup_connector`, whose
         failure is reported in ``connector_trace`` / ``offsets_error``, never raised."""

@@ -12,7 +12,7 @@ Public endpoints (the operator, ``conveyor`` commands and people use them):
   what they provisioned; with ``delete_offsets=true`` the sink consumer group
   ``connect-<name>`` is then deleted, or the source offsets (and task-count record)
   tombstoned. Answers 200 once everything has stopped with what was committed, removed
-  and deleted (:meth:`Driver.stop`); a failed offsets deletion is ``offsets_error`` in it.
+  and deleted (:meth:`Herder.stop`); a failed offsets deletion is ``offsets_error`` in it.
 * ``POST /drain?pod=<pod>`` or ``?task=<id>`` (``&timeout_s=``) — closing commit of those
   tasks, which then run again; answers with what each committed once done (404 for an
   unknown pod or task).
@@ -20,12 +20,12 @@ Public endpoints (the operator, ``conveyor`` commands and people use them):
 * ``POST /restart?include_tasks=true|false&only_failed=true|false`` — Kafka Connect's
   ``POST /connectors/<name>/restart`` (KIP-745; both default false): 202 with the status
   document, ``RESTARTING`` for what restarts, and ``"restarted": {"connector": bool,
-  "tasks": [ids]}`` (:meth:`Driver.restart`); 409 in the ``stopped`` state.
+  "tasks": [ids]}`` (:meth:`Herder.restart`); 409 in the ``stopped`` state.
 * ``POST /tasks/<id>/restart`` — 202 ``{"id", "state": "RESTARTING"}``; 404 for an unknown task.
 * ``PUT /config`` — a new ``spec`` (JSON, the manifest's ``spec``): tasks close, the
   connector restarts with it. 409 for what only a new driver may take: Kafka settings (in
   ``spec.kafka`` or as client properties in ``spec.config``), ``configFrom``, Spark, and any
-  config change of a connector that holds credentials (:mod:`conveyor.runtime.live_config`).
+  config change of a connector that holds credentials (:mod:`conveyor.runtime.rest.live_config`).
 
 Internal: ``POST /internal/tasks/<id>/sync?directive_version=N&wait_ms=M`` — a task
 runner posts its report and long-polls for its next directive.
@@ -42,13 +42,13 @@ counts, never a configuration value.
 Errors are Kafka Connect's error document, ``{"error_code": <status>, "message": str}``
 (an unknown path 404 ``HTTP 404 Not Found``, a known path with another method 405 ``HTTP 405
 Method Not Allowed``, as Connect's Jersey answers). Kafka Connect's own REST API is served
-beside these (:mod:`conveyor.runtime.connect_rest`).
+beside these (:mod:`conveyor.runtime.rest.connect_rest`).
 
 Limits (:class:`ServerLimits`), so that no client holds the port:
 
 * A request's line and headers must arrive within ``read_header_timeout_s`` (10 s), the
   whole request within ``read_timeout_s`` (30 s); else the connection is closed unanswered
-  (:mod:`conveyor.runtime.read_deadlines`).
+  (:mod:`conveyor.runtime.rest.read_deadlines`).
 * With ``max_connections`` connections open (the caller's included) or requests in flight,
   a request is answered ``503`` at once, with ``Connection: close`` (uvicorn's
   ``limit_concurrency``).
@@ -89,12 +89,12 @@ from conveyor.control.auth import AUTH_SCHEME, REALM, ControlTokens, Role
 from conveyor.control.errors import OperationError
 from conveyor.control.protocol import TaskReport
 from conveyor.manifest import ConnectorSpec, ConnectorState
-from conveyor.runtime.connect_rest import CONNECT_ENDPOINTS, is_connect_path
-from conveyor.runtime.live_config import apply_written_spec
-from conveyor.runtime.read_deadlines import deadline_protocol
+from conveyor.runtime.rest.connect_rest import CONNECT_ENDPOINTS, is_connect_path
+from conveyor.runtime.rest.live_config import apply_written_spec
+from conveyor.runtime.rest.read_deadlines import deadline_protocol
 
 if TYPE_CHECKING:
-    from conveyor.runtime.driver import Driver
+    from conveyor.runtime.herder.protocol import Herder
 
 log = logging.getLogger(__name__)
 MAX_WAIT_MS = 30_000
@@ -174,52 +174,52 @@ async def _read_body(request: Request) -> dict[str, Any]:
 
 #: An endpoint's work, run on a worker thread: (driver, query, path params, JSON body or None)
 #: -> (status, JSON payload) or a ready :class:`Response`.
-Call = Callable[["Driver", QueryParams, dict[str, Any], "dict[str, Any] | None"], "tuple[HTTPStatus, Any] | Response"]
+Call = Callable[["Herder", QueryParams, dict[str, Any], "dict[str, Any] | None"], "tuple[HTTPStatus, Any] | Response"]
 
 
-def _status(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _status(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return HTTPStatus.OK, driver.status()
 
 
-def _healthz(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _healthz(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return HTTPStatus.OK, {"status": "ok"}
 
 
-def _metrics(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> Response:
+def _metrics(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> Response:
     return Response(generate_latest(driver.metrics_registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def _sync(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _sync(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     report = TaskReport.from_json(body)
     version = int(q.get("directive_version", "-1"))
     wait_ms = min(int(q.get("wait_ms", "0")), MAX_WAIT_MS)
     return HTTPStatus.OK, driver.sync(p["task_id"], report, version, wait_ms).to_json()
 
 
-def _stop(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _stop(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return HTTPStatus.OK, driver.stop(connector_deleted=_flag(q, "connector_deleted"),
                                       delete_offsets=_flag(q, "delete_offsets"))
 
 
-def _restart(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _restart(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return HTTPStatus.ACCEPTED, driver.restart(include_tasks=_flag(q, "include_tasks"),
                                                only_failed=_flag(q, "only_failed"))
 
 
-def _drain(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _drain(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return HTTPStatus.OK, driver.drain(pod=q.get("pod"), task_id=_optional(q, "task", int),
                                        timeout_s=_optional(q, "timeout_s", float))
 
 
-def _pause(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _pause(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return HTTPStatus.OK, driver.pause()
 
 
-def _resume(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _resume(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return HTTPStatus.OK, driver.resume()
 
 
-def _state(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _state(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     try:
         state = ConnectorState(q.get("target", ""))
     except ValueError:
@@ -227,11 +227,11 @@ def _state(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tupl
     return HTTPStatus.OK, driver.set_state(state)
 
 
-def _config(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _config(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return HTTPStatus.OK, apply_written_spec(driver, ConnectorSpec.model_validate(body))
 
 
-def _restart_task(driver: Driver, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _restart_task(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
     return HTTPStatus.ACCEPTED, driver.restart_task(p["task_id"])
 
 
@@ -306,7 +306,7 @@ def _refusal(tokens: ControlTokens, roles: frozenset[Role], request: Request) ->
     return None
 
 
-def _call(driver: Driver, tokens: ControlTokens, call: Call, method: str, reads_body: bool,
+def _call(driver: Herder, tokens: ControlTokens, call: Call, method: str, reads_body: bool,
           roles: frozenset[Role], limiter: CapacityLimiter | None) -> Callable[[Request], Any]:
     """The endpoint serving ``call``: on a worker thread of ``limiter``, or on the event
     loop for ``None`` (a probe)."""
@@ -349,7 +349,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return _error(exc.status_code, message, dict(exc.headers or {}))
 
 
-def build_app(driver: Driver, tokens: ControlTokens, limits: ServerLimits = ServerLimits()) -> Starlette:
+def build_app(driver: Herder, tokens: ControlTokens, limits: ServerLimits = ServerLimits()) -> Starlette:
     """The control API of ``driver`` as an ASGI application, admitting ``tokens``, its driver
     calls on ``limits.max_long_calls`` and ``limits.max_short_calls`` worker threads."""
     long_calls, short_calls = CapacityLimiter(limits.max_long_calls), CapacityLimiter(limits.max_short_calls)
@@ -373,8 +373,8 @@ class ControlServer:
     """Serves the control API for one driver on a daemon thread.
 
     Args:
-        driver: the :class:`~conveyor.runtime.driver.Driver` (or a stand-in with the same
-            methods) whose methods the endpoints call, each on a worker thread.
+        driver: the :class:`~conveyor.runtime.herder.protocol.Herder` (the driver, or its
+            failed-start stand-in) whose methods the endpoints call, each on a worker thread.
         host: address to listen on (``0.0.0.0`` in a pod).
         port: TCP port; 0 picks a free one (see :attr:`port`).
         tokens: the credentials it admits (see :mod:`conveyor.control.auth`).
@@ -385,7 +385,7 @@ class ControlServer:
         ValueError: ``limits`` has a deadline that is not positive.
     """
 
-    def __init__(self, driver: Driver, host: str, port: int, tokens: ControlTokens,
+    def __init__(self, driver: Herder, host: str, port: int, tokens: ControlTokens,
                  limits: ServerLimits = ServerLimits()) -> None:
         self.driver = driver
         protocol = deadline_protocol(limits.read_header_timeout_s, limits.read_timeout_s)

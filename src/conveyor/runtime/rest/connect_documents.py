@@ -68,7 +68,7 @@ def _strip(entry: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 def connector_state_info(status: Mapping[str, Any], version: str) -> dict[str, Any]:
-    """Connect's ``ConnectorStateInfo`` from Conveyor's status document (``Driver.status()``),
+    """Connect's ``ConnectorStateInfo`` from Conveyor's status document (``Herder.status()``),
     without Conveyor's extras (assignment, lag, counters, ``spark``, ``unassigned_lag``);
     ``version`` is the connector's (Connect 4.1 shows the plugin version of each, KIP-1136)."""
     return {"name": status["name"], "connector": _strip({**status["connector"], "version": version}, _CONNECTOR_KEYS),
