@@ -1,7 +1,7 @@
 """The baseline of ``benchmarks/operator_reconcile.py``: what the operator applies for each
 Connector, applied by ``kubectl apply --server-side`` instead, all at once, in the same run.
 
-For ``count`` connectors the objects the operator renders (``conveyor_operator.render.objects``:
+For ``count`` connectors the objects the operator renders (``conveyor_operator.reconcile.render.objects``:
 ConfigMap, Service, PodDisruptionBudget, Deployment; ownerReferences dropped, as there is no
 Connector to own them) go to one ``kubectl apply --server-side`` process per connector, started
 from ``clients`` threads at once, into a fresh namespace whose shared objects (the Spark
@@ -27,7 +27,7 @@ def rendered(body: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str,
     """(the namespace's shared objects, the connector's own objects) the operator would apply
     for the Connector ``body``, ownerReferences removed."""
     from conveyor.manifest import ConnectorManifest
-    from conveyor_operator import render
+    from conveyor_operator.reconcile import render
     from conveyor_operator.settings import OperatorSettings
 
     manifest = ConnectorManifest.from_dict(body)

@@ -21,9 +21,9 @@ OFFSETS = "offsets"
 """Component label of a ConfigMap the operator created for ``spec.listOffsets.toConfigMap``."""
 CONTROL = "control"
 ANNOTATION_CONTROL_SECRET_VERSION = "conveyor.dev/control-secret-version"
-"""On the control Secret and the driver pod template: :meth:`conveyor_operator.control_key.OperatorKey.version`."""
+"""On the control Secret and the driver pod template: :meth:`conveyor_operator.reconcile.control_key.OperatorKey.version`."""
 ANNOTATION_ROTATE_CONTROL_SECRET = "conveyor.dev/rotate-control-secret"
-"""On a Connector: any new value gives its control Secret new values (:mod:`conveyor_operator.control_secret`)."""
+"""On a Connector: any new value gives its control Secret new values (:mod:`conveyor_operator.reconcile.control_secret`)."""
 
 
 def driver(name: str) -> str:
@@ -51,7 +51,7 @@ token never mounted (``automountServiceAccountToken: false``)."""
 
 def control_secret(name: str) -> str:
     """Secret with the connector's control API tokens and Spark auth secret
-    (:mod:`conveyor_operator.control_secret`)."""
+    (:mod:`conveyor_operator.reconcile.control_secret`)."""
     return f"{name}-control"
 
 

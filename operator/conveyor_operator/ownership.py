@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from conveyor.manifest import API_VERSION, KIND
+
 
 def controller_reference(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The owner reference with ``controller: true`` of ``obj``, or None (the API server allows at
@@ -25,3 +27,11 @@ def controlled_by(obj: Mapping[str, Any], group: str, kind: str, owner: Mapping[
     return (ref is not None and ref_group == group and ref.get("kind") == kind
             and bool(ref.get("uid")) and ref.get("uid") == owner_meta.get("uid")
             and ref.get("name") == owner_meta.get("name") and meta.get("namespace") == owner_meta.get("namespace"))
+
+
+def owner_reference(name: str, uid: str) -> dict[str, Any]:
+    """The controller reference of the Connector ``name`` (``uid``) on an object it owns: the
+    garbage collector deletes the object with the Connector, which waits for it in foreground
+    deletion."""
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": name, "uid": uid,
+            "controller": True, "blockOwnerDeletion": True}

@@ -81,7 +81,7 @@ class OperatorSettings(BaseModel):
     )
     key_file: str = Field(
         "", description="File with the key (32 bytes or more) every connector's control credentials are derived "
-                        "from (conveyor_operator.control_key); the chart mounts its <release>-operator-key Secret. "
+                        "from (conveyor_operator.reconcile.control_key); the chart mounts its <release>-operator-key Secret. "
                         "Empty: a random key per process, so a restarted operator replaces each control Secret once.",
     )
     field_manager: str = Field("conveyor-operator", description="Server-side apply field manager.")
@@ -92,7 +92,7 @@ class OperatorSettings(BaseModel):
                     "of group conveyor.connectors) are always allowed. Others are validated by the driver only.",
     )
     network_policy: bool = Field(
-        True, description="Apply each connector's NetworkPolicies (conveyor_operator.network_policy); false: "
+        True, description="Apply each connector's NetworkPolicies (conveyor_operator.reconcile.network_policy); false: "
                           "none, and those applied before are deleted.",
     )
     network_policy_operator_namespace: str = Field(

@@ -4,7 +4,7 @@ A connector's ``spec.class`` and the classes its config names (converters, trans
 predicates) may be dotted paths: resolving one imports its module, which runs that module's
 code. The driver imports whatever its manifest names (it runs the connector anyway); the
 operator, which holds its ServiceAccount's rights, validates configs under :func:`restricted`
-and imports only what its rule allows (``conveyor_operator.connector_classes``).
+and imports only what its rule allows (``conveyor_operator.validate.connector_classes``).
 
 Pure: no Spark, Kafka or Kubernetes import, so converters and transforms may use it.
 """

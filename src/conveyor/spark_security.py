@@ -223,5 +223,5 @@ def secret_file_properties(executor_pods: bool) -> dict[str, str]:
             # (CoarseGrainedExecutorBackend, javap of Spark 4.3.0); without it executors on the node
             # fail "A secret key must be specified via the spark.authenticate.secret config".
             # That SecurityManager also needs spark.master (a k8s:// URL) to read any secret
-            # file: the executor pod template passes it (conveyor_operator.render).
+            # file: the executor pod template passes it (conveyor_operator.reconcile.render).
             "spark.authenticate.secret.file": SECRET_FILE}

@@ -52,12 +52,12 @@ OPERATOR_NEEDS: dict[tuple[str, str], set[str]] = {
     # conveyor_operator.kube.Kube.scale_deployment: PATCH .../deployments/<driver>/scale (to 0 before a cleanup Job)
     ("apps", "deployments/scale"): {"patch"},
     # read only: the owner chain pod -> ReplicaSet -> driver Deployment before a pod is called
-    # directly (conveyor_operator.driver_pods)
+    # directly (conveyor_operator.observe.driver_pods)
     ("apps", "replicasets"): {"list"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     # the PodDisruptionBudget of each connector's pods (render.disruption_budget)
     ("policy", "poddisruptionbudgets"): {"get", "list", "watch", "create", "patch", "update", "delete"},
-    # the NetworkPolicies of each connector's driver and executors (conveyor_operator.network_policy);
+    # the NetworkPolicies of each connector's driver and executors (conveyor_operator.reconcile.network_policy);
     # delete: networkPolicy.enabled=false removes those applied before
     ("networking.k8s.io", "networkpolicies"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     # the per-connector RoleBinding of the Spark driver ClusterRole; the operator creates no Roles
@@ -70,7 +70,7 @@ OPERATOR_NEEDS_NAMED: dict[tuple[str, str], tuple[set[str], set[str]]] = {
     ("rbac.authorization.k8s.io", "clusterroles"): ({"bind"}, {SPARK_DRIVER_CLUSTER_ROLE}),
 }
 # The chart's Spark driver ClusterRole, which the operator binds per connector; the operator does
-# not hold these permissions (a copy of conveyor_operator.render.SPARK_ROLE_RULES, checked equal).
+# not hold these permissions (a copy of conveyor_operator.reconcile.render.SPARK_ROLE_RULES, checked equal).
 SPARK_DRIVER_ROLE: dict[tuple[str, str], set[str]] = {
     ("", "pods"): {"create", "get", "list", "watch", "delete", "deletecollection", "patch"},
     ("", "persistentvolumeclaims"): {"create", "get", "list", "delete", "deletecollection"},
@@ -222,7 +222,7 @@ def test_renders_the_operator_objects(helm):
 
 
 def test_the_operators_key_is_a_kept_secret_mounted_into_the_operator_alone(helm):
-    """The key the control credentials are derived from (conveyor_operator.control_key): 64
+    """The key the control credentials are derived from (conveyor_operator.reconcile.control_key): 64
     random characters, kept across uninstalls, mounted read-only and named by
     CONVEYOR_OPERATOR_KEY_FILE; ``operatorKey.existingSecret`` replaces it."""
     import base64
@@ -415,7 +415,7 @@ def test_operator_pod_network_policy_admits_only_its_metrics_port(helm):
 def test_connector_network_policies_admit_the_operator_pods_the_chart_runs(helm):
     """The operator's settings name the chart's operator pods: the peer each connector's driver
     NetworkPolicy admits to the control API selects the Deployment's pod template."""
-    from conveyor_operator.network_policy import operator_peer
+    from conveyor_operator.reconcile.network_policy import operator_peer
     from conveyor_operator.settings import PREFIX, OperatorSettings
 
     for namespace in (NAMESPACE, "ops"):
@@ -492,9 +492,9 @@ def test_cluster_wide_rbac_is_exactly_what_the_operator_needs(helm):
 @pytest.mark.parametrize("sets", [[], ["watchNamespaces={a}"]], ids=["cluster-wide", "watchNamespaces"])
 def test_the_spark_driver_role_is_the_operators_spark_role(helm, sets):
     """The chart's Spark driver role (a ClusterRole cluster-wide, a Role per watched namespace) is
-    exactly conveyor_operator.render.SPARK_ROLE_RULES (the source of truth), and the operator may
+    exactly conveyor_operator.reconcile.render.SPARK_ROLE_RULES (the source of truth), and the operator may
     `bind` that role and no other."""
-    from conveyor_operator.render import SPARK_ROLE_RULES
+    from conveyor_operator.reconcile.render import SPARK_ROLE_RULES
 
     expected = _grants({"kind": "Role", "rules": SPARK_ROLE_RULES})
     assert expected == _union(SPARK_DRIVER_ROLE), "the Spark driver rules changed: update SPARK_DRIVER_ROLE and the chart"

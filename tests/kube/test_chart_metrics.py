@@ -74,7 +74,7 @@ def test_scrapers_reach_the_operator_metrics_port_and_the_drivers_control_port(h
     (policy,) = kinds(docs, "NetworkPolicy")
     assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8081}], "from": [PROMETHEUS]}]
     env = {e["name"]: e.get("value") for e in operator_container(docs)["env"]}
-    from conveyor_operator import network_policy
+    from conveyor_operator.reconcile import network_policy
     from conveyor_operator.settings import PREFIX, OperatorSettings
 
     from conveyor.manifest import ConnectorManifest
@@ -93,7 +93,7 @@ def test_scrapers_reach_the_operator_metrics_port_and_the_drivers_control_port(h
 
 def _driver_pod(namespace: str = "data") -> dict:
     """The driver pod template the operator renders for a connector."""
-    from conveyor_operator import render as operator_render
+    from conveyor_operator.reconcile import render as operator_render
     from conveyor_operator.settings import OperatorSettings
 
     from conveyor.manifest import ConnectorManifest

@@ -123,7 +123,7 @@ def test_network_policies_are_applied_as_rendered_and_deleted_when_disabled(kube
     """The API server takes the connector's NetworkPolicies as the operator applies them with the
     chart's RBAC and settings (the test node's bridge CNI does not enforce them: what they admit
     is tests/operator/test_network_policy.py); networkPolicy.enabled=false deletes them."""
-    from conveyor_operator import network_policy
+    from conveyor_operator.reconcile import network_policy
     from conveyor_operator.settings import OperatorSettings
 
     from conveyor.manifest import ConnectorManifest

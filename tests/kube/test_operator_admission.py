@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from _objects import eventually
-from conveyor_operator import render
+from conveyor_operator.reconcile import render
 from conveyor_operator.settings import OperatorSettings
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -121,7 +121,7 @@ def test_the_operators_token_deletes_nothing_it_did_not_make(kube_api, kube_name
 def test_the_operators_token_reads_no_secret_and_learns_only_whether_one_exists(kube_api, kube_namespace, chart,
                                                                                  as_operator, api):
     """No ``get`` on Secrets: the operator derives its control credentials
-    (conveyor_operator.control_key) and asks whether a referenced Secret exists with a dry-run
+    (conveyor_operator.reconcile.control_key) and asks whether a referenced Secret exists with a dry-run
     create of an empty, labelled Secret, which the policy admits under any name, and only so."""
     from conveyor_operator.kube import EXISTENCE_PROBE_LABELS, Kube
 

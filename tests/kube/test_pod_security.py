@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conveyor_operator import render
+from conveyor_operator.reconcile import render
 from conveyor_operator.settings import OperatorSettings
 from kubernetes import client
 from kubernetes.client.rest import ApiException

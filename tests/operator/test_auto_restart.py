@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from conveyor_operator.auto_restart import backoff, decide
+from conveyor_operator.observe.auto_restart import backoff, decide
 
 from conveyor.manifest import AutoRestartSpec
 

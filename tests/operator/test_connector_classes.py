@@ -12,10 +12,12 @@ import textwrap
 import uuid
 
 import pytest
-from conveyor_operator import connector_classes, handlers, names
-from conveyor_operator.control_key import OperatorKey
-from conveyor_operator.control_secret import ControlSecrets
+from conveyor_operator import names
+from conveyor_operator.handlers import connector as handlers
+from conveyor_operator.reconcile.control_key import OperatorKey
+from conveyor_operator.reconcile.control_secret import ControlSecrets
 from conveyor_operator.settings import OperatorSettings
+from conveyor_operator.validate import connector_classes
 
 from conveyor import import_policy
 from conveyor.manifest import ConnectorManifest

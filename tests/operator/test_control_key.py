@@ -1,4 +1,4 @@
-"""The operator's key and what it derives (conveyor_operator.control_key): values the operator can
+"""The operator's key and what it derives (conveyor_operator.reconcile.control_key): values the operator can
 compute again instead of reading a Secret, new for a new Connector, key or rotation."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from conveyor_operator.control_key import ConnectorIdentity, OperatorKey, OperatorKeyError
-from conveyor_operator.control_secret import KEYS, control_secret
+from conveyor_operator.reconcile.control_key import ConnectorIdentity, OperatorKey, OperatorKeyError
+from conveyor_operator.reconcile.control_secret import KEYS, control_secret
 
 ORDERS = ConnectorIdentity("team-a", "orders", "6f1c0a52-0d6e-4d8e-9d7e-0c1b2a3d4e5f")
 

@@ -1,6 +1,6 @@
 """What a driver's stop report must show before the finalizer may go."""
 
-from conveyor_operator.deletion import not_carried_out, stop_problem
+from conveyor_operator.handlers.deletion import not_carried_out, stop_problem
 
 DELETED = {"name": "c", "connector_deleted": True, "tasks": [], "removed": ["table audit"],
            "offsets_deleted": None, "offsets_error": None}
@@ -47,7 +47,7 @@ def test_a_failed_task_without_its_deleted_stop_is_a_problem_as_from_a_driver_be
 
 
 def test_a_connector_refused_before_anything_was_applied_has_nothing_to_clean_up():
-    from conveyor_operator.deletion import never_ran
+    from conveyor_operator.handlers.deletion import never_ran
 
     refused = [{"type": "Degraded", "status": "True", "reason": "InvalidConfig", "message": "batch.size"}]
     assert "never ran" in never_ran(refused, driver_deployment_exists=False)

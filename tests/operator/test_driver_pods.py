@@ -1,7 +1,7 @@
 """The pods the operator calls directly with the admin token: only the driver its own
 Deployment started, running (issue 28, "no deputy")."""
 
-from conveyor_operator.driver_pods import pod_url, started_driver_pods
+from conveyor_operator.observe.driver_pods import pod_url, started_driver_pods
 
 NS = "data"
 LABELS = {"conveyor.dev/connector": "orders", "conveyor.dev/component": "driver"}

@@ -1,6 +1,6 @@
 """Which pod events are evictions to translate."""
 
-from conveyor_operator.eviction import disruption
+from conveyor_operator.handlers.eviction import disruption
 
 
 def _condition(status: str) -> dict:

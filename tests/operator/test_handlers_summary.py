@@ -1,6 +1,7 @@
 """What ``.status`` shows of a failure: a one-line summary, not the trace (issue 13 §7)."""
 
-from conveyor_operator.handlers import TRACE_SUMMARY_CHARS, _short
+from conveyor_operator.observe.driver_status import TRACE_SUMMARY_CHARS
+from conveyor_operator.observe.driver_status import short_trace as _short
 
 TRACE = """Traceback (most recent call last):
   File "/opt/venv/lib/python3.11/site-packages/conveyor/connectors/postgres/sink.py", line 312, in put

@@ -7,7 +7,8 @@ import urllib.request
 
 import kopf
 import pytest
-from conveyor_operator import handlers, metrics
+from conveyor_operator import metrics
+from conveyor_operator.handlers import connector as handlers
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 

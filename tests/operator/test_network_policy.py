@@ -5,7 +5,8 @@ in tests/kube that the API server takes them as the operator applies them."""
 import json
 
 import pytest
-from conveyor_operator import names, network_policy, render
+from conveyor_operator import names
+from conveyor_operator.reconcile import network_policy, render
 from conveyor_operator.settings import OperatorSettings
 
 from conveyor.manifest import ConnectorManifest

@@ -2,9 +2,9 @@
 may name in ``spec.spark.image`` and ``spec.spark.serviceAccount``."""
 
 import pytest
-from conveyor_operator import render
+from conveyor_operator.reconcile import render
 from conveyor_operator.settings import OperatorSettings, default_allowed_images, image_repository
-from conveyor_operator.validation import not_permitted
+from conveyor_operator.validate.checks import not_permitted
 
 from conveyor.manifest import ConnectorManifest
 

@@ -1,6 +1,6 @@
 """Pods that cannot run are named in the Connector's conditions (pure: pods as the API returns them)."""
 
-from conveyor_operator.pod_health import POD_PROBLEM_REASONS, pod_problem
+from conveyor_operator.observe.pod_health import POD_PROBLEM_REASONS, pod_problem
 
 
 def pod(name, conditions=(), containers=(), deleting=False):

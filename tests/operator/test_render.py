@@ -4,7 +4,8 @@ against a real API server is in tests/kube)."""
 import pydantic
 import pytest
 import yaml
-from conveyor_operator import names, render
+from conveyor_operator import names
+from conveyor_operator.reconcile import render, spark_pods
 from conveyor_operator.settings import OperatorSettings
 
 from conveyor import spark_security
@@ -126,7 +127,7 @@ def test_deployment_runs_conveyor_in_client_mode_with_drain_hook():
     args = container["args"]
     assert args[:2] == ["run", render.MANIFEST_PATH]
     confs = dict(a.split("=", 1) for a in args[args.index("--conf") + 1::2])
-    assert confs["spark.master"] == render.IN_CLUSTER_MASTER
+    assert confs["spark.master"] == spark_pods.IN_CLUSTER_MASTER
     assert confs["spark.kubernetes.driver.pod.name"] == "$(POD_NAME)"
     assert confs["spark.driver.host"] == "orders-driver.data.svc"
     assert confs["spark.kubernetes.namespace"] == "data"
@@ -231,8 +232,8 @@ def test_driver_cpu_request_and_limit_follow_sparks_driver_properties():
 
 
 def test_container_memory_adds_spark_overhead():
-    assert render.container_memory("1g") == "1408Mi"
-    assert render.container_memory("8g") == f"{8192 + 819}Mi"
+    assert spark_pods.container_memory("1g") == "1408Mi"
+    assert spark_pods.container_memory("8g") == f"{8192 + 819}Mi"
 
 
 def test_the_kubernetes_example_is_a_valid_connector():

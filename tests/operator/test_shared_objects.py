@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from conveyor_operator.shared_objects import SharedObjects
+from conveyor_operator.reconcile.shared_objects import SharedObjects
 
 
 class RecordingKube:

@@ -1,7 +1,8 @@
 """Operator settings made at start-up."""
 
 import kopf
-from conveyor_operator import GROUP, PLURAL, VERSION, handlers, names
+from conveyor_operator import GROUP, PLURAL, VERSION, names
+from conveyor_operator.handlers import activities as handlers
 from kopf._cogs.structs.references import Resource
 
 

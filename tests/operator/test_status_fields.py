@@ -2,7 +2,7 @@
 
 
 def test_a_tasks_lag_in_the_status_is_the_sum_over_its_partitions():
-    from conveyor_operator.handlers import task_lag
+    from conveyor_operator.observe.driver_status import task_lag
 
     assert task_lag({"orders:0": 3, "orders:1": 0}) == 3
     assert task_lag({}) == 0

@@ -210,8 +210,8 @@ def test_put_config_re_resolves_env_references_and_takes_an_unchanged_config(con
 
 
 def test_the_operator_gets_the_409_that_makes_it_roll_the_driver(control_api):
-    """conveyor_operator.handlers._push_config rolls the Deployment on DriverRefused(409)."""
-    from conveyor_operator.render import spec_dict
+    """conveyor_operator.reconcile.push.push_config rolls the Deployment on DriverRefused(409)."""
+    from conveyor_operator.reconcile.render import spec_dict
 
     from conveyor.control.client import DriverClient, DriverRefused
 

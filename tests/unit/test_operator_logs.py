@@ -66,7 +66,7 @@ def _assert_redacted(text: str) -> None:
 def test_operator_logs_and_the_events_kopf_posts_from_them_are_redacted(capsys):
     remember_resolved(RESOLVED, "${secret:pg:password}")
     settings = kopf.OperatorSettings()
-    settings.posting.level = logging.WARNING  # as conveyor_operator.handlers.startup sets it
+    settings.posting.level = logging.WARNING  # as conveyor_operator.handlers.activities.startup sets it
     settings.posting.loggers = True  # kopf 1.45 posts log lines as Events only when asked
     with bare_root_logger():
         configure_logging("info")

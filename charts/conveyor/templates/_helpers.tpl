@@ -218,7 +218,7 @@ role holds them, and the operator only binds it (see conveyor.rbac.bindRule).
   resources: ["deployments/scale"]
   verbs: ["patch"]
 # Listed only: a driver pod is called directly only if its owner chain leads through a ReplicaSet
-# to the connector's driver Deployment (conveyor_operator.driver_pods).
+# to the connector's driver Deployment (conveyor_operator.observe.driver_pods).
 - apiGroups: ["apps"]
   resources: ["replicasets"]
   verbs: ["list"]
@@ -226,7 +226,7 @@ role holds them, and the operator only binds it (see conveyor.rbac.bindRule).
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# The NetworkPolicies of each connector's driver and executor pods (conveyor_operator.network_policy);
+# The NetworkPolicies of each connector's driver and executor pods (conveyor_operator.reconcile.network_policy);
 # deleted too when networkPolicy.enabled is false.
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]

@@ -11,9 +11,9 @@ connector's own pods" is exactly the label ``conveyor.dev/connector=<name>``:
                                        operator's pods and from
                                        ``settings.network_policy_metrics_peers``
                                        (Prometheus: ``GET /metrics``); Spark's driver RPC
-                                       (:data:`~conveyor_operator.render.SPARK_DRIVER_PORT`)
+                                       (:data:`~conveyor_operator.reconcile.render.SPARK_DRIVER_PORT`)
                                        and block manager
-                                       (:data:`~conveyor_operator.render.SPARK_BLOCK_MANAGER_PORT`)
+                                       (:data:`~conveyor_operator.reconcile.render.SPARK_BLOCK_MANAGER_PORT`)
                                        from the connector's executors
 ``NetworkPolicy <name>-executor``      executor pods: any port from the connector's
                                        driver and executors (Spark's executor block
@@ -38,7 +38,8 @@ from typing import Any
 
 from conveyor.manifest import ConnectorManifest
 from conveyor_operator import names
-from conveyor_operator.render import SPARK_BLOCK_MANAGER_PORT, SPARK_DRIVER_PORT, owner_reference
+from conveyor_operator.ownership import owner_reference
+from conveyor_operator.reconcile.spark_pods import SPARK_BLOCK_MANAGER_PORT, SPARK_DRIVER_PORT
 from conveyor_operator.settings import OperatorSettings
 
 API_VERSION = "networking.k8s.io/v1"

@@ -48,11 +48,11 @@ def config_errors(manifest: ConnectorManifest, settings: OperatorSettings) -> tu
 
     Returns:
         ``(errors, note)``: the ``spec.config.<key>: <message>`` lines of
-        :func:`conveyor_operator.validation.connector_config_errors` (``""`` when valid or not
+        :func:`conveyor_operator.validate.checks.connector_config_errors` (``""`` when valid or not
         judged here), and ``""`` or, when the spec names a module the operator may not import,
         the sentence for the Event and condition saying that the driver validates the config.
     """
-    from conveyor_operator.validation import connector_config_errors
+    from conveyor_operator.validate.checks import connector_config_errors
 
     try:
         with import_policy.restricted(import_rule(settings.allowed_connector_modules)):

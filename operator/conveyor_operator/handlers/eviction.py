@@ -18,8 +18,8 @@ import kopf
 
 from conveyor.control.client import DriverRefused, DriverUnreachable
 from conveyor_operator import GROUP, KIND, VERSION, names
-from conveyor_operator.conditions import now
-from conveyor_operator.handlers import MAX_EVICTIONS_KEPT, RUNTIME, driver_client, shared_kube
+from conveyor_operator.context import MAX_EVICTIONS_KEPT, RUNTIME, driver_client, shared_kube
+from conveyor_operator.observe.conditions import now
 
 log = logging.getLogger(__name__)
 

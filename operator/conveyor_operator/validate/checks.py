@@ -61,7 +61,7 @@ def connector_config_errors(manifest: ConnectorManifest) -> str:
     Raises:
         conveyor.import_policy.ImportNotAllowed: under :func:`conveyor.import_policy.restricted`,
             the spec names a class in a module it refuses (see
-            :func:`conveyor_operator.connector_classes.config_errors`, which the operator calls).
+            :func:`conveyor_operator.validate.connector_classes.config_errors`, which the operator calls).
     """
     from conveyor.api.redaction import redact_text
     from conveyor.runtime.config.validation import PreflightError, config_field, connector_class, validate_config
@@ -84,7 +84,7 @@ def connector_config_errors(manifest: ConnectorManifest) -> str:
         return "\n".join(f"{config_field(key)}: {message}" for key, message in exc.errors.items()
                          if key not in deferred and not (manifest.spec.config_from and key not in config))
     except ImportNotAllowed:
-        raise  # a class the config names is for the driver to import (conveyor_operator.connector_classes)
+        raise  # a class the config names is for the driver to import (conveyor_operator.validate.connector_classes)
     except Exception as exc:  # noqa: BLE001 - a connector's validate() may raise anything
         return f"spec.config: the connector's validation failed: {type(exc).__name__}: {redact_text(str(exc))}"
     return ""

@@ -9,14 +9,14 @@
                          executors; mounted in both
 =======================  ==============================================================
 
-Every value is derived from the operator's key (:mod:`conveyor_operator.control_key`), so the
+Every value is derived from the operator's key (:mod:`conveyor_operator.reconcile.control_key`), so the
 operator knows them without reading the Secret back: its account may ``create`` and ``delete``
 Secrets (the chart's admission policy narrows both to ``<connector>-control`` Secrets it labelled)
 but never ``get`` one. The Secret is owned by the Connector, so it goes with it.
 
 :meth:`ControlSecrets.ensure` creates it on every reconciliation (a 409 means it is there: the
 Connector's own once it was applied, otherwise an earlier Connector's or someone else's, which
-the new one waits for as for its other objects, :mod:`conveyor_operator.succession`). The
+the new one waits for as for its other objects, :mod:`conveyor_operator.reconcile.succession`). The
 version it was written for is kept in ``status.controlSecretVersion``; when that differs from
 the wanted one (a new operator key, a ``conveyor.dev/rotate-control-secret`` annotation, a
 Secret written by an operator that drew random values) the Secret is deleted and created
@@ -34,8 +34,8 @@ from kubernetes.client.rest import ApiException
 
 from conveyor.control.auth import ADMIN_TOKEN_FILE, SPARK_AUTH_SECRET_FILE, TASK_TOKEN_FILE
 from conveyor_operator import GROUP, VERSION, names
-from conveyor_operator.control_key import ConnectorIdentity, OperatorKey
 from conveyor_operator.kube import Kube
+from conveyor_operator.reconcile.control_key import ConnectorIdentity, OperatorKey
 
 ADMIN_TOKEN_KEY = ADMIN_TOKEN_FILE
 TASK_TOKEN_KEY = TASK_TOKEN_FILE

@@ -8,10 +8,10 @@ outside Kubernetes (an audit source's triggers, a sink's consumer group ``connec
 source offsets of ``<name>``). Two Connectors of one name must therefore never run side by
 side: a new one waits (:func:`predecessor_objects`) until every object another Connector owns
 is gone, which the garbage collector does once that Connector is, and the deletion path never
-removes its finalizer while its cleanup Job runs (:mod:`conveyor_operator.deletion`). The
+removes its finalizer while its cleanup Job runs (:mod:`conveyor_operator.handlers.deletion`). The
 ``<name>-control`` Secret is not among them: the operator cannot read Secrets, and its values are
 derived from the Connector's uid, so the first reconciliation of a new Connector replaces it
-(:mod:`conveyor_operator.control_secret`; the admission policy refuses that for a Secret the
+(:mod:`conveyor_operator.reconcile.control_secret`; the admission policy refuses that for a Secret the
 operator did not make).
 """
 
@@ -23,8 +23,9 @@ from typing import Any
 import yaml
 
 from conveyor.manifest import ConnectorManifest, ManifestError
-from conveyor_operator import names, render
+from conveyor_operator import names
 from conveyor_operator.kube import Kube
+from conveyor_operator.reconcile import render
 
 log = logging.getLogger(__name__)
 

@@ -34,9 +34,10 @@ from kubernetes.client.rest import ApiException
 
 from conveyor.control.client import DriverRefused, DriverUnreachable
 from conveyor.manifest import KIND, ManifestError
-from conveyor_operator import GROUP, names, render
-from conveyor_operator.handlers import RESOURCE, backoff, driver_client, parse, shared_kube
+from conveyor_operator import GROUP, names
+from conveyor_operator.context import RESOURCE, backoff, driver_client, parse, shared_kube
 from conveyor_operator.ownership import controlled_by
+from conveyor_operator.reconcile import render
 
 log = logging.getLogger(__name__)
 

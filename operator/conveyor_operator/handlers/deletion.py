@@ -7,7 +7,7 @@ explicitly. An operator that is down only delays all this: the finalizer waits f
 
 A driver that no longer answers through its Service (no ready endpoint, the Service gone) is
 asked through its pod's IP, only that of a running pod the operator's own Deployment started
-(:mod:`conveyor_operator.driver_pods`). When the Connector's namespace is deleted, Kubernetes
+(:mod:`conveyor_operator.observe.driver_pods`). When the Connector's namespace is deleted, Kubernetes
 deletes its pods first (KEP-5080) and the Connector only after they are gone: the driver, at
 SIGTERM, sees the namespace terminating and runs the connector-deleted stop path itself
 (:mod:`conveyor.runtime.deletion.namespace`). The operator then finds no driver and cannot
@@ -24,22 +24,23 @@ import kopf
 
 from conveyor.control.client import DriverRefused, DriverTimedOut, DriverUnreachable
 from conveyor.manifest import ManifestError, OffsetsPolicy
-from conveyor_operator import names, render, succession
-from conveyor_operator.conditions import Conditions
-from conveyor_operator.driver_pods import driver_pod_urls
-from conveyor_operator.handlers import (
+from conveyor_operator import names
+from conveyor_operator.context import (
     RESOURCE,
     RUNTIME,
     backoff,
     driver_client,
-    ensure_namespace_objects,
     parse,
     shared_kube,
     write_status,
 )
 from conveyor_operator.kube import namespace_terminating
+from conveyor_operator.observe.conditions import Conditions
+from conveyor_operator.observe.driver_pods import driver_pod_urls
+from conveyor_operator.reconcile import render, succession
+from conveyor_operator.reconcile.push import ensure_namespace_objects
 from conveyor_operator.status import ConditionType as C
-from conveyor_operator.validation import not_permitted
+from conveyor_operator.validate.checks import not_permitted
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
     conditions = Conditions(status.get("conditions"), meta.get("generation"))
     if retry == 0:
         conditions.set(C.DELETING, True, "CleaningUp", "running the connector-deleted stop path")
-        write_status(namespace, name, conditions)
+        write_status(shared_kube(), namespace, name, conditions)
     grace = manifest.spec.shutdown.grace_period_seconds
     try:
         report = _stop_driver(body, connector_deleted=policy.cleanup, delete_offsets=delete_offsets,
@@ -184,7 +185,7 @@ def _fail(body: kopf.Body, conditions: Conditions, message: str, retry: int) -> 
     delay = backoff(retry)
     meta = body["metadata"]
     conditions.set(C.CLEANUP_FAILED, True, "CleanupFailed", message)
-    write_status(meta["namespace"], meta["name"], conditions)
+    write_status(shared_kube(), meta["namespace"], meta["name"], conditions)
     shared_kube().event(body, "Warning", "CleanupFailed",
               message=f"{message}; retrying in {delay:.0f}s (annotate {names.ANNOTATION_SKIP_CLEANUP}=true to give up)")
     raise kopf.TemporaryError(message, delay=delay)
@@ -213,7 +214,8 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
                                   "to go", delay=RUNTIME.settings.wait_poll_seconds)
     if job is None:
         try:
-            ensure_namespace_objects(manifest)  # the Job runs as the namespace's conveyor-executor
+            # the Job runs as the namespace's conveyor-executor
+            ensure_namespace_objects(manifest, RUNTIME.settings, RUNTIME.shared_objects, kube)
             kube.apply(render.cleanup_job(manifest, uid, RUNTIME.settings, attempt=retry + 1))
         except Exception as exc:
             if not namespace_terminating(exc):

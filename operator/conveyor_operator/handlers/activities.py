@@ -1,0 +1,85 @@
+"""kopf's activities: the operator's start (settings, API client, control secrets, kopf's own
+settings), its login to the API server, and its cleanup."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import kopf
+from kubernetes import client
+from kubernetes import config as kube_config
+
+from conveyor_operator import names
+from conveyor_operator.context import RUNTIME
+from conveyor_operator.kube import Kube
+from conveyor_operator.logs import redact_handlers
+from conveyor_operator.reconcile.control_key import OperatorKey
+from conveyor_operator.reconcile.control_secret import ControlSecrets
+from conveyor_operator.reconcile.shared_objects import SharedObjects
+from conveyor_operator.settings import OperatorSettings
+
+
+def _configuration() -> client.Configuration:
+    """In-cluster credentials, else ``$KUBECONFIG`` (read at call time: the client reads
+    the variable only when it is imported)."""
+    configuration = client.Configuration()
+    try:
+        kube_config.load_incluster_config(client_configuration=configuration)
+    except kube_config.ConfigException:
+        kube_config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration)
+    return configuration
+
+
+def _api_client(max_workers: int) -> client.ApiClient:
+    configuration = _configuration()
+    configuration.connection_pool_maxsize = max_workers
+    return client.ApiClient(configuration)
+
+
+@kopf.on.startup()
+def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    redact_handlers()  # also those installed since main() (kopf run configures its own)
+    ours = OperatorSettings.from_env()
+    RUNTIME.settings = ours
+    RUNTIME.kube = Kube(_api_client(ours.max_workers), ours.field_manager,
+                        request_timeout_s=(5.0, ours.kube_request_timeout_seconds))
+    RUNTIME.drained_pods = set()
+    RUNTIME.shared_objects = SharedObjects()
+    RUNTIME.control_secrets = ControlSecrets(OperatorKey.load(ours.key_file))
+    settings.persistence.finalizer = names.FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.conveyor.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="kopf.conveyor.dev", key="last-handled-configuration")
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = ours.max_workers
+    settings.peering.standalone = True
+    settings.watching.server_timeout = 600
+    settings.watching.client_timeout = 660
+    # Watching named namespaces, kopf needs neither to list namespaces nor to watch CRDs (it
+    # finds the Connector resource through discovery), so the chart's namespaced mode has no
+    # ClusterRole at all; a CRD installed after the operator then needs an operator restart.
+    settings.scanning.disabled = bool(ours.watch_namespaces)
+    # Only the pods of connectors reach the operator: the API server filters, not kopf.
+    settings.watching.label_selectors["v1", "pods"] = names.LABEL_CONNECTOR
+
+
+@kopf.on.login()
+def login(**_: Any) -> kopf.ConnectionInfo:
+    """kopf's own connection, from the same credentials as the handlers' client."""
+    cfg = _configuration()
+    token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
+    scheme, _, token = (token or "").partition(" ") if token and " " in token else ("Bearer", "", token)
+    return kopf.ConnectionInfo(
+        server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
+        username=cfg.username or None, password=cfg.password or None,
+        scheme=scheme if token else None, token=token or None,
+        certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
+    )
+
+
+@kopf.on.cleanup()
+def shutdown(**_: Any) -> None:
+    if RUNTIME.kube is not None:
+        RUNTIME.kube.api.close()
