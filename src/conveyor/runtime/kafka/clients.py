@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from conveyor.api.redaction import HIDDEN, is_secret_key
+from conveyor.manifest import ConnectorSpec, ManifestError
+from conveyor.runtime.config.validation import PreflightError
 
 KafkaProperties = Mapping[str, str] | str
 """Base librdkafka properties (``bootstrap.servers`` and security), or a bare bootstrap string."""
@@ -71,3 +73,16 @@ def redacted(kafka: KafkaProperties) -> dict[str, str]:
     """The base properties with the values of secret keys (:func:`is_secret_key`: ``sasl.password``,
     ``ssl.key.password``, ``ssl.keystore.key``...) replaced by ``"[hidden]"``."""
     return {k: (HIDDEN if is_secret_key(k) else v) for k, v in base_properties(kafka).items()}
+
+
+def kafka_properties(spec: ConnectorSpec) -> dict[str, str]:
+    """The base Kafka client properties of a connector: ``spec.kafka.client_properties()``
+    (TLS and SASL from the Secrets mounted under ``$CONVEYOR_MOUNT_DIR``).
+
+    Raises:
+        PreflightError: a Secret key it needs is not mounted (names the field).
+    """
+    try:
+        return spec.kafka.client_properties()
+    except ManifestError as exc:
+        raise PreflightError(str(exc)) from None
