@@ -1,0 +1,193 @@
+"""How a sink task's runner turns fetched Kafka messages into the records ``put`` gets
+(:class:`SinkConversion`, a part of :class:`~conveyor.runtime.task.sink.runner.SinkTaskRunner`):
+key, value and header conversion, transformations and predicates, ``errors.tolerance`` at each
+stage, and the delivery of a batch to ``put`` with its retries. Runs on the task's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message
+
+from conveyor.api import ConnectError, Header, HeaderConverter, RetriableError, TopicPartition
+from conveyor.converters import ByteArrayConverter
+from conveyor.converters.header_converters import to_connect_headers
+from conveyor.runtime.errors.tolerance import Stage, class_name
+from conveyor.runtime.task.runner import TaskFailed
+from conveyor.runtime.task.sink.context import InternalSinkRecord, LazySinkRecord, failed_record
+
+log = logging.getLogger("conveyor.runtime.task.sink.runner")  # the runner's: librdkafka's repeats collapse there
+
+DEFAULT_RETRY_BACKOFF_S = 1.0
+_FAILED = object()
+
+
+class SinkConversion:
+    """Records from messages, and their delivery to the task; uses the runner's task,
+    converters, transformation chain and tolerance."""
+
+    def _tp(self, topic: str, partition: int) -> TopicPartition:
+        key = (topic, partition)
+        tp = self._tps.get(key)
+        if tp is None:
+            tp = self._tps[key] = TopicPartition(topic, partition)
+        return tp
+
+    def _convert(self, msgs: list[Message]) -> tuple[list[InternalSinkRecord], dict[TopicPartition, int]]:
+        """Messages → records after conversion and transformations. Offsets advance for
+        every message, including those dropped by a transformation or tolerated.
+
+        The hot loop of every sink task: records are :class:`LazySinkRecord` (timestamp,
+        headers and original coordinates read from the message on first use) and
+        conversions are inlined; a failed conversion takes :meth:`_to_connect`, the
+        tolerance path.
+        """
+        key_conv, value_conv, chain = self.key_converter, self.value_converter, self.chain
+        key_raw = isinstance(key_conv, ByteArrayConverter)
+        value_raw = isinstance(value_conv, ByteArrayConverter)
+        key_to_connect, value_to_connect = key_conv.to_connect_data, value_conv.to_connect_data
+        header_conv = self.header_converter
+        transform = not chain.is_empty
+        new_record, lazy = object.__new__, LazySinkRecord
+        records: list[InternalSinkRecord] = []
+        append = records.append
+        last: dict[tuple[str, int], int] = {}
+        run_topic, run_partition, run_offset = None, -1, -1  # messages come in runs per partition
+        for msg in msgs:
+            if msg.error() is not None:
+                self._consume_error(msg.error())
+                continue
+            topic = msg.topic()
+            partition = msg.partition()
+            offset = msg.offset()
+            if partition != run_partition or topic != run_topic:
+                if run_topic is not None:
+                    last[run_topic, run_partition] = run_offset
+                run_topic, run_partition = topic, partition
+            run_offset = offset
+            if not (key_raw and value_raw):  # for the converters; the record reads its own when asked
+                raw_headers = msg.headers()
+                headers = tuple([Header(k, v) for k, v in raw_headers]) if raw_headers else ()
+            if key_raw:
+                key, key_schema = msg.key(), None
+            else:
+                try:
+                    key_schema, key = key_to_connect(topic, headers, msg.key())
+                except Exception as exc:  # noqa: BLE001 - tolerance decides
+                    key, key_schema = self._to_connect(key_conv, Stage.KEY_CONVERTER, msg, topic, headers, exc)
+                    if key is _FAILED:
+                        continue
+            if value_raw:
+                value, value_schema = msg.value(), None
+            else:
+                try:
+                    value_schema, value = value_to_connect(topic, headers, msg.value())
+                except Exception as exc:  # noqa: BLE001 - tolerance decides
+                    value, value_schema = self._to_connect(value_conv, Stage.VALUE_CONVERTER, msg, topic, headers,
+                                                           exc)
+                    if value is _FAILED:
+                        continue
+            if header_conv is not None:
+                typed_headers = self._to_connect_headers(header_conv, msg, topic)
+                if typed_headers is _FAILED:
+                    continue
+            record = new_record(lazy)
+            record.topic = topic
+            record.kafka_partition = partition
+            record.kafka_offset = offset
+            record.key = key
+            record.key_schema = key_schema
+            record.value = value
+            record.value_schema = value_schema
+            record.raw = msg
+            if header_conv is not None:
+                record.headers = typed_headers
+            if transform:
+                record = self._transform(record, msg)
+                if record is None:
+                    continue
+            append(record)
+        if run_topic is not None:
+            last[run_topic, run_partition] = run_offset
+        return records, {self._tp(t, p): off + 1 for (t, p), off in last.items()}
+
+    def _to_connect(self, converter: Any, stage: Stage, msg: Message, topic: str, headers: tuple[Header, ...],
+                    first: Exception) -> tuple[Any, Any]:
+        """A conversion that raised ``first``: retried per ``errors.retry.timeout``, then
+        tolerated (``_FAILED``) or the task fails."""
+        assert self.tolerance is not None
+        data = msg.key() if stage is Stage.KEY_CONVERTER else msg.value()
+        try:
+            sv = self.tolerance.retry(lambda: converter.to_connect_data(topic, headers, data), first)
+        except Exception as final:  # noqa: BLE001
+            self._tolerate(msg, stage, class_name(converter), final)
+            return _FAILED, None
+        return sv.value, sv.schema
+
+    def _to_connect_headers(self, converter: HeaderConverter, msg: Message, topic: str) -> Any:
+        """The message's headers through ``header.converter``: retried per
+        ``errors.retry.timeout``, then tolerated (``_FAILED``) or the task fails."""
+        assert self.tolerance is not None
+        try:
+            return to_connect_headers(converter, topic, msg.headers())
+        except Exception as exc:  # noqa: BLE001 - tolerance decides
+            try:
+                return self.tolerance.retry(lambda: to_connect_headers(converter, topic, msg.headers()), exc)
+            except Exception as final:  # noqa: BLE001
+                self._tolerate(msg, Stage.HEADER_CONVERTER, class_name(converter), final)
+                return _FAILED
+
+    def _transform(self, record: InternalSinkRecord, msg: Message) -> InternalSinkRecord | None:
+        assert self.tolerance is not None
+        try:
+            return self.chain.apply(record)
+        except Exception as exc:  # noqa: BLE001 - tolerance decides
+            try:
+                return self.tolerance.retry(lambda: self.chain.apply(record), exc)
+            except Exception as final:  # noqa: BLE001
+                cls = getattr(final, "transformation_class", None) or class_name(self.chain)
+                self._tolerate(msg, Stage.TRANSFORMATION, cls, final)
+                return None
+
+    def _tolerate(self, msg: Message, stage: Stage, cls_name: str, error: BaseException) -> None:
+        assert self.tolerance is not None
+        try:
+            self.tolerance.failed(failed_record(msg), stage, cls_name, error)
+        except ConnectError as exc:
+            raise TaskFailed(str(exc)) from exc
+
+    def _consume_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            raise TaskFailed(f"fatal consumer error: {err}") from KafkaException(err)
+        log.warning("task %s-%d: consumer error: %s", self.spec.connector, self.spec.task_id, err)
+
+    def _deliver(self, batch: list[InternalSinkRecord], offsets: dict[TopicPartition, int]) -> None:
+        """``put`` a batch; on RetriableError keep it for redelivery with consumption paused."""
+        assert self.task and self.context
+        started = time.monotonic()
+        try:
+            self.task.put(batch)
+        except RetriableError as exc:
+            delay = exc.delay or self.context.retry_timeout
+            self.context.retry_timeout = None
+            backoff = delay.total_seconds() if delay is not None else DEFAULT_RETRY_BACKOFF_S
+            log.info("task %s-%d: put() asked for a retry in %.3fs: %s", self.spec.connector, self.spec.task_id,
+                     backoff, exc)
+            self._retry_batch, self._retry_offsets = batch, offsets
+            self._retry_at = time.monotonic() + backoff
+            self._pause_for_retry(True)
+            return
+        except Exception as exc:  # noqa: BLE001 - the task fails
+            raise TaskFailed(f"put() failed: {exc}") from exc
+        self.meter.batch(len(batch), time.monotonic() - started)
+        if self._retry_batch is not None:
+            self._retry_batch, self._retry_offsets = None, {}
+            self._pause_for_retry(False)
+        self.current.update(offsets)
+        self.records_put += len(batch)
+        if self.context.commit_requested:
+            self.context.commit_requested = False
+            self._commit(closing=False)
