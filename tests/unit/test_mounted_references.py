@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conveyor.manifest import ConnectorManifest, ManifestError, mounted_file, resolve_mounted_config
+from conveyor.manifest import ConnectorManifest, ManifestError, resolve_mounted_config
+from conveyor.manifest.mounts import mounted_file
 
 TRAVERSALS = ["/var/run/secrets/kubernetes.io/serviceaccount/token", "../../../etc/passwd", "..", ".",
               "..data", "a/b", "../other-connector-control/admin-token"]

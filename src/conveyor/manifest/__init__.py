@@ -18,36 +18,26 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from conveyor import spark_security, spark_volumes
-from conveyor.api.redaction import redact_value, remember_resolved
+from conveyor.api.redaction import redact_value
 from conveyor.connect_config import spec_fields_from_config
+from conveyor.manifest.base import (
+    K8S_NAME,
+    MOUNTED_KEY,
+    MOUNTED_KEY_RULE,
+    KeysRefused,
+    ManifestError,
+    StrictModel,
+)
+from conveyor.manifest.kafka import (
+    CODE_LOADING_CLIENT_PROPERTIES,
+    CODE_LOADING_REASON,
+    KafkaSpec,
+)
+from conveyor.manifest.mounts import MOUNT_REF, mentions_mounts, mount_root, resolve_mounted_config, substitute_env
 
 API_VERSION = "conveyor.dev/v1alpha1"
 KIND = "Connector"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
-_MOUNT_REF = re.compile(r"\$\{(secret|configmap):([^:}]+):([^}]+)\}")
-
-
-class ManifestError(ValueError):
-    """A manifest is unreadable or invalid; the message names each offending field
-    by its path (``spec.tasksMax``) and says what was expected."""
-
-
-class NotMounted(ManifestError):
-    """A Secret, ConfigMap or one of their keys that a manifest references is not mounted."""
-
-
-class _KeysRefused(ValueError):
-    """Raised by a validator of a mapping field to name each refused key in the field's path
-    (``spec.spark.sparkConf.spark.authenticate: ...``), one line each."""
-
-    def __init__(self, reasons: dict[str, str]) -> None:
-        super().__init__("; ".join(f"{key}: {reason}" for key, reason in reasons.items()))
-        self.reasons = reasons
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
 
 class ConnectorState(str, enum.Enum):
@@ -58,14 +48,6 @@ class ConnectorState(str, enum.Enum):
     STOPPED = "stopped"
 
 
-K8S_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-"""A Kubernetes object name (DNS subdomain, as RE2 and Python read it), e.g. of a Secret."""
-MOUNTED_KEY = r"^\.?[-_a-zA-Z0-9][-._a-zA-Z0-9]*$"
-"""A Secret or ConfigMap key as Kubernetes' ``IsConfigMapKey``: ``[-._a-zA-Z0-9]+``, not ``.``
-or ``..`` and not starting with ``..``, so no path separator and no way out of the mount. In
-a form both RE2 (the CRD's ``pattern``) and Python read the same."""
-MOUNTED_KEY_RULE = "a Secret or ConfigMap key ([-._a-zA-Z0-9]+, not '.' or '..' nor starting with '..')"
-"""What :data:`MOUNTED_KEY` asks, in words (read after "is not")."""
 _SPARK_MEMORY = r"^[0-9]+[kmgtKMGT]?$"
 _K8S_CPU = r"^([0-9]+(\.[0-9]+)?|\.[0-9]+|[0-9]+m)$"
 _CHECKED_SPARK_PROPERTIES = {
@@ -77,172 +59,7 @@ _CHECKED_SPARK_PROPERTIES = {
 }
 
 
-CODE_LOADING_CLIENT_PROPERTIES = ("plugin.library.paths", "ssl.engine.location", "ssl.providers",
-                                  "sasl.kerberos.kinit.cmd")
-"""librdkafka properties (CONFIGURATION.md) whose value is a library to load or a command to run."""
-CODE_LOADING_REASON = "librdkafka's {property} would load code or run a command in the pods"
-"""Why a ``spec.config`` key ending in one of :data:`CODE_LOADING_CLIENT_PROPERTIES` is refused."""
-
-
-class SecretKeySelector(_Model):
-    """One key of a Secret in the connector's namespace, as Kubernetes' ``secretKeyRef``."""
-
-    name: str = Field(min_length=1, max_length=253, pattern=K8S_NAME, description="Name of the Secret.")
-    key: str = Field(min_length=1, max_length=253, json_schema_extra={"pattern": MOUNTED_KEY},
-                     description="Key within the Secret: [-._a-zA-Z0-9]+, not '.' or '..' nor starting with '..'.")
-
-    @field_validator("key")
-    @classmethod
-    def _check_key(cls, key: str) -> str:
-        if not re.fullmatch(MOUNTED_KEY, key):
-            raise ValueError(f"{key!r} is not {MOUNTED_KEY_RULE}")
-        return key
-
-    def mounted_file(self, mount_root: Path, field: str) -> Path:
-        """Where the driver and executor pods see this key (Secrets are mounted as files),
-        checked by :func:`mounted_file`.
-
-        Raises:
-            ManifestError: see :func:`mounted_file` (names ``field``).
-        """
-        return mounted_file(mount_root, "secret", self.name, self.key, field)
-
-
-class KafkaTlsSpec(_Model):
-    """TLS to the brokers (librdkafka ``security.protocol`` SSL or SASL_SSL)."""
-
-    trusted_certificate: SecretKeySelector | None = Field(
-        None, alias="trustedCertificate",
-        description="PEM CA certificate(s) the brokers' certificates are checked against (ssl.ca.pem); "
-        "unset uses the image's system trust store.",
-    )
-    certificate: SecretKeySelector | None = Field(
-        None, description="PEM client certificate for mutual TLS (ssl.certificate.pem); needs key."
-    )
-    key: SecretKeySelector | None = Field(
-        None, description="PEM private key of the client certificate (ssl.key.pem); needs certificate."
-    )
-
-    def model_post_init(self, __context: Any) -> None:
-        if (self.certificate is None) != (self.key is None):
-            raise ValueError("spec.kafka.tls: certificate and key must be set together")
-
-
-class SaslMechanism(str, enum.Enum):
-    """SASL mechanisms with a username and password, as librdkafka's ``sasl.mechanism``."""
-
-    PLAIN = "plain"
-    SCRAM_SHA_256 = "scram-sha-256"
-    SCRAM_SHA_512 = "scram-sha-512"
-
-
-class KafkaAuthenticationSpec(_Model):
-    """SASL authentication with a username and a password kept in a Secret."""
-
-    type: SaslMechanism = Field(description="SASL mechanism: plain, scram-sha-256 or scram-sha-512.")
-    username: str = Field(min_length=1, description="SASL username (sasl.username).")
-    password_secret: SecretKeySelector = Field(
-        alias="passwordSecret", description="Secret key holding the SASL password (sasl.password)."
-    )
-
-
-class KafkaSpec(_Model):
-    """Kafka cluster and how to authenticate to it."""
-
-    bootstrap_servers: str = Field(
-        alias="bootstrapServers",
-        min_length=1,
-        description="Comma-separated host:port list of the Kafka brokers.",
-    )
-    tls: KafkaTlsSpec | None = Field(None, description="TLS to the brokers; unset means plaintext.")
-    authentication: KafkaAuthenticationSpec | None = Field(
-        None, description="SASL authentication; unset means none."
-    )
-
-    def secret_refs(self) -> list[SecretKeySelector]:
-        """Every Secret key this spec reads (the operator mounts them into the pods)."""
-        refs = []
-        if self.tls is not None:
-            refs += [r for r in (self.tls.trusted_certificate, self.tls.certificate, self.tls.key) if r is not None]
-        if self.authentication is not None:
-            refs.append(self.authentication.password_secret)
-        return refs
-
-    def client_properties(self, mount_root: Path | None = None) -> dict[str, str]:
-        """librdkafka properties for every client the runtime creates: ``bootstrap.servers``
-        plus TLS and SASL settings read from the mounted Secrets under ``mount_root``
-        (default :func:`mount_root`).
-
-        TLS material goes in as PEM text (``ssl.ca.pem``, ``ssl.certificate.pem``,
-        ``ssl.key.pem``), not file paths, as the SASL password goes in as text: the driver reads
-        the Secrets and its clients on the executors get the values over Spark's encrypted RPC,
-        so executor pods mount no Secret but the connector's ``<name>-control`` (issue 28, item 3:
-        a driver may only create executors that mount that one).
-
-        Raises:
-            ManifestError: a referenced Secret key is not mounted (names the field).
-        """
-        root = mount_root or globals()["mount_root"]()
-        props = {"bootstrap.servers": self.bootstrap_servers}
-        tls, sasl = self.tls, self.authentication
-        if tls is None and sasl is None:
-            return props
-        props["security.protocol"] = {(True, False): "SSL", (True, True): "SASL_SSL"}.get(
-            (tls is not None, sasl is not None), "SASL_PLAINTEXT")
-        if tls is not None:
-            for prop, ref, field in (("ssl.ca.pem", tls.trusted_certificate, "trustedCertificate"),
-                                     ("ssl.certificate.pem", tls.certificate, "certificate"),
-                                     ("ssl.key.pem", tls.key, "key")):
-                if ref is not None:
-                    props[prop] = ref.mounted_file(root, f"spec.kafka.tls.{field}").read_text()
-            if "ssl.key.pem" in props:
-                remember_resolved(props["ssl.key.pem"], "spec.kafka.tls.key")
-        if sasl is not None:
-            props["sasl.mechanism"] = sasl.type.value.upper()
-            props["sasl.username"] = sasl.username
-            password = sasl.password_secret.mounted_file(root, "spec.kafka.authentication.passwordSecret")
-            props["sasl.password"] = password.read_text().strip()
-            remember_resolved(props["sasl.password"], "spec.kafka.authentication.passwordSecret")
-        return props
-
-
-def mount_root() -> Path:
-    """Directory the pods see Secrets and ConfigMaps under (``$CONVEYOR_MOUNT_DIR``,
-    default ``/etc/conveyor``): ``secrets/<name>/<key>`` and ``configmaps/<name>/<key>``."""
-    return Path(os.environ.get("CONVEYOR_MOUNT_DIR", "/etc/conveyor"))
-
-
-def mounted_file(root: Path, kind: str, name: str, key: str, field: str) -> Path:
-    """The file of ``key`` in the Secret (``kind`` ``"secret"``) or ConfigMap (``"configmap"``)
-    ``name`` mounted under ``root`` (``secrets/<name>/<key>``, ``configmaps/<name>/<key>``),
-    after checking that ``key`` is a Kubernetes key and that the path, symlinks followed (the
-    kubelet's ``..data`` links), lies inside that source's directory: a key is never a way to
-    another file of the pod (issue 28, item 1).
-
-    Returns:
-        The path as mounted (not resolved, so that a rotated Secret is read anew).
-
-    Raises:
-        NotMounted: the file is not there (names ``field``).
-        ManifestError: ``key`` is not a Secret or ConfigMap key, or leads outside the mount;
-            names ``field``, never the file's content.
-    """
-    if not re.fullmatch(MOUNTED_KEY, key) or len(key) > 253:
-        raise ManifestError(f"{field}: {key!r} is not {MOUNTED_KEY_RULE}")
-    directory = root / ("secrets" if kind == "secret" else "configmaps") / name
-    path = directory / key
-    try:
-        inside = path.resolve(strict=True).is_relative_to(directory.resolve(strict=True))
-    except (OSError, RuntimeError):  # missing, or a symlink loop
-        raise NotMounted(f"{field}: {path} is not mounted (is the Secret or ConfigMap missing?)") from None
-    if not inside:
-        raise ManifestError(f"{field}: key {key!r} of {kind} {name!r} leads outside its mount")
-    if not path.is_file():
-        raise NotMounted(f"{field}: {path} is not mounted (is the Secret or ConfigMap missing?)")
-    return path
-
-
-class ShutdownSpec(_Model):
+class ShutdownSpec(StrictModel):
     """Graceful shutdown: time for closing commits."""
 
     grace_period_seconds: int = Field(
@@ -264,13 +81,13 @@ class ObjectMeta(BaseModel):
             raise ValueError(f"metadata.name {self.name!r} must be a DNS label (lowercase letters, digits, '-')")
 
 
-class NameReference(_Model):
+class NameReference(StrictModel):
     """A reference by name to an object in the connector's namespace."""
 
     name: str = Field(min_length=1, max_length=253, pattern=K8S_NAME, description="Name of the object.")
 
 
-class ConfigFromSource(_Model):
+class ConfigFromSource(StrictModel):
     """A Secret or ConfigMap whose keys become connector configuration keys, as a
     container's ``envFrom``. Keys set in ``spec.config`` win."""
 
@@ -306,7 +123,7 @@ class ConfigFromSource(_Model):
         return root / ("secrets" if self.secret_ref is not None else "configmaps") / self.name
 
 
-class ResourcesSpec(_Model):
+class ResourcesSpec(StrictModel):
     """CPU and memory of a Spark driver or executor."""
 
     cores: int = Field(1, ge=1, le=256, description="CPU cores (spark.driver.cores / spark.executor.cores).")
@@ -325,7 +142,7 @@ class ExecutorSpec(ResourcesSpec):
     )
 
 
-class SparkSpec(_Model):
+class SparkSpec(StrictModel):
     """How the connector's Spark application runs on Kubernetes (client mode: the driver
     is a Deployment's pod, executors are pods it creates)."""
 
@@ -364,7 +181,7 @@ class SparkSpec(_Model):
             also_allowed = spark_security.allowed_patterns()
         refused = spark_security.refused_spark_conf(conf, also_allowed)
         if refused:
-            raise _KeysRefused(refused)
+            raise KeysRefused(refused)
         for key, (pattern, expected) in _CHECKED_SPARK_PROPERTIES.items():
             if key in conf and not re.fullmatch(pattern, str(conf[key]).strip()):
                 raise ValueError(f"{key}: {conf[key]!r} is not {expected}")
@@ -378,7 +195,7 @@ class OffsetsPolicy(str, enum.Enum):
     DELETE = "delete"
 
 
-class DeletionPolicySpec(_Model):
+class DeletionPolicySpec(StrictModel):
     """What deleting the Connector removes besides its Kubernetes objects."""
 
     cleanup: bool = Field(
@@ -393,19 +210,19 @@ class DeletionPolicySpec(_Model):
     )
 
 
-class ConfigMapTarget(_Model):
+class ConfigMapTarget(StrictModel):
     to_config_map: NameReference = Field(
         alias="toConfigMap", description="ConfigMap that receives the offsets (key offsets.json); created if missing."
     )
 
 
-class ConfigMapSource(_Model):
+class ConfigMapSource(StrictModel):
     from_config_map: NameReference = Field(
         alias="fromConfigMap", description="ConfigMap whose key offsets.json holds the offsets to write."
     )
 
 
-class AutoRestartSpec(_Model):
+class AutoRestartSpec(StrictModel):
     enabled: bool = Field(True, description="Restart a FAILED connector or its FAILED tasks automatically.")
     max_restarts: int | None = Field(
         None, alias="maxRestarts", ge=0,
@@ -414,7 +231,7 @@ class AutoRestartSpec(_Model):
     )
 
 
-class ConnectorSpec(_Model):
+class ConnectorSpec(StrictModel):
     connector_class: str = Field(
         alias="class",
         min_length=1,
@@ -467,7 +284,7 @@ class ConnectorSpec(_Model):
             return data
         updates, refused = spec_fields_from_config(data)
         if refused:
-            raise _KeysRefused(refused)
+            raise KeysRefused(refused)
         return {**data, **updates}
 
     @field_validator("config")
@@ -480,7 +297,7 @@ class ConnectorSpec(_Model):
                    for key in config for suffix in CODE_LOADING_CLIENT_PROPERTIES
                    if key == suffix or key.endswith("." + suffix)}
         if refused:
-            raise _KeysRefused(refused)
+            raise KeysRefused(refused)
         return config
 
     @field_validator("config")
@@ -490,13 +307,13 @@ class ConnectorSpec(_Model):
         and key, so no reference reaches another file of the pod (issue 28, item 1)."""
         refused = {}
         for key, value in config.items():
-            for kind, name, item in _MOUNT_REF.findall(value) if isinstance(value, str) else ():
+            for kind, name, item in MOUNT_REF.findall(value) if isinstance(value, str) else ():
                 if not re.fullmatch(K8S_NAME, name):
                     refused[key] = f"${{{kind}:{name}:...}}: {name!r} is not a {kind} name"
                 elif not re.fullmatch(MOUNTED_KEY, item):
                     refused[key] = f"${{{kind}:{name}:{item}}}: {item!r} is not {MOUNTED_KEY_RULE}"
         if refused:
-            raise _KeysRefused(refused)
+            raise KeysRefused(refused)
         return config
 
     def connect_config(self, name: str) -> dict[str, Any]:
@@ -514,7 +331,7 @@ class ConnectorSpec(_Model):
         return list(dict.fromkeys(s.name for s in self.config_from if s.config_map_ref is not None))
 
 
-class ConnectorManifest(_Model):
+class ConnectorManifest(StrictModel):
     api_version: str = Field(API_VERSION, alias="apiVersion")
     kind: str = Field(KIND)
     metadata: ObjectMeta
@@ -553,7 +370,7 @@ class ConnectorManifest(_Model):
             for err in exc.errors():
                 path = ".".join(str(p) for p in err["loc"]) or "<root>"
                 refused = err.get("ctx", {}).get("error")
-                if isinstance(refused, _KeysRefused):
+                if isinstance(refused, KeysRefused):
                     lines += [f"  {path}.{key}: {reason}" for key, reason in refused.reasons.items()]
                     continue
                 detail = err["msg"]
@@ -609,79 +426,8 @@ def with_mounted_config(spec: ConnectorSpec, source: str = "<manifest>") -> Conn
     Raises:
         ManifestError: see :func:`resolve_mounted_config`.
     """
-    if not spec.config_from and not _mentions_mounts(spec.config):
+    if not spec.config_from and not mentions_mounts(spec.config):
         return spec
     return spec.model_copy(update={"config": resolve_mounted_config(spec, mount_root(), source=source)})
 
 
-def _mentions_mounts(config: Mapping[str, Any]) -> bool:
-    return any(isinstance(v, str) and _MOUNT_REF.search(v) for v in config.values())
-
-
-def resolve_mounted_config(spec: ConnectorSpec, root: Path, source: str = "<manifest>") -> dict[str, Any]:
-    """``spec.config`` with ``configFrom`` merged in (keys set in ``spec.config`` win) and
-    ``${secret:<name>:<key>}`` / ``${configmap:<name>:<key>}`` replaced, reading the files
-    the pods see under ``root`` (``secrets/<name>/<key>``, ``configmaps/<name>/<key>``).
-
-    Raises:
-        ManifestError: a source is not mounted, or a reference names a Secret or ConfigMap
-            that ``configFrom`` does not list or a key it does not have (names the field).
-    """
-    merged: dict[str, Any] = {}
-    for i, src in enumerate(spec.config_from):
-        directory = src.directory(root)
-        if not directory.is_dir():
-            raise ManifestError(f"{source}: spec.configFrom[{i}]: {src.kind} {src.name!r} is not mounted at {directory}")
-        for item in sorted(directory.iterdir()):
-            if item.is_file() and not item.name.startswith("."):
-                file = mounted_file(root, src.kind.lower(), src.name, item.name, f"spec.configFrom[{i}]")
-                merged[src.prefix + item.name] = file.read_text()
-                remember_resolved(merged[src.prefix + item.name], f"${{{src.kind.lower()}:{src.name}:{item.name}}}")
-    merged.update(spec.config)
-    listed = {("secret", s.name) for s in spec.config_from if s.secret_ref is not None}
-    listed |= {("configmap", s.name) for s in spec.config_from if s.config_map_ref is not None}
-
-    def substitute(key: str, value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-
-        def read(match: re.Match[str]) -> str:
-            kind, name, item = match.groups()
-            if (kind, name) not in listed:
-                raise ManifestError(f"{source}: spec.config.{key}: ${{{kind}:{name}:...}} needs {name!r} in spec.configFrom")
-            try:
-                path = mounted_file(root, kind, name, item, f"spec.config.{key}")
-            except NotMounted:
-                raise ManifestError(f"{source}: spec.config.{key}: {kind} {name!r} has no key {item!r}") from None
-            except ManifestError as exc:
-                raise ManifestError(f"{source}: {exc}") from None
-            resolved = path.read_text()
-            remember_resolved(resolved, match.group(0))
-            return resolved
-
-        return _MOUNT_REF.sub(read, value)
-
-    return {k: substitute(k, v) for k, v in merged.items()}
-
-
-def substitute_env(data: Any, environ: Mapping[str, str], source: str = "<manifest>", path: str = "") -> Any:
-    """Replace ``${env:NAME}`` in every string of ``data``.
-
-    Raises:
-        ManifestError: a referenced variable is not set.
-    """
-    if isinstance(data, dict):
-        return {k: substitute_env(v, environ, source, f"{path}.{k}" if path else str(k)) for k, v in data.items()}
-    if isinstance(data, list):
-        return [substitute_env(v, environ, source, f"{path}[{i}]") for i, v in enumerate(data)]
-    if isinstance(data, str) and "${env:" in data:
-
-        def value(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name not in environ:
-                raise ManifestError(f"{source}: {path}: environment variable {name} is not set")
-            remember_resolved(environ[name], match.group(0))
-            return environ[name]
-
-        return _ENV_REF.sub(value, data)
-    return data
