@@ -20,7 +20,7 @@ import pytest
 from conveyor.api import Schema, SchemaType
 from conveyor.connectors.file.java_text import java_string, string_hash
 from conveyor.converters import JsonConverter
-from conveyor.converters.java_numbers import double_to_string, float_to_string
+from conveyor.java_text.numbers import double_to_string, float_to_string
 
 # (schemas.enable, JSON value, the line Kafka Connect's FileStreamSinkTask printed)
 PRINTED = [

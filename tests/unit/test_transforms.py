@@ -11,6 +11,9 @@ import pytest
 
 from conveyor.api import ConfigError, DataError, Field, Header, Schema, SchemaType, SinkRecord, SourceRecord
 from conveyor.converters import logical
+from conveyor.java_text.date_format import JavaDateFormat
+from conveyor.java_text.regex import JavaReplacement, compile_java_regex, translate
+from conveyor.java_text.values import double_to_string, float_to_string, narrow
 from conveyor.transforms import (
     CastKey,
     CastValue,
@@ -39,9 +42,6 @@ from conveyor.transforms import (
     TopicNameMatches,
     ValueToKey,
 )
-from conveyor.transforms._java_date_format import JavaDateFormat
-from conveyor.transforms._java_regex import JavaReplacement, compile_java_regex, translate
-from conveyor.transforms._java_values import double_to_string, float_to_string, narrow
 
 T = SchemaType
 TS = 1_700_000_000_123  # 2023-11-14T22:13:20.123Z

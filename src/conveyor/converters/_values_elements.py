@@ -20,9 +20,10 @@ from typing import Any
 
 from conveyor.api.errors import DataError
 from conveyor.api.schema import Schema, SchemaAndValue, SchemaType
-from conveyor.converters import _java_dates, logical
-from conveyor.converters._java_dates import Unrepresentable
-from conveyor.converters.java_numbers import Float32, to_float32
+from conveyor.converters import logical
+from conveyor.java_text import dates as java_dates
+from conveyor.java_text.dates import Unrepresentable
+from conveyor.java_text.numbers import Float32, to_float32
 
 T = SchemaType
 _WIDTH = {T.INT8: 0, T.INT16: 1, T.INT32: 2, T.INT64: 3, T.FLOAT32: 4, T.FLOAT64: 5}
@@ -60,7 +61,7 @@ def instant(kind: str, millis: int) -> Any:
     """The ``date``/``time``/``datetime`` (``kind``: ``date``, ``time``, ``timestamp``) of an
     instant, or an :class:`Unheld` for one Python cannot hold."""
     try:
-        return _java_dates.to_python(kind, millis)
+        return java_dates.to_python(kind, millis)
     except Unrepresentable as e:
         return Unheld(str(e), millis)
 
@@ -126,8 +127,8 @@ def convert_to(schema: Schema, value: Any) -> Any:
             return instant("timestamp", number)
         number = wrap(number, 32)
         if name == logical.DATE:
-            return instant("date", number * _java_dates.MILLIS_PER_DAY)
-        if not 0 <= number <= _java_dates.MILLIS_PER_DAY:
+            return instant("date", number * java_dates.MILLIS_PER_DAY)
+        if not 0 <= number <= java_dates.MILLIS_PER_DAY:
             raise DataError("Time values must use number of milliseconds greater than 0 and less than 86400000")
         return instant("time", number)
     if isinstance(value, bool) or is_instant(value):
@@ -153,7 +154,7 @@ def _number(value: Any) -> int | float | decimal.Decimal:
 def _java_key(value: Any) -> tuple[Any, ...] | None:
     """What ``equals``/``hashCode`` compare for a parsed map key; ``None`` for a list or map."""
     if is_instant(value):  # Date, Time and Timestamp are all java.util.Date, equal by instant
-        return ("date", value.millis if isinstance(value, Unheld) else _java_dates.to_millis(value))
+        return ("date", value.millis if isinstance(value, Unheld) else java_dates.to_millis(value))
     if isinstance(value, float):  # Float and Double compare bits: 0.0 is not -0.0
         return (type(value) is Float32, struct.pack("<d", value))
     if isinstance(value, decimal.Decimal):  # BigDecimal.equals compares the scale too

@@ -9,7 +9,7 @@
   scale, ``FLOAT32`` unless a float overflows (``1e-50`` is ``0.0``), then ``FLOAT64``; else a
   Decimal of the number's scale (``9223372036854775808``, ``1e400``);
 * ``yyyy-MM-dd`` / ``HH:mm:ss.SSS'Z'`` / ``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'``, told apart by length
-  and read leniently (:mod:`._java_dates`: ``2024-13-45`` is 2025-02-14) → Date/Time/Timestamp;
+  and read leniently (:mod:`.java_dates`: ``2024-13-45`` is 2025-02-14) → Date/Time/Timestamp;
 * ``[...]`` / ``{...}`` → ``ARRAY`` / ``MAP``. Elements may be quoted strings, kept as written
   (backslashes and all); their schemas merge into a common one (:mod:`._values_elements`), to
   which every element is converted; without one, no element schema;
@@ -41,10 +41,11 @@ from typing import Any
 
 from conveyor.api.errors import DataError
 from conveyor.api.schema import Field, Schema, SchemaAndValue, SchemaType
-from conveyor.converters import _java_dates, logical
-from conveyor.converters._java_dates import Unrepresentable
+from conveyor.converters import logical
 from conveyor.converters._values_elements import SchemaMerger, Unheld, convert_to, instant, is_instant, java_map, wrap
-from conveyor.converters.java_numbers import (
+from conveyor.java_text import dates as java_dates
+from conveyor.java_text.dates import Unrepresentable
+from conveyor.java_text.numbers import (
     Float32,
     big_decimal_float_value,
     big_decimal_to_string,
@@ -60,9 +61,9 @@ STRING_SCHEMA = Schema(T.STRING)
 BOOLEAN_SCHEMA = Schema(T.BOOLEAN)
 _INT_SCHEMAS = [(Schema(T.INT8), 8), (Schema(T.INT16), 16), (Schema(T.INT32), 32), (Schema(T.INT64), 64)]
 _FLOAT32_SCHEMA, _FLOAT64_SCHEMA = Schema(T.FLOAT32), Schema(T.FLOAT64)
-_TEMPORAL = {13: (_java_dates.TIME_PATTERN, "time", logical.time_schema()),  # by String.length()
-             24: (_java_dates.TIMESTAMP_PATTERN, "timestamp", logical.timestamp_schema()),
-             10: (_java_dates.DATE_PATTERN, "date", logical.date_schema())}
+_TEMPORAL = {13: (java_dates.TIME_PATTERN, "time", logical.time_schema()),  # by String.length()
+             24: (java_dates.TIMESTAMP_PATTERN, "timestamp", logical.timestamp_schema()),
+             10: (java_dates.DATE_PATTERN, "date", logical.date_schema())}
 _LITERALS = {"null": None, "true": SchemaAndValue(BOOLEAN_SCHEMA, True), "false": SchemaAndValue(BOOLEAN_SCHEMA, False)}
 _DELIMITERS = frozenset(':,{}[]"')
 _TOKEN = re.compile(r'(?:[^\\:,{}\[\]"]|\\.|\\\Z)+', re.DOTALL)  # a backslash escapes the next character
@@ -126,7 +127,7 @@ def _parse_temporal(token: str | None) -> SchemaAndValue | None:
     if found is None:
         return None
     pattern, kind, schema = found
-    millis = _java_dates.parse(token, pattern)
+    millis = java_dates.parse(token, pattern)
     return None if millis is None else SchemaAndValue(schema, instant(kind, millis))
 
 
@@ -372,7 +373,7 @@ def _append(out: list[str], schema: Schema | None, value: Any, embedded: bool) -
     elif isinstance(value, Mapping):
         _append_map(out, schema, value)
     elif is_instant(value):
-        out.append(_java_dates.format_millis(_java_dates.to_millis(value)))
+        out.append(java_dates.format_millis(java_dates.to_millis(value)))
     else:
         raise DataError(f"Failed to serialize unexpected value type {type(value).__name__}: {value}")
 

@@ -36,7 +36,7 @@ from conveyor.api.errors import ConfigError, DataError
 from conveyor.api.schema import Field, Schema, SchemaType
 from conveyor.converters import logical
 from conveyor.converters._config import get_bool, get_list
-from conveyor.transforms import _java_values as jv
+from conveyor.java_text import values as jv
 from conveyor.transforms._base import (
     KeyOrValueTransformation,
     KeySide,

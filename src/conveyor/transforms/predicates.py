@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from conveyor.api.errors import ConfigError
 from conveyor.api.transforms import Predicate
 from conveyor.converters._config import get_string, invalid
-from conveyor.transforms._java_regex import compile_java_regex
+from conveyor.java_text.regex import compile_java_regex
 
 
 class TopicNameMatches(Predicate):  # type: ignore[type-arg]

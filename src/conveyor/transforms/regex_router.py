@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from conveyor.api.transforms import Transformation
 from conveyor.converters._config import get_string, invalid
-from conveyor.transforms._java_regex import JavaReplacement, compile_java_regex
+from conveyor.java_text.regex import JavaReplacement, compile_java_regex
 
 _MAX_CACHED_TOPICS = 4096
 

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from conveyor.api.errors import DataError
 from conveyor.api.transforms import Transformation
 from conveyor.converters._config import get_string, invalid
-from conveyor.transforms._java_date_format import JavaDateFormat
+from conveyor.java_text.date_format import JavaDateFormat
 
 
 class TimestampRouter(Transformation):  # type: ignore[type-arg]

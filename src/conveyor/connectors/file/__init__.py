@@ -5,7 +5,7 @@ FileStream connector moves between Kafka Connect and Conveyor with its offsets.
 Modules: :mod:`.config` (keys), :mod:`.sink` and :mod:`.source` (connectors and tasks, and
 where they knowingly differ from Kafka Connect), :mod:`.lines` (line splitting and byte
 positions), :mod:`.java_text` (``String.valueOf`` of Connect values, as the sink prints them;
-numbers through :mod:`conveyor.converters.java_numbers`).
+numbers through :mod:`conveyor.java_text.numbers`).
 """
 
 from conveyor.connectors.file.config import FileSinkConfig, FileSourceConfig

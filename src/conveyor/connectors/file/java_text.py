@@ -49,7 +49,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from conveyor.api import Schema, SchemaType
-from conveyor.converters.java_numbers import (
+from conveyor.java_text.numbers import (
     big_decimal_to_string,
     double_to_string,
     float_to_string,

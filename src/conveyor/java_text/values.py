@@ -7,7 +7,7 @@
   ``Long.parseLong``: an optional sign and ASCII digits, within range.
 * :func:`parse_floating` — ``Float.parseFloat``/``Double.parseDouble``.
 * :func:`double_to_string` / :func:`float_to_string` — ``Double.toString`` /
-  ``Float.toString`` (``1.0E10``, ``1.5``, ``NaN``), from :mod:`conveyor.converters.java_numbers`.
+  ``Float.toString`` (``1.0E10``, ``1.5``, ``NaN``), from :mod:`conveyor.java_text.numbers`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import decimal as _decimal
 import math
 import re
 
-from conveyor.converters.java_numbers import double_to_string, float_to_string, to_float32
+from conveyor.java_text.numbers import double_to_string, float_to_string, to_float32
 
 __all__ = ["double_to_string", "float_to_string", "narrow", "parse_floating", "parse_integer", "to_float32"]
 
