@@ -167,7 +167,17 @@ class ValueSide:
         return record.new_record(value_schema=schema, value=value)
 
 
-class KeyOrValueTransformation(Transformation):  # type: ignore[type-arg]
+class CachesSchemas:
+    """A transformation that keeps the schemas it derives in ``_schemas`` (a :class:`SchemaCache`,
+    set in ``configure``): ``close`` empties it."""
+
+    def close(self) -> None:
+        schemas = getattr(self, "_schemas", None)
+        if schemas is not None:
+            schemas.clear()
+
+
+class KeyOrValueTransformation(CachesSchemas, Transformation):  # type: ignore[type-arg]
     """Base of transformations with ``$Key`` and ``$Value`` variants; a concrete class
     mixes in :class:`KeySide` or :class:`ValueSide` first."""
 

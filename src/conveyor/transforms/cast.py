@@ -268,11 +268,6 @@ class Cast(KeyOrValueTransformation):
             parameters=updated.parameters,
         )
 
-    def close(self) -> None:
-        schemas = getattr(self, "_schemas", None)
-        if schemas is not None:
-            schemas.clear()
-
 
 class CastKey(KeySide, Cast):
     """``org.apache.kafka.connect.transforms.Cast$Key``."""

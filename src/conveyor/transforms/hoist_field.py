@@ -41,11 +41,6 @@ class HoistField(KeyOrValueTransformation):
     def _wrap(self, schema: Schema) -> Schema:
         return Schema(SchemaType.STRUCT, fields=(Field(self.field, schema),))
 
-    def close(self) -> None:
-        schemas = getattr(self, "_schemas", None)
-        if schemas is not None:
-            schemas.clear()
-
 
 class HoistFieldKey(KeySide, HoistField):
     """``org.apache.kafka.connect.transforms.HoistField$Key``."""

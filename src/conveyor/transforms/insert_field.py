@@ -155,11 +155,6 @@ class InsertField(KeyOrValueTransformation):
                 pairs.append((spec.name, optional_schema if spec.optional else required_schema))
         return copy_schema_basics(schema, SchemaType.STRUCT, build_fields(pairs))
 
-    def close(self) -> None:
-        schemas = getattr(self, "_schemas", None)
-        if schemas is not None:
-            schemas.clear()
-
 
 class InsertFieldKey(KeySide, InsertField):
     """``org.apache.kafka.connect.transforms.InsertField$Key``."""

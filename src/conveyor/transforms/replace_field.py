@@ -124,11 +124,6 @@ class ReplaceField(KeyOrValueTransformation):
         sources = [(self.renamed(f.name), f) for f in kept]
         return copy_schema_basics(schema, SchemaType.STRUCT, fields), sources
 
-    def close(self) -> None:
-        schemas = getattr(self, "_schemas", None)
-        if schemas is not None:
-            schemas.clear()
-
 
 class ReplaceFieldKey(KeySide, ReplaceField):
     """``org.apache.kafka.connect.transforms.ReplaceField$Key``."""

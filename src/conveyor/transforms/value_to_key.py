@@ -24,12 +24,19 @@ from conveyor.api.errors import ConfigError, DataError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.api.transforms import Transformation
 from conveyor.converters._config import get_bool, get_list
-from conveyor.transforms._base import SchemaCache, build_fields, require_map, require_struct, require_struct_schema
+from conveyor.transforms._base import (
+    CachesSchemas,
+    SchemaCache,
+    build_fields,
+    require_map,
+    require_struct,
+    require_struct_schema,
+)
 
 PURPOSE = "copying fields from value to key"
 
 
-class ValueToKey(Transformation):  # type: ignore[type-arg]
+class ValueToKey(CachesSchemas, Transformation):  # type: ignore[type-arg]
     """``org.apache.kafka.connect.transforms.ValueToKey``."""
 
     kafka_class_name: ClassVar[str] = "org.apache.kafka.connect.transforms.ValueToKey"
@@ -66,7 +73,3 @@ class ValueToKey(Transformation):  # type: ignore[type-arg]
             pairs.append((name, field.schema))
         return Schema(SchemaType.STRUCT, fields=build_fields(pairs))
 
-    def close(self) -> None:
-        schemas = getattr(self, "_schemas", None)
-        if schemas is not None:
-            schemas.clear()
