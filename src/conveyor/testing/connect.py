@@ -32,7 +32,6 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import shutil
 import subprocess
 import tempfile
 import time
@@ -43,8 +42,8 @@ from typing import Any
 from urllib.parse import quote
 
 from conveyor.testing import _support
-from conveyor.testing.errors import ComponentUnavailable, Endpoint
 from conveyor.testing.kafka import KAFKA_VERSION
+from conveyor.testing.managed_server import ManagedServer
 from conveyor.testing.maven import classpath_pom, resolve_libs
 
 __all__ = [
@@ -138,7 +137,7 @@ class ConnectRestError(RuntimeError):
         super().__init__(f"{method} {path} -> {status}: {body}")
 
 
-class ConnectWorker(Endpoint):
+class ConnectWorker(ManagedServer):
     """A real Apache Kafka Connect worker in distributed mode (``ConnectDistributed``).
 
     Args:
@@ -158,6 +157,9 @@ class ConnectWorker(Endpoint):
         ComponentUnavailable: Java/Maven missing, jar resolution or startup failed.
     """
 
+    log_name = "connect.log"
+    process_name = "worker process"
+    stop_grace_s = 30.0
     component = COMPONENT
 
     def __init__(
@@ -182,15 +184,11 @@ class ConnectWorker(Endpoint):
         self.extra_properties = {k: str(v) for k, v in (extra_properties or {}).items()}
         self.version = version
         self.heap = heap
-        self.startup_timeout = startup_timeout
         self.host = host
-        self.port: int | None = None
-        self.workdir: Path | None = None
-        #: seconds from launching the JVM to the first ``GET /`` answering 200, and to having joined.
-        self.ready_seconds: float | None = None
+        self._init_server(startup_timeout)
+        #: seconds from launching the JVM to the first ``GET /`` answering 200 (``ready_seconds``), and to
+        #: having joined.
         self.joined_seconds: float | None = None
-        self._proc: subprocess.Popen | None = None
-        self._record: Path | None = None
 
     # -- public ------------------------------------------------------------------------------
 
@@ -200,18 +198,6 @@ class ConnectWorker(Endpoint):
         if not self.port:
             raise RuntimeError(f"{type(self).__name__} is not started")
         return f"http://{self.host}:{self.port}"
-
-    @property
-    def log_path(self) -> Path | None:
-        """The worker's log file (stdout+stderr of the JVM), while it runs."""
-        return self.workdir / "connect.log" if self.workdir else None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def worker_properties(self) -> dict[str, str]:
         """The worker's properties file (needs the port assigned)."""
@@ -252,28 +238,16 @@ class ConnectWorker(Endpoint):
         """
         if self._proc is not None:
             return self
-        _support.reap_stale()
         libs = connect_libs(self.version)
         java_home = _support.find_java_home(17, component=COMPONENT)
-        _support.start_with_port_retries(lambda: self._start_once(java_home / "bin" / "java", libs), self.stop,
-                                         "Address already in use", COMPONENT)
+        self._start_with_port_retries(lambda: self._start_once(java_home / "bin" / "java", libs),
+                                      "Address already in use")
         return self
 
     def stop(self) -> None:
         """Stop the worker (SIGTERM, then SIGKILL after 30 s) and remove its temp dir. Idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            _support.stop_process(proc, grace=30.0)
-        _support.unregister_child(self._record)
-        self._record = None
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
-        self.port = None
-        _support.untrack(self)
-
-    def __enter__(self) -> ConnectWorker:  # noqa: PYI034 - returns self, started
-        return self.start()
+        self._kill()
+        self._discard()
 
     def __repr__(self) -> str:
         return f"ConnectWorker(version={self.version!r}, url={self._url_or_none()!r}, pid={self.pid})"
@@ -414,7 +388,7 @@ class ConnectWorker(Endpoint):
             "-cp", f"{libs}/*", "org.apache.kafka.connect.cli.ConnectDistributed", str(props_file),
         ]
         started = time.monotonic()
-        with open(self.workdir / "connect.log", "wb") as out:
+        with open(self.workdir / self.log_name, "wb") as out:
             self._proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.workdir, start_new_session=True,
@@ -453,17 +427,6 @@ class ConnectWorker(Endpoint):
                 last_error = "connection refused"
             time.sleep(0.2)
 
-    def _check_alive(self) -> None:
-        if self._proc is not None and self._proc.poll() is not None:
-            raise self._unavailable(f"the worker process exited with code {self._proc.returncode}")
-
-    def _unavailable(self, reason: str) -> ComponentUnavailable:
-        log_tail = _support.tail(self.log_path, 40) if self.log_path else ""
-        first = _support.first_error_line(_support.tail(self.log_path, 400)) if self.log_path else ""
-        return ComponentUnavailable(
-            COMPONENT,
-            f"Apache Kafka Connect {self.version} worker at {self._url_or_none()} (bootstrap {self.bootstrap_servers}): "
-            f"{reason}" + (f"; {first}" if first else ""),
-            hint=f"full log: {kept}" if (kept := _support.preserve_log(self.log_path, "kafka-connect")) else "",
-            log_tail=log_tail,
-        )
+    def _where(self) -> str:
+        return (f"Apache Kafka Connect {self.version} worker at {self._url_or_none()} "
+                f"(bootstrap {self.bootstrap_servers})")

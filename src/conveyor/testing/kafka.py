@@ -30,7 +30,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -41,6 +40,7 @@ from pathlib import Path
 
 from conveyor.testing import _support
 from conveyor.testing.errors import ComponentUnavailable, Endpoint, reuse_or_start
+from conveyor.testing.managed_server import ManagedServer
 from conveyor.testing.maven import classpath_pom, resolve_libs
 
 __all__ = [
@@ -339,7 +339,7 @@ class ExternalKafka(KafkaEndpoint):
         return f"ExternalKafka({self._bootstrap!r})"
 
 
-class KafkaBroker(KafkaEndpoint):
+class KafkaBroker(ManagedServer, KafkaEndpoint):
     """A real single-node Apache Kafka broker in KRaft mode (``process.roles=broker,controller``).
 
     Listens on free ports of ``host`` only (127.0.0.1 by default; a PLAINTEXT client listener, a SASL_PLAINTEXT
@@ -364,6 +364,10 @@ class KafkaBroker(KafkaEndpoint):
         ComponentUnavailable: Java/Maven missing, jar resolution, storage format or startup failed.
     """
 
+    log_name = "broker.log"
+    process_name = "broker process"
+    stop_grace_s = 30.0
+
     def __init__(
         self,
         *,
@@ -382,26 +386,10 @@ class KafkaBroker(KafkaEndpoint):
         self.sasl_port: int | None = None
         self.heap = heap
         self.config = dict(config or {})
-        self.startup_timeout = startup_timeout
-        self.workdir: Path | None = None
-        self.port: int | None = None
         self.controller_port: int | None = None
-        self._proc: subprocess.Popen | None = None
-        self._record: Path | None = None
+        self._init_server(startup_timeout)
 
     # -- public ------------------------------------------------------------------------------
-
-    @property
-    def log_path(self) -> Path | None:
-        """The broker's log file (stdout+stderr of the JVM), while it runs."""
-        return self.workdir / "broker.log" if self.workdir else None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def sasl_plain(self) -> SaslListener:
         """The SASL_PLAINTEXT/PLAIN listener (users :data:`SASL_PLAIN_USERS` and ``extra_sasl_users``).
@@ -426,28 +414,18 @@ class KafkaBroker(KafkaEndpoint):
         """
         if self._proc is not None:
             return self
-        _support.reap_stale()
         libs = kafka_libs(self.version)
         java_home = _support.find_java_home(17, component="kafka")
-        _support.start_with_port_retries(lambda: self._start_once(java_home / "bin" / "java", libs), self.stop, "Address already in use", "kafka")
+        self._start_with_port_retries(lambda: self._start_once(java_home / "bin" / "java", libs),
+                                      "Address already in use")
         return self
 
     def stop(self) -> None:
         """Stop the broker (SIGTERM, then SIGKILL after 30 s) and remove its temp dir. Idempotent."""
         super().stop()
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            _support.stop_process(proc, grace=30.0)
-        _support.unregister_child(self._record)
-        self._record = None
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
+        self._kill()
+        self._discard()
         self._bootstrap = None
-        _support.untrack(self)
-
-    def __enter__(self) -> KafkaBroker:  # noqa: PYI034 - returns self, started
-        return self.start()
 
     def __repr__(self) -> str:
         return f"KafkaBroker(version={self.version!r}, bootstrap={self._bootstrap!r}, pid={self.pid})"
@@ -529,7 +507,7 @@ class KafkaBroker(KafkaEndpoint):
             f"-Xmx{self.heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
             "-cp", classpath, "kafka.Kafka", str(props_file),
         ]
-        with open(self.workdir / "broker.log", "wb") as out:
+        with open(self.workdir / self.log_name, "wb") as out:
             self._proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.workdir, start_new_session=True,
@@ -542,19 +520,8 @@ class KafkaBroker(KafkaEndpoint):
         log.info("kafka %s ready at %s in %.1fs (pid %s, %s)", self.version, self._bootstrap,
                  time.monotonic() - started, self._proc.pid, self.workdir)
 
-    def _check_alive(self) -> None:
-        if self._proc is not None and self._proc.poll() is not None:
-            raise self._unavailable(f"the broker process exited with code {self._proc.returncode} during startup")
-
-    def _unavailable(self, reason: str) -> ComponentUnavailable:
-        log_tail = _support.tail(self.log_path, 40) if self.log_path else ""
-        first = _support.first_error_line(_support.tail(self.log_path, 400)) if self.log_path else ""
-        return ComponentUnavailable(
-            "kafka",
-            f"Apache Kafka {self.version} broker at {self._bootstrap}: {reason}" + (f"; {first}" if first else ""),
-            hint=f"full log: {kept}" if (kept := _support.preserve_log(self.log_path, "kafka")) else "",
-            log_tail=log_tail,
-        )
+    def _where(self) -> str:
+        return f"Apache Kafka {self.version} broker at {self._bootstrap}"
 
 
 def start_or_reuse(*, env: Mapping[str, str] | None = None, **broker_kwargs) -> KafkaEndpoint:

@@ -28,6 +28,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -38,6 +39,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from conveyor.testing import _support
 from conveyor.testing.errors import ComponentUnavailable, Endpoint, reuse_or_start
+from conveyor.testing.managed_server import ManagedServer
 
 __all__ = [
     "ENV_URL",
@@ -185,7 +187,7 @@ class ExternalPostgres(PostgresEndpoint):
         return f"ExternalPostgres({self._url!r})"
 
 
-class PostgresServer(PostgresEndpoint):
+class PostgresServer(ManagedServer, PostgresEndpoint):
     """A real PostgreSQL server on 127.0.0.1:<free port>, trust auth, in a fresh temp dir.
 
     Tuned for tests, not durability: ``fsync=off``, ``synchronous_commit=off``,
@@ -205,6 +207,12 @@ class PostgresServer(PostgresEndpoint):
             initdb or startup failed.
     """
 
+    log_name = "postgres.log"
+    process_name = "server process"
+    stop_signal = signal.SIGINT  # a fast shutdown
+    stop_grace_s = 30.0
+    log_tail_lines = 30
+
     def __init__(
         self,
         database: str = "conveyor",
@@ -218,24 +226,8 @@ class PostgresServer(PostgresEndpoint):
         self.client_cidrs = tuple(client_cidrs)
         self.database = _check_dbname(database)
         self.settings = dict(settings or {})
-        self.startup_timeout = startup_timeout
-        self.workdir: Path | None = None
-        self.port: int | None = None
         self.bindir: Path | None = None
-        self._proc: subprocess.Popen | None = None
-        self._record: Path | None = None
-
-    @property
-    def log_path(self) -> Path | None:
-        """The server log (postgres' stderr) while it runs."""
-        return self.workdir / "postgres.log" if self.workdir else None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        self._init_server(startup_timeout)
 
     def start(self) -> PostgresServer:
         """initdb, start the server, wait until it accepts connections, create :attr:`database`.
@@ -250,28 +242,15 @@ class PostgresServer(PostgresEndpoint):
         """
         if self._proc is not None:
             return self
-        _support.reap_stale()
         self.bindir = find_bindir()
-        _support.start_with_port_retries(self._start_once, self.stop, "already in use", "postgres")
+        self._start_with_port_retries(self._start_once, "already in use")
         return self
 
     def stop(self) -> None:
         """Fast shutdown (SIGINT; SIGKILL after 30 s) and remove the temp dir. Idempotent."""
-        import signal
-
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            _support.stop_process(proc, first_signal=signal.SIGINT, grace=30.0)
-        _support.unregister_child(self._record)
-        self._record = None
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
+        self._kill()
+        self._discard()
         self._url = None
-        _support.untrack(self)
-
-    def __enter__(self) -> PostgresServer:  # noqa: PYI034 - returns self, started
-        return self.start()
 
     def __repr__(self) -> str:
         return f"PostgresServer(url={self._url!r}, pid={self.pid}, bindir={str(self.bindir)!r})"
@@ -345,7 +324,7 @@ class PostgresServer(PostgresEndpoint):
         cmd = [*_support.pdeathsig_prefix("QUIT"), str(self.bindir / "postgres"), "-D", str(data)]
         for k, v in self.server_settings().items():
             cmd += ["-c", f"{k}={v}"]
-        with open(self.workdir / "postgres.log", "wb") as out:
+        with open(self.workdir / self.log_name, "wb") as out:
             self._proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 cwd=self.workdir, env=env, start_new_session=True, **run_as,
@@ -357,16 +336,8 @@ class PostgresServer(PostgresEndpoint):
         self.create_database(self.database)
         self._url = with_database(self._url, self.database)
 
-    def _check_alive(self) -> None:
-        if self._proc is not None and self._proc.poll() is not None:
-            raise self._unavailable(f"the server process exited with code {self._proc.returncode} during startup")
-
-    def _unavailable(self, reason: str) -> ComponentUnavailable:
-        return ComponentUnavailable(
-            "postgres", f"PostgreSQL ({self.bindir}) on {self.host}:{self.port}: {reason}",
-            hint=f"full log: {kept}" if (kept := _support.preserve_log(self.log_path, "postgres")) else "",
-            log_tail=_support.tail(self.log_path, 30) if self.log_path else "",
-        )
+    def _where(self) -> str:
+        return f"PostgreSQL ({self.bindir}) on {self.host}:{self.port}"
 
 
 def audit_catalog(url: str, schema: str = "conveyor_audit") -> dict[str, list[str]]:

@@ -52,6 +52,7 @@ from urllib.parse import unquote, urlsplit
 
 from conveyor.testing import _support
 from conveyor.testing.errors import ComponentUnavailable, Endpoint, reuse_or_start
+from conveyor.testing.managed_server import ManagedServer
 
 __all__ = [
     "ENV_HOME",
@@ -371,7 +372,7 @@ class ExternalRabbitMQ(RabbitMQEndpoint):
         return f"ExternalRabbitMQ({_redact(self.url)!r})"
 
 
-class RabbitMQServer(RabbitMQEndpoint):
+class RabbitMQServer(ManagedServer, RabbitMQEndpoint):
     """A private RabbitMQ node on ``127.0.0.1:<free port>`` with its data in a fresh temp dir.
 
     Args:
@@ -387,35 +388,25 @@ class RabbitMQServer(RabbitMQEndpoint):
         ComponentUnavailable: package missing, or the node did not come up (with its log tail).
     """
 
+    log_name = "rabbitmq.log"
+    process_name = "node"
+    log_tail_lines = 30
+
     def __init__(self, *, config: Mapping[str, str] | None = None, startup_timeout: float = 60.0) -> None:
         self.config = dict(config or {})
-        self.startup_timeout = startup_timeout
         self.script: Path | None = None
         self.epmd: Path | None = None
-        self.workdir: Path | None = None
         self.nodename: str | None = None
         self.amqp_port: int | None = None
         self.dist_port: int | None = None
         self.epmd_port: int | None = None
         self.startup_seconds: float | None = None
-        self._proc: subprocess.Popen | None = None
         self._epmd_proc: subprocess.Popen | None = None
-        self._record: Path | None = None
         self._epmd_record: Path | None = None
         self._paused = False
+        self._init_server(startup_timeout, port=None)  # its ports: amqp_port, dist_port, epmd_port
 
     # -- public ---------------------------------------------------------------------------------
-
-    @property
-    def log_path(self) -> Path | None:
-        return self.workdir / "rabbitmq.log" if self.workdir else None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> RabbitMQServer:
         """Start epmd and the node, wait for an AMQP login. Retries with new ports (3 attempts)
@@ -429,11 +420,10 @@ class RabbitMQServer(RabbitMQEndpoint):
         """
         if self._proc is not None:
             return self
-        _support.reap_stale()
         self.script = find_server_script()
         self.epmd = find_epmd()
         _pika()
-        _support.start_with_port_retries(self._start_once, self.stop, "eaddrinuse", "rabbitmq")
+        self._start_with_port_retries(self._start_once, "eaddrinuse")
         return self
 
     def stop(self) -> None:
@@ -445,11 +435,8 @@ class RabbitMQServer(RabbitMQEndpoint):
             _support.stop_process(epmd, grace=5.0)
         _support.unregister_child(self._epmd_record)
         self._epmd_record = None
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
+        self._discard()
         self._url = None
-        _support.untrack(self)
 
     def restart(self) -> None:
         """Stop the node cleanly and start it again: same node name, ports and data (durable
@@ -506,9 +493,6 @@ class RabbitMQServer(RabbitMQEndpoint):
         if self._proc is not None and self._paused:
             os.kill(self._proc.pid, signal.SIGCONT)
         self._paused = False
-
-    def __enter__(self) -> RabbitMQServer:  # noqa: PYI034 - returns self, started
-        return self.start()
 
     def __repr__(self) -> str:
         return f"RabbitMQServer(url={self._url!r}, node={self.nodename!r}, pid={self.pid})"
@@ -617,7 +601,7 @@ class RabbitMQServer(RabbitMQEndpoint):
             RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=f"-kernel inet_dist_use_interface {_LOOPBACK_ERL}",
         )
         cmd = [*_support.pdeathsig_prefix("KILL"), str(self.script), "-noinput", "-conveyor_workdir", str(self.workdir)]
-        with open(self.workdir / "rabbitmq.log", "ab") as out:
+        with open(self.workdir / self.log_name, "ab") as out:
             self._proc = subprocess.Popen(
                 cmd,
                 stdin=subprocess.DEVNULL,
@@ -641,21 +625,11 @@ class RabbitMQServer(RabbitMQEndpoint):
         _support.unregister_child(self._record)
         self._record = None
 
-    def _check_alive(self) -> None:
-        if self._proc is not None and self._proc.poll() is not None:
-            raise self._unavailable(f"the node exited with code {self._proc.returncode} during startup")
+    def _where(self) -> str:
+        return f"RabbitMQ node {self.nodename} ({self.script}) on {_support.LOOPBACK}:{self.amqp_port}"
 
-    def _unavailable(self, reason: str) -> ComponentUnavailable:
-        kept = _support.preserve_log(self.log_path, "rabbitmq")
-        first = _first_errors(_support.tail(self.log_path, 400)) if self.log_path else ""
-        if first:
-            reason = f"{reason}: {first}"
-        return ComponentUnavailable(
-            "rabbitmq",
-            f"RabbitMQ node {self.nodename} ({self.script}) on {_support.LOOPBACK}:{self.amqp_port}: {reason}",
-            hint=f"full log: {kept}" if kept else "",
-            log_tail=_support.tail(self.log_path, 30) if self.log_path else "",
-        )
+    def _first_error(self, log_text: str) -> str:
+        return _first_errors(log_text)
 
 
 def _first_errors(log_text: str, limit: int = 3) -> str:

