@@ -54,10 +54,10 @@ def _start(factory: Callable[[], object]):
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    from conveyor.testing.rabbitmq import ENV_URL, _redact
+    from conveyor.testing.rabbitmq_client import ENV_URL, redact_url
 
     if os.environ.get(ENV_URL):
-        return [f"conveyor.testing: reusing {ENV_URL}={_redact(os.environ[ENV_URL])}"]
+        return [f"conveyor.testing: reusing {ENV_URL}={redact_url(os.environ[ENV_URL])}"]
     return []
 
 
