@@ -24,3 +24,25 @@ def test_api_imports_without_heavy_packages():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_package_says_what_lives_in_it():
+    import ast
+
+    bare = [str(init.relative_to(ROOT)) for base in ("src/conveyor", "operator/conveyor_operator")
+            for init in sorted((ROOT / base).rglob("__init__.py"))
+            if not ast.get_docstring(ast.parse(init.read_text()))]
+    assert not bare, f"packages without a docstring: {bare}"
+
+
+def test_the_readme_layout_names_only_paths_that_exist():
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    layout = text[text.index("## Layout"):]
+    layout = layout[:layout.find("\n## ", 5)] if "\n## " in layout[5:] else layout
+    bases = [ROOT / b for b in ("", "src/conveyor", "src/conveyor/runtime", "src/conveyor/runtime/driver",
+                                "src/conveyor/runtime/task", "operator/conveyor_operator", "tests")]
+    paths = {p for p in re.findall(r"`([^`\s<>*]+)`", layout) if "/" in p or p.endswith(".py")}
+    missing = sorted(p for p in paths if not any((base / p.rstrip("/")).exists() for base in bases))
+    assert paths and not missing, f"README layout names paths that do not exist: {missing}"
