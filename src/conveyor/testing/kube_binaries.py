@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -154,3 +155,76 @@ def ensure_kube_binaries(env: Mapping[str, str] | None = None) -> KubeBinaries:
     print(f"conveyor.testing: Kubernetes binaries built in {time.monotonic() - started:.0f}s",
           file=terminal, flush=True)
     return kube_binaries(env)
+
+
+NODE_COMPONENT = "kubernetes-node"
+_NODE_TOOLS = ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "coredns")
+
+
+@dataclass(frozen=True)
+class NodeBinaries:
+    """The control plane's binaries plus the node's own (all from the same build.sh bin dir)."""
+
+    control_plane: KubeBinaries
+    kubelet: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    kube_proxy: Path
+    coredns: Path
+
+
+def ensure_node_binaries() -> NodeBinaries:
+    """Find the node's binaries, building them with ``tools/kube/build.sh node`` when missing
+    (first use: ~15 min cold on 2 cores, then cached; progress on the terminal, output in
+    ``<cache>/kube/build-node.log``).
+
+    Raises:
+        ComponentUnavailable: they are missing and cannot be built here.
+    """
+    control = ensure_kube_binaries()
+    bindir = control.kubectl.parent
+
+    def found() -> dict[str, Path] | None:
+        paths = {name: bindir / name for name in _NODE_TOOLS}
+        return paths if all(p.is_file() and os.access(p, os.X_OK) for p in paths.values()) else None
+
+    paths = found()
+    if paths is None:
+        script = _REPO / "tools" / "kube" / "build.sh"
+        if (os.environ.get(ENV_BIN) or "").strip() or not script.is_file():
+            raise ComponentUnavailable(NODE_COMPONENT, f"{', '.join(_NODE_TOOLS)} are not all in {bindir}",
+                                       hint="run `tools/kube/build.sh node`")
+        log_path = _support.cache_root() / "kube" / "build-node.log"
+        terminal = sys.__stderr__ or sys.stderr
+        print(f"\nconveyor.testing: building the node's Kubernetes binaries with `{script} node` "
+              f"(first use only, ~15 min; log: {log_path}) ...", file=terminal, flush=True)
+        started = time.monotonic()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_bytes(b"")
+        _support.run_build(["bash", str(script), "node"], log_path,
+                           env={**os.environ, "CONVEYOR_CACHE_DIR": str(_support.cache_root())},
+                           timeout_s=BUILD_TIMEOUT_S * 2, what="`tools/kube/build.sh node`",
+                           component=NODE_COMPONENT, hint=f"full log: {log_path}")
+        if (paths := found()) is None:
+            raise ComponentUnavailable(NODE_COMPONENT, f"`tools/kube/build.sh node` left {', '.join(_NODE_TOOLS)} "
+                                       f"not all in {bindir}", log_tail=_support.tail(log_path, 30),
+                                       hint=f"full log: {log_path}")
+        print(f"conveyor.testing: node binaries built in {time.monotonic() - started:.0f}s", file=terminal,
+              flush=True)
+    return NodeBinaries(control_plane=control, kubelet=paths["kubelet"],
+                        kube_controller_manager=paths["kube-controller-manager"],
+                        kube_scheduler=paths["kube-scheduler"], kube_proxy=paths["kube-proxy"],
+                        coredns=paths["coredns"])
+
+
+def pause_source() -> Path:
+    """``build/pause/linux/pause.c`` of the k8s.io/kubernetes module build.sh compiled."""
+    module = _REPO / "tools" / "kube" / "apiserver"
+    out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"], cwd=module, check=False,
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PATH": f"{os.environ.get('PATH', '')}:/usr/local/go/bin"})
+    source = Path(out.stdout.strip()) / "build" / "pause" / "linux" / "pause.c"
+    if out.returncode != 0 or not source.is_file():
+        raise ComponentUnavailable(NODE_COMPONENT, "cannot find pause.c in the k8s.io/kubernetes module",
+                                   log_tail=out.stderr[-1500:], hint="run `tools/kube/build.sh node` first")
+    return source

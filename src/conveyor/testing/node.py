@@ -42,20 +42,19 @@ import os
 import signal
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from conveyor.testing import _support, kube, kube_binaries, node_host, node_images, node_pki
+from conveyor.testing import _support, kube_binaries, kube_client, node_host, node_images, node_pki
 from conveyor.testing.errors import ComponentUnavailable
+from conveyor.testing.kube_binaries import NodeBinaries, ensure_node_binaries, pause_source
 
 __all__ = ["KubeNode", "NodeBinaries", "ensure_node_binaries"]
 
-COMPONENT = "kubernetes-node"
+COMPONENT = kube_binaries.NODE_COMPONENT
 NODE_NAME = "conveyor-node"
 API_PORT = 6443
 #: Labels of a namespace whose pods must meet Pod Security Standards "restricted": the API server's
@@ -65,81 +64,11 @@ POD_SECURITY_RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
                            "pod-security.kubernetes.io/warn": "restricted"}
 _WORKDIR = Path("/tmp/conveyor-node")
 _CNI_BIN = Path("/usr/lib/cni")
-_NODE_TOOLS = ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "coredns")
 _INSTALL_HINT = ("apt-get install containerd runc containernetworking-plugins iptables conntrack iproute2 "
                  "busybox-static gcc libc6-dev")
 
 
-@dataclass(frozen=True)
-class NodeBinaries:
-    """The control plane's binaries plus the node's own (all from the same build.sh bin dir)."""
-
-    control_plane: kube.KubeBinaries
-    kubelet: Path
-    kube_controller_manager: Path
-    kube_scheduler: Path
-    kube_proxy: Path
-    coredns: Path
-
-
-def ensure_node_binaries() -> NodeBinaries:
-    """Find the node's binaries, building them with ``tools/kube/build.sh node`` when missing
-    (first use: ~15 min cold on 2 cores, then cached; progress on the terminal, output in
-    ``<cache>/kube/build-node.log``).
-
-    Raises:
-        ComponentUnavailable: they are missing and cannot be built here.
-    """
-    control = kube.ensure_kube_binaries()
-    bindir = control.kubectl.parent
-
-    def found() -> dict[str, Path] | None:
-        paths = {name: bindir / name for name in _NODE_TOOLS}
-        return paths if all(p.is_file() and os.access(p, os.X_OK) for p in paths.values()) else None
-
-    paths = found()
-    if paths is None:
-        script = kube_binaries._REPO / "tools" / "kube" / "build.sh"
-        if (os.environ.get(kube.ENV_BIN) or "").strip() or not script.is_file():
-            raise ComponentUnavailable(COMPONENT, f"{', '.join(_NODE_TOOLS)} are not all in {bindir}",
-                                       hint="run `tools/kube/build.sh node`")
-        log_path = _support.cache_root() / "kube" / "build-node.log"
-        terminal = sys.__stderr__ or sys.stderr
-        print(f"\nconveyor.testing: building the node's Kubernetes binaries with `{script} node` "
-              f"(first use only, ~15 min; log: {log_path}) ...", file=terminal, flush=True)
-        started = time.monotonic()
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_bytes(b"")
-        _support.run_build(["bash", str(script), "node"], log_path,
-                           env={**os.environ, "CONVEYOR_CACHE_DIR": str(_support.cache_root())},
-                           timeout_s=kube_binaries.BUILD_TIMEOUT_S * 2, what="`tools/kube/build.sh node`",
-                           component=COMPONENT, hint=f"full log: {log_path}")
-        if (paths := found()) is None:
-            raise ComponentUnavailable(COMPONENT, f"`tools/kube/build.sh node` left {', '.join(_NODE_TOOLS)} "
-                                       f"not all in {bindir}", log_tail=_support.tail(log_path, 30),
-                                       hint=f"full log: {log_path}")
-        print(f"conveyor.testing: node binaries built in {time.monotonic() - started:.0f}s", file=terminal,
-              flush=True)
-    return NodeBinaries(control_plane=control, kubelet=paths["kubelet"],
-                        kube_controller_manager=paths["kube-controller-manager"],
-                        kube_scheduler=paths["kube-scheduler"], kube_proxy=paths["kube-proxy"],
-                        coredns=paths["coredns"])
-
-
-def _pause_source() -> Path:
-    """``build/pause/linux/pause.c`` of the k8s.io/kubernetes module build.sh compiled."""
-    module = kube_binaries._REPO / "tools" / "kube" / "apiserver"
-    out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"], cwd=module, check=False,
-                         capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PATH": f"{os.environ.get('PATH', '')}:/usr/local/go/bin"})
-    source = Path(out.stdout.strip()) / "build" / "pause" / "linux" / "pause.c"
-    if out.returncode != 0 or not source.is_file():
-        raise ComponentUnavailable(COMPONENT, "cannot find pause.c in the k8s.io/kubernetes module",
-                                   log_tail=out.stderr[-1500:], hint="run `tools/kube/build.sh node` first")
-    return source
-
-
-class KubeNode(kube.KubeEndpoint):
+class KubeNode(kube_client.KubeEndpoint):
     """A one-node cluster where pods run (see the module docstring).
 
     Args:
@@ -197,7 +126,7 @@ class KubeNode(kube.KubeEndpoint):
         pass
 
     @property
-    def binaries(self) -> kube.KubeBinaries:
+    def binaries(self) -> kube_binaries.KubeBinaries:
         if self.node_binaries is None:
             self.node_binaries = ensure_node_binaries()
         return self.node_binaries.control_plane
@@ -210,7 +139,7 @@ class KubeNode(kube.KubeEndpoint):
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
                              stdin=subprocess.DEVNULL)
         if check and out.returncode != 0:
-            raise kube.KubeCommandError(out.returncode, cmd, out.stdout, out.stderr)
+            raise kube_client.KubeCommandError(out.returncode, cmd, out.stdout, out.stderr)
         return out
 
     def has_image(self, ref: str) -> bool:
@@ -380,7 +309,7 @@ class KubeNode(kube.KubeEndpoint):
 
         self._spawn("containerd", ["containerd", "--config", str(self._write_containerd_config())])
         self._wait("containerd", deadline, lambda: self.ctr("version", check=False, timeout=10).returncode == 0)
-        for archive, ref in ((node_images.pause_archive(_pause_source()), node_images.PAUSE_IMAGE),
+        for archive, ref in ((node_images.pause_archive(pause_source()), node_images.PAUSE_IMAGE),
                              (node_images.busybox_archive(), node_images.BUSYBOX_IMAGE)):
             self.import_image(archive, ref)
 
@@ -614,37 +543,14 @@ state = "{self.workdir / 'containerd' / 'state'}"
     def _kill_shims(self) -> None:
         """SIGKILL containerd shims serving this node's socket, and their containers (left by
         a killed session: shims outlive containerd by design)."""
+        import psutil
+
         marker = str(self.containerd_socket)
-        shims = [pid for pid in _pids() if "containerd-shim" in _cmdline(pid) and marker in _cmdline(pid)]
-        for shim in shims:
-            for pid in [*_descendants(shim), shim]:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-
-
-def _pids() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for pid in _pids():
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
+        for shim in psutil.process_iter(["cmdline"]):
+            cmdline = " ".join(shim.info["cmdline"] or ())
+            if "containerd-shim" not in cmdline or marker not in cmdline:
+                continue
+            with contextlib.suppress(psutil.Error):
+                for process in [*shim.children(recursive=True), shim]:
+                    with contextlib.suppress(psutil.Error):
+                        process.kill()
