@@ -34,19 +34,32 @@ class ConnectorConfig(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
 
+    def problems(self) -> dict[str, str]:
+        """Checks across keys, made once every key parsed: ``{config key: message}`` for each
+        key that does not fit the others (as Kafka Connect's ``Connector.validate`` adds to
+        ``ConfigDef``'s per-key validation); empty when the configuration holds together (the
+        default). :func:`parse_config` raises them as one :class:`ConfigError`. No I/O."""
+        return {}
+
 
 def parse_config(model: type[M], config: Mapping[str, Any]) -> M:
-    """Validate ``config`` into ``model``.
+    """Validate ``config`` into ``model``, then its checks across keys
+    (:meth:`ConnectorConfig.problems`).
 
     Raises:
         ConfigError: one entry per invalid or missing key, named by its config key
             (the alias) and saying the expected type, e.g.
-            ``{"batch.size": "Input should be a valid integer (got 'ten')"}``.
+            ``{"batch.size": "Input should be a valid integer (got 'ten')"}``; else one per
+            key that does not fit the others.
     """
     try:
-        return model.model_validate(dict(config))
+        parsed = model.model_validate(dict(config))
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(model, exc)) from None
+    problems = parsed.problems() if isinstance(parsed, ConnectorConfig) else {}
+    if problems:
+        raise ConfigError(problems)
+    return parsed
 
 
 def describe_validation_error(model: type[BaseModel], exc: ValidationError) -> dict[str, str]:

@@ -72,8 +72,9 @@ class Connector(abc.ABC):
     def validate(self, config: Mapping[str, Any]) -> BaseModel | None:
         """Check a configuration before ``start``; the runtime refuses to start on error.
 
-        The default validates against :attr:`config_model` (when set) and returns the
-        parsed model.
+        The default validates against :attr:`config_model` (when set), each key and then its
+        checks across keys (:meth:`~conveyor.api.config.ConnectorConfig.problems`), and returns
+        the parsed model; override it only for checks that need more than the configuration.
 
         Raises:
             ConfigError: naming each invalid key and the expected type or value.

@@ -363,6 +363,32 @@ class ArchiveSinkConfig(ConnectorConfig):
                 options["client_kwargs"] = {"region_name": self.s3_region}
         return deep_merge(options, self.storage)
 
+    def problems(self) -> dict[str, str]:
+        """What does not fit across keys (see :meth:`ConnectorConfig.problems`)."""
+        errors: dict[str, str] = {}
+        problem = _url_problem(self)
+        if problem:
+            errors["archive.url"] = problem
+        if self.protocol not in S3_PROTOCOLS:
+            for key, value in (
+                ("archive.s3.endpoint.url", self.s3_endpoint_url),
+                ("archive.s3.key", self.s3_key),
+                ("archive.s3.secret", self.s3_secret),
+                ("archive.s3.region", self.s3_region),
+            ):
+                if value is not None:
+                    errors[key] = f"only applies to s3:// archive URLs (archive.url is {self.protocol}://)"
+        if self.format_class and self.format_class.strip() not in VALUE_FORMAT_EXTENSIONS:
+            known = ", ".join(VALUE_FORMAT_EXTENSIONS)
+            errors["format.class"] = f"unsupported format class {self.format_class!r}; supported: {known}"
+        if not self.bytearray_extension.startswith(".") or "/" in self.bytearray_extension:
+            errors["format.bytearray.extension"] = "must start with '.' and hold no '/' (e.g. .bin)"
+        try:
+            self.time_folders()
+        except ConfigError as exc:
+            errors.update(exc.errors)
+        return errors
+
 
 def url_protocol(url: str) -> str:
     """``"s3://b/p"`` → ``"s3"``; ``"/data"`` → ``"file"``."""
@@ -448,29 +474,4 @@ def load_config(config: Mapping[str, Any]) -> ArchiveSinkConfig:
     Raises:
         ConfigError: naming each invalid key with the expected type or value.
     """
-    parsed = parse_config(ArchiveSinkConfig, config)
-    errors: dict[str, str] = {}
-    problem = _url_problem(parsed)
-    if problem:
-        errors["archive.url"] = problem
-    if parsed.protocol not in S3_PROTOCOLS:
-        for key, value in (
-            ("archive.s3.endpoint.url", parsed.s3_endpoint_url),
-            ("archive.s3.key", parsed.s3_key),
-            ("archive.s3.secret", parsed.s3_secret),
-            ("archive.s3.region", parsed.s3_region),
-        ):
-            if value is not None:
-                errors[key] = f"only applies to s3:// archive URLs (archive.url is {parsed.protocol}://)"
-    if parsed.format_class and parsed.format_class.strip() not in VALUE_FORMAT_EXTENSIONS:
-        known = ", ".join(VALUE_FORMAT_EXTENSIONS)
-        errors["format.class"] = f"unsupported format class {parsed.format_class!r}; supported: {known}"
-    if not parsed.bytearray_extension.startswith(".") or "/" in parsed.bytearray_extension:
-        errors["format.bytearray.extension"] = "must start with '.' and hold no '/' (e.g. .bin)"
-    try:
-        parsed.time_folders()
-    except ConfigError as exc:
-        errors.update(exc.errors)
-    if errors:
-        raise ConfigError(errors)
-    return parsed
+    return parse_config(ArchiveSinkConfig, config)

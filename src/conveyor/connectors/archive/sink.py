@@ -120,14 +120,6 @@ class ArchiveSinkConnector(SinkConnector):
     def version(self) -> str:
         return VERSION
 
-    def validate(self, config: Mapping[str, Any]) -> ArchiveSinkConfig:
-        """Parse and cross-check ``config``; no I/O.
-
-        Raises:
-            ConfigError: naming each bad key and the expected type or value.
-        """
-        return load_config(config)
-
     def start(self, config: Mapping[str, Any]) -> None:
         """Validate ``config`` and check the storage: the local directory can be created /
         written, the S3 bucket exists and can be listed (blocks up to the storage's

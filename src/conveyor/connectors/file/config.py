@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from conveyor.api import ConfigError, ConnectorConfig, parse_config
+from conveyor.api import ConnectorConfig, parse_config
 
 #: Kafka Connect's ``FileStreamSourceConnector.DEFAULT_TASK_BATCH_SIZE``.
 DEFAULT_BATCH_SIZE = 2000
@@ -96,6 +96,14 @@ class FileSourceConfig(ConnectorConfig):
         records, so 0 or less behaves as 1."""
         return max(1, self.batch_size)
 
+    def problems(self) -> dict[str, str]:
+        """``file`` is required (see :meth:`ConnectorConfig.problems`)."""
+        if self.file:
+            return {}
+        return {"file": "required: the path of the file to read. Kafka Connect's FileStreamSourceConnector reads "
+                        "standard input when 'file' is absent; Conveyor does not support that (a Spark task has no "
+                        "standard input to read, and no offsets are kept for one)"}
+
 
 def load_source_config(config: Mapping[str, Any]) -> FileSourceConfig:
     """Validate a ``file-source`` configuration.
@@ -104,10 +112,4 @@ def load_source_config(config: Mapping[str, Any]) -> FileSourceConfig:
         ConfigError: a key is invalid, ``topic`` is missing or empty, or ``file`` is absent or
             empty (standard input, which Kafka Connect would read, is not supported).
     """
-    cfg = parse_config(FileSourceConfig, config)
-    if not cfg.file:
-        raise ConfigError({"file": (
-            "required: the path of the file to read. Kafka Connect's FileStreamSourceConnector reads standard"
-            " input when 'file' is absent; Conveyor does not support that (a Spark task has no standard input to"
-            " read, and no offsets are kept for one)")})
-    return cfg
+    return parse_config(FileSourceConfig, config)

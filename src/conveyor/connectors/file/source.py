@@ -105,10 +105,6 @@ class FileSourceConnector(SourceConnector):
     def version(self) -> str:
         return VERSION
 
-    def validate(self, config: Mapping[str, Any]) -> FileSourceConfig:
-        """Raises: ConfigError: see :func:`.config.load_source_config` (``file`` is required)."""
-        return load_source_config(config)
-
     def start(self, config: Mapping[str, Any]) -> None:
         cfg = load_source_config(config)
         self._config = dict(config)

@@ -176,6 +176,20 @@ class PostgresSinkConfig(ConnectorConfig):
         split_qualified(value)
         return value
 
+    def problems(self) -> dict[str, str]:
+        """What does not fit across keys (see :meth:`ConnectorConfig.problems`)."""
+        errors: dict[str, str] = {}
+        url_problem = _check_url(self.connection_url)
+        if url_problem:
+            errors["connection.url"] = url_problem
+        if self.insert_mode is InsertMode.UPSERT and self.pk_mode is PkMode.NONE:
+            errors["pk.mode"] = "insert.mode=upsert needs a primary key: set pk.mode to record_key or record_value"
+        if self.pk_mode is PkMode.RECORD_VALUE and not self.pk_fields:
+            errors["pk.fields"] = "pk.mode=record_value needs pk.fields (comma list of value field names)"
+        if self.delete_enabled and self.pk_mode is not PkMode.RECORD_KEY:
+            errors["delete.enabled"] = "delete.enabled=true needs pk.mode=record_key (deletes are by record key)"
+        return errors
+
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -206,18 +220,7 @@ def load_config(config: Mapping[str, Any], *, for_task: bool = False) -> Postgre
         ConfigError: naming each invalid key with the expected type or value.
     """
     parsed = parse_config(PostgresSinkConfig, config)
-    errors: dict[str, str] = {}
-    url_problem = _check_url(parsed.connection_url)
-    if url_problem:
-        errors["connection.url"] = url_problem
-    if parsed.insert_mode is InsertMode.UPSERT and parsed.pk_mode is PkMode.NONE:
-        errors["pk.mode"] = "insert.mode=upsert needs a primary key: set pk.mode to record_key or record_value"
-    if parsed.pk_mode is PkMode.RECORD_VALUE and not parsed.pk_fields:
-        errors["pk.fields"] = "pk.mode=record_value needs pk.fields (comma list of value field names)"
-    if parsed.delete_enabled and parsed.pk_mode is not PkMode.RECORD_KEY:
-        errors["delete.enabled"] = "delete.enabled=true needs pk.mode=record_key (deletes are by record key)"
     if for_task and parsed.exactly_once and not parsed.name:
-        errors["name"] = "exactly.once=true needs the connector name (string) under 'name' in the task config"
-    if errors:
-        raise ConfigError(errors)
+        raise ConfigError({"name": "exactly.once=true needs the connector name (string) under 'name' in the "
+                                   "task config"})
     return parsed

@@ -90,14 +90,6 @@ class PostgresSinkConnector(SinkConnector):
     def version(self) -> str:
         return VERSION
 
-    def validate(self, config: Mapping[str, Any]) -> PostgresSinkConfig:
-        """Parse and cross-check ``config``. Driver control thread; no I/O.
-
-        Raises:
-            ConfigError: naming each bad key and the expected type or value.
-        """
-        return load_config(config)
-
     def start(self, config: Mapping[str, Any]) -> None:
         """Validate ``config`` and check the database answers (one short connection).
         Driver control thread; blocks up to ``connection.timeout.ms``.

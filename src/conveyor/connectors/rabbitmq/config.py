@@ -54,7 +54,7 @@ from urllib.parse import unquote, urlsplit
 import pika
 from pydantic import BeforeValidator, Field, SecretStr, field_validator
 
-from conveyor.api import ConfigError, ConnectorConfig, parse_config
+from conveyor.api import ConnectorConfig, parse_config
 
 TOPIC_PLACEHOLDER = "${topic}"
 MAX_QUEUE_NAME_BYTES = 255
@@ -162,6 +162,29 @@ class RabbitMQSinkConfig(ConnectorConfig):
         """The queues of the configured ``topics``, in order, without duplicates."""
         return list(dict.fromkeys(self.queue_for(topic) for topic in self.topics))
 
+    def problems(self) -> dict[str, str]:
+        """What does not fit across keys (see :meth:`ConnectorConfig.problems`)."""
+        errors: dict[str, str] = {}
+        problem = _check_url(self.url.get_secret_value())
+        if problem:
+            errors["rabbitmq.url"] = problem
+        for topic in self.topics:
+            problem = queue_name_problem(self.queue_for(topic))
+            if problem:
+                errors["rabbitmq.queue.name.format"] = f"for topic {topic!r}: {problem}"
+                break
+        bad_keys = [key for key in self.queue_arguments if not key]
+        if bad_keys:
+            errors["rabbitmq.queue.arguments"] = "argument names must be non-empty strings"
+        else:
+            try:
+                _check_table(self.queue_arguments)
+            except ValueError as exc:
+                errors["rabbitmq.queue.arguments"] = str(exc)
+        if self.exchange.startswith("amq.") and self.exchange not in _BUILTIN_EXCHANGES:
+            errors["rabbitmq.exchange"] = f"exchange names starting with 'amq.' are reserved (got {self.exchange!r})"
+        return errors
+
 
 def describe_url(url: str) -> str:
     """``host:port (vhost '/', user 'guest')`` of an AMQP URL; never the password."""
@@ -218,29 +241,7 @@ def load_config(config: Mapping[str, Any]) -> RabbitMQSinkConfig:
     Raises:
         ConfigError: naming each invalid key with the expected type or value.
     """
-    parsed = parse_config(RabbitMQSinkConfig, config)
-    errors: dict[str, str] = {}
-    problem = _check_url(parsed.url.get_secret_value())
-    if problem:
-        errors["rabbitmq.url"] = problem
-    for topic in parsed.topics:
-        problem = queue_name_problem(parsed.queue_for(topic))
-        if problem:
-            errors["rabbitmq.queue.name.format"] = f"for topic {topic!r}: {problem}"
-            break
-    bad_keys = [key for key in parsed.queue_arguments if not key]
-    if bad_keys:
-        errors["rabbitmq.queue.arguments"] = "argument names must be non-empty strings"
-    else:
-        try:
-            _check_table(parsed.queue_arguments)
-        except ValueError as exc:
-            errors["rabbitmq.queue.arguments"] = str(exc)
-    if parsed.exchange.startswith("amq.") and parsed.exchange not in _BUILTIN_EXCHANGES:
-        errors["rabbitmq.exchange"] = f"exchange names starting with 'amq.' are reserved (got {parsed.exchange!r})"
-    if errors:
-        raise ConfigError(errors)
-    return parsed
+    return parse_config(RabbitMQSinkConfig, config)
 
 
 _BUILTIN_EXCHANGES = {"amq.direct", "amq.fanout", "amq.topic", "amq.headers", "amq.match"}

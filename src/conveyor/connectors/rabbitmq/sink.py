@@ -89,14 +89,6 @@ class RabbitMQSinkConnector(SinkConnector):
     def version(self) -> str:
         return VERSION
 
-    def validate(self, config: Mapping[str, Any]) -> RabbitMQSinkConfig:
-        """Parse and cross-check ``config`` (no I/O).
-
-        Raises:
-            ConfigError: naming each bad key and the expected type or value.
-        """
-        return load_config(config)
-
     def start(self, config: Mapping[str, Any]) -> None:
         """Validate ``config``, connect once, check ``rabbitmq.exchange`` exists and declare the
         durable queues of the configured ``topics``.
