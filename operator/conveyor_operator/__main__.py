@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     configure_logging(args.log_level)  # secrets redacted, as in the driver's logs
 
-    from conveyor_operator import handlers, metrics  # noqa: F401 - importing handlers registers them
+    # After the logging set-up: importing the handlers registers them with kopf.
+    from conveyor_operator import handlers, metrics  # noqa: F401
     from conveyor_operator.settings import OperatorSettings
 
     if args.metrics_port:

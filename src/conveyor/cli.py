@@ -34,7 +34,9 @@ from conveyor.control.auth import (
     write_local_token,
 )
 from conveyor.control.client import DriverClient, DriverRefused, DriverUnreachable
-from conveyor.manifest import ConnectorManifest, ManifestError
+from conveyor.control.protocol import current_pod
+from conveyor.manifest import ConnectorManifest, ManifestError, OffsetsPolicy
+from conveyor.runtime.deletion.namespace import namespace_terminating
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Run Kafka-Connect-style connectors on Spark."
@@ -60,8 +62,6 @@ def _setup_logging(level: str) -> None:
 def _stop_for(connector: ConnectorManifest, signals: list[int]) -> dict[str, bool]:
     """``Driver.stop``'s arguments: a plain stop, unless SIGTERM came because the pod's namespace
     is being deleted (:mod:`conveyor.runtime.deletion.namespace`): then ``spec.deletionPolicy``'s."""
-    from conveyor.manifest import OffsetsPolicy
-    from conveyor.runtime.deletion.namespace import namespace_terminating
 
     if signal.SIGTERM not in signals or not namespace_terminating():
         return {}
@@ -100,7 +100,7 @@ def run(
     ] = False,
 ) -> None:
     """Run a connector until SIGTERM or Ctrl-C, then stop it gracefully (closing commits)."""
-    from conveyor.runtime.driver.driver import Driver, DriverError
+    from conveyor.runtime.driver.driver import Driver, DriverError  # Kafka, Spark: for `run` only
     from conveyor.runtime.driver.spark_session import refuse_enforced_changes
 
     _setup_logging(log_level)
@@ -173,7 +173,7 @@ def _run_until_stopped(driver: Any, connector: ConnectorManifest, progress: bool
                        stop_requested: threading.Event, signals: list[int]) -> None:
     """Serve until SIGTERM/Ctrl-C (or a stop through the control API), stop, print, exit."""
     show_progress = sys.stderr.isatty() if progress is None else progress
-    from conveyor.runtime.driver.progress import ProgressReporter
+    from conveyor.runtime.driver.progress import ProgressReporter  # for `run` only
 
     reporter = ProgressReporter(driver, live=show_progress)
     try:
@@ -200,7 +200,7 @@ def _stop_failed_start(manifest: ConnectorManifest, error: str, signals: list[in
     stop = _stop_for(manifest, signals)
     if not stop:
         return
-    from conveyor.runtime.driver.failed_start import FailedStart
+    from conveyor.runtime.driver.failed_start import FailedStart  # a failed `run` only
 
     result = FailedStart(manifest, error).stop(**stop)
     log.info("connector %s: connector-deleted stop path after the failed start: removed %s%s", manifest.name,
@@ -212,8 +212,8 @@ def _serve_failed_start(manifest: ConnectorManifest, error: str, host: str, port
                         stop_requested: threading.Event) -> None:
     """Serve the failure (``GET /status``) and the connector-deleted stop path until SIGTERM,
     instead of exiting into a crash loop (see :mod:`conveyor.runtime.driver.failed_start`)."""
-    from conveyor.runtime.driver.failed_start import FailedStart
-    from conveyor.runtime.rest.server import ControlServer
+    from conveyor.runtime.driver.failed_start import FailedStart  # a failed `run` only
+    from conveyor.runtime.rest.server import ControlServer  # Starlette, uvicorn: when serving
 
     server = ControlServer(FailedStart(manifest, error), host, port, tokens)
     server.start()
@@ -329,7 +329,6 @@ def drain(
     Blocks until they are done or the timeout passes, prints what was committed, exits 1 if
     incomplete. A driver that is stopping answers 409: its stop path commits every task, so that is a
     success (exit 0); an unreachable driver is not (exit 1)."""
-    from conveyor.control.protocol import current_pod
 
     client = _client(url, token_file)
     with _answered(url):
@@ -432,7 +431,7 @@ def cleanup(
     from dataclasses import asdict
 
     from conveyor.runtime.config.validation import PreflightError
-    from conveyor.runtime.deletion.cleanup import CleanupError, cleanup_connector
+    from conveyor.runtime.deletion.cleanup import CleanupError, cleanup_connector  # connectors: `cleanup` only
 
     _setup_logging(log_level)
     try:

@@ -10,8 +10,10 @@ from fnmatch import fnmatchcase
 
 from kubernetes.client.rest import ApiException
 
+from conveyor.api.redaction import redact_text
 from conveyor.import_policy import ImportNotAllowed
 from conveyor.manifest import ConnectorManifest
+from conveyor.runtime.config.validation import PreflightError, config_field, connector_class, validate_config
 from conveyor_operator.kube import Kube
 from conveyor_operator.settings import OperatorSettings
 
@@ -63,8 +65,6 @@ def connector_config_errors(manifest: ConnectorManifest) -> str:
             the spec names a class in a module it refuses (see
             :func:`conveyor_operator.validate.connector_classes.config_errors`, which the operator calls).
     """
-    from conveyor.api.redaction import redact_text
-    from conveyor.runtime.config.validation import PreflightError, config_field, connector_class, validate_config
 
     try:
         cls, connector_type = connector_class(manifest.spec.connector_class)

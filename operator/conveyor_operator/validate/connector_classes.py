@@ -24,14 +24,15 @@ from collections.abc import Callable, Sequence
 
 from conveyor import import_policy
 from conveyor.manifest import ConnectorManifest
+from conveyor.runtime.config.plugins import connector_entry_points
 from conveyor_operator.settings import OperatorSettings
+from conveyor_operator.validate.checks import connector_config_errors
 
 EVENT_REASON = "ConfigValidatedByDriver"
 
 
 def installed_connector_modules() -> set[str]:
     """Modules of the installed connectors' entry points (group ``conveyor.connectors``)."""
-    from conveyor.runtime.config.plugins import connector_entry_points
 
     return {value.partition(":")[0].strip() for value in connector_entry_points().values()}
 
@@ -52,7 +53,6 @@ def config_errors(manifest: ConnectorManifest, settings: OperatorSettings) -> tu
         judged here), and ``""`` or, when the spec names a module the operator may not import,
         the sentence for the Event and condition saying that the driver validates the config.
     """
-    from conveyor_operator.validate.checks import connector_config_errors
 
     try:
         with import_policy.restricted(import_rule(settings.allowed_connector_modules)):

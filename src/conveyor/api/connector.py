@@ -12,15 +12,13 @@ from __future__ import annotations
 import abc
 import enum
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
 from conveyor.api.config import parse_config
-
-if TYPE_CHECKING:
-    from conveyor.api.records import TopicPartition
-    from conveyor.api.tasks import Task
+from conveyor.api.records import TopicPartition
+from conveyor.api.tasks import Task
 
 
 class ConnectorContext(abc.ABC):

@@ -20,9 +20,20 @@ from conveyor.api import (
     SourceConnector,
 )
 from conveyor.connect_config import tasks_max_overridden
+from conveyor.converters import load_converter
+from conveyor.converters.header_converters import load_header_converter
 from conveyor.runtime.config import keys as config_keys
 from conveyor.runtime.config.plugins import PluginError, load_connector_class
+from conveyor.runtime.config.settings import ExactlyOnceSupport as Level
+from conveyor.runtime.config.settings import (
+    SinkSettings,
+    SourceSettings,
+    TransactionBoundary,
+    parse_sink_settings,
+    parse_source_settings,
+)
 from conveyor.runtime.config.topic_creation import topic_groups
+from conveyor.transforms.chain import TransformationChain
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +90,6 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
     except ConfigError as exc:
         errors.update(exc.errors)
     if connector_type == "sink":
-        from conveyor.runtime.config.settings import parse_sink_settings
-
         try:
             settings = parse_sink_settings(config)
         except ConfigError as exc:
@@ -88,8 +97,6 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
         else:
             errors.update(_pipeline_errors(config, settings.key_converter, settings.value_converter))
     elif connector_type == "source":
-        from conveyor.runtime.config.settings import parse_source_settings
-
         try:
             source = parse_source_settings(config)
         except ConfigError as exc:
@@ -114,7 +121,6 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
 
 def _unknown_keys(connector: Connector, connector_type: str, config: dict[str, Any]) -> dict[str, str | None]:
     """Keys neither the connector's ``config_model`` nor the runtime reads ({} without a model)."""
-    from conveyor.runtime.config.settings import SinkSettings, SourceSettings
 
     model = getattr(connector, "config_model", None)
     if model is None:
@@ -126,8 +132,6 @@ def _unknown_keys(connector: Connector, connector_type: str, config: dict[str, A
 def _exactly_once_errors(connector: Connector, config: dict[str, Any], settings: Any) -> dict[str, str]:
     """KIP-618's connector checks: ``required`` needs the connector's SUPPORTED, and
     connector-defined transaction boundaries need the connector's support for them."""
-    from conveyor.runtime.config.settings import ExactlyOnceSupport as Level
-    from conveyor.runtime.config.settings import TransactionBoundary
 
     assert isinstance(connector, SourceConnector)
     errors: dict[str, str] = {}
@@ -147,9 +151,6 @@ def _exactly_once_errors(connector: Connector, config: dict[str, Any], settings:
 def _pipeline_errors(config: dict[str, Any], key_default: str, value_default: str) -> dict[str, str]:
     """Configuration errors of the converters and transformations, found on the driver
     so that a typo fails the start instead of every task."""
-    from conveyor.converters import load_converter
-    from conveyor.converters.header_converters import load_header_converter
-    from conveyor.transforms.chain import TransformationChain
 
     errors: dict[str, str] = {}
     for side, default in (("key", key_default), ("value", value_default)):

@@ -240,7 +240,7 @@ def _retry(once: Callable[[], CleanupResult], name: str, deadline: float, timeou
 
 def _delete_offsets(manifest: ConnectorManifest, connector_type: str, result: CleanupResult, deadline: float,
                     initial_backoff_s: float, max_backoff_s: float) -> None:
-    from conveyor.runtime.deletion.offsets import OffsetsDeletionError, delete_offsets
+    from conveyor.runtime.deletion.offsets import OffsetsDeletionError, delete_offsets  # Kafka: when deleting offsets
 
     try:
         kafka = manifest.spec.kafka.client_properties()

@@ -30,7 +30,16 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from conveyor.api import ConfigError
+from conveyor.runtime.config.settings import parse_source_settings
 from conveyor.runtime.kafka.clients import KafkaProperties, client_config
+from conveyor.runtime.kafka.fencing import (
+    TASK_COUNT_PREFIX,
+    fence,
+    leader_transactional_id,
+    read_task_count,
+    transactional_id,
+)
+from conveyor.runtime.kafka.offsets_topic import decode_key, live_offset_keys, partition_id
 
 log = logging.getLogger(__name__)
 
@@ -125,15 +134,6 @@ def write_source_offsets(kafka: KafkaProperties, connector: str, namespace: str,
     Raises:
         OffsetsDeletionError: reading the topics, fencing or writing failed.
     """
-    from conveyor.runtime.config.settings import parse_source_settings
-    from conveyor.runtime.kafka.fencing import (
-        TASK_COUNT_PREFIX,
-        fence,
-        leader_transactional_id,
-        read_task_count,
-        transactional_id,
-    )
-    from conveyor.runtime.kafka.offsets_topic import decode_key, live_offset_keys, partition_id
 
     try:
         settings = parse_source_settings(config)

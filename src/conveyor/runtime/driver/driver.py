@@ -46,7 +46,9 @@ from conveyor.api import Connector, ConnectorContext
 from conveyor.control.auth import ControlTokens
 from conveyor.control.protocol import Action, Directive, TaskReport, TaskSpec, TaskState
 from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState
+from conveyor.runtime.config.settings import parse_sink_settings, parse_source_settings
 from conveyor.runtime.config.validation import PreflightError, connector_class, validate_config
+from conveyor.runtime.deletion.offsets import sink_group
 from conveyor.runtime.driver.operations import DriverOperations
 from conveyor.runtime.driver.spark_session import (
     decommission_executor,
@@ -58,7 +60,9 @@ from conveyor.runtime.driver.stopping import DriverStopping
 from conveyor.runtime.driver.task_launcher import TaskLauncher
 from conveyor.runtime.herder.lifecycle import Lifecycle
 from conveyor.runtime.herder.task_handles import TaskHandle
+from conveyor.runtime.kafka import group_lag  # GroupLag looked up at each start
 from conveyor.runtime.kafka.clients import kafka_properties
+from conveyor.runtime.kafka.fencing import TaskCountWriter, start_generation
 from conveyor.runtime.kafka.preflight import check_kafka, check_transactions, prepare_sink_topics, prepare_source_topics
 from conveyor.runtime.rest.metrics import register_collectors
 
@@ -229,15 +233,12 @@ class Driver(DriverOperations, DriverStopping):
         if self.connector_type == "sink":
             prepare_sink_topics(self.kafka, config)
             return
-        from conveyor.runtime.config.settings import parse_source_settings
 
         settings = parse_source_settings(config)
         if settings.exactly_once:
             check_transactions(self.kafka, settings)
         prepare_source_topics(self.kafka, settings)
         if settings.exactly_once:
-            from conveyor.runtime.kafka.fencing import TaskCountWriter
-
             self._task_count_writer = TaskCountWriter(self.kafka, settings.config_storage_topic,
                                                       self.manifest.metadata.namespace, self.name)
 
@@ -282,14 +283,10 @@ class Driver(DriverOperations, DriverStopping):
 
     def _watch_group_lag(self) -> None:
         """(Re)start the watch of the lag of every partition of the sink's topics (they may have changed)."""
-        from conveyor.runtime.config.settings import parse_sink_settings
-        from conveyor.runtime.deletion.offsets import sink_group
-        from conveyor.runtime.kafka.group_lag import GroupLag
-
         if self._group_lag is not None:
             self._group_lag.close()
         subscription = parse_sink_settings(dict(self.manifest.spec.config)).subscription
-        self._group_lag = GroupLag(self.kafka, sink_group(self.name), subscription).start()
+        self._group_lag = group_lag.GroupLag(self.kafka, sink_group(self.name), subscription).start()
 
     def _task_configs(self) -> list[dict[str, Any]]:
         assert self.connector is not None
@@ -305,9 +302,6 @@ class Driver(DriverOperations, DriverStopping):
     def _launch_tasks(self, configs: list[dict[str, Any]]) -> None:
         assert self._launcher is not None
         if self._task_count_writer is not None:
-            from conveyor.runtime.config.settings import parse_source_settings
-            from conveyor.runtime.kafka.fencing import start_generation
-
             settings = parse_source_settings(self.manifest.spec.config)
             self.generation = start_generation(
                 self.kafka, settings.config_storage_topic,
@@ -324,7 +318,7 @@ class Driver(DriverOperations, DriverStopping):
         return Action.PAUSE if self.target_state is ConnectorState.PAUSED else Action.RUN
 
     def _start_control_api(self) -> None:
-        from conveyor.runtime.rest.server import ControlServer
+        from conveyor.runtime.rest.server import ControlServer  # Starlette and uvicorn: when the driver serves
 
         try:
             self.server = ControlServer(self, self._control_host, self._control_port, self.control_tokens)

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from conveyor.control.errors import OperationError
 from conveyor.manifest import ConnectorManifest
+from conveyor.runtime.deletion.cleanup import cleanup_connector
 
 
 class FailedStart:
@@ -43,7 +44,6 @@ class FailedStart:
         """Nothing runs, so a plain stop does nothing; a connector-deleted one (or
         ``delete_offsets``) runs :func:`conveyor.runtime.deletion.cleanup.cleanup_connector`, whose
         failure is reported in ``connector_trace`` / ``offsets_error``, never raised."""
-        from conveyor.runtime.deletion.cleanup import cleanup_connector
 
         result: dict[str, Any] = {"name": self.name, "connector_deleted": connector_deleted, "tasks": [],
                                   "removed": [], "connector_trace": None, "offsets_deleted": None,

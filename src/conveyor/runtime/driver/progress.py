@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-if TYPE_CHECKING:
-    from conveyor.runtime.herder.protocol import Herder
+from conveyor.runtime.herder.protocol import Herder
 
 log = logging.getLogger("conveyor")
 LOG_INTERVAL_S = 10.0

@@ -12,6 +12,7 @@ from typing import Any
 
 from conveyor.control.protocol import Action, TaskState, trace_of
 from conveyor.runtime.config.validation import connector_class
+from conveyor.runtime.deletion.cleanup import cleanup_reported, stop_idle_task
 from conveyor.runtime.deletion.offsets import delete_offsets_reported
 
 log = logging.getLogger("conveyor.runtime.driver.driver")
@@ -123,7 +124,6 @@ class DriverStopping:
         without it (it had failed) and each task a stop during start-up kept from being launched:
         the task is started on an idle context only to be stopped
         (:func:`conveyor.runtime.deletion.cleanup.stop_idle_task`), as ``conveyor cleanup`` would."""
-        from conveyor.runtime.deletion.cleanup import stop_idle_task
 
         ended = [h for h in self.tasks.values() if h.ended_without_deleted_stop]
         unlaunched, self._unlaunched = self._unlaunched, []
@@ -152,7 +152,6 @@ class DriverStopping:
 
     def _cleanup_stopped_connector(self) -> list[str]:
         """The connector-deleted path for a connector not running here (:mod:`conveyor.runtime.deletion.cleanup`)."""
-        from conveyor.runtime.deletion.cleanup import cleanup_reported
 
         removed, trace = cleanup_reported(self.manifest)
         self.connector_trace = trace or self.connector_trace

@@ -14,6 +14,7 @@ from typing import Any
 
 from conveyor.control.protocol import Action, TaskReport, TaskSpec, TaskState, trace_of
 from conveyor.runtime.herder.task_handles import TaskHandle
+from conveyor.runtime.task.executor import run_task_partition
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,6 @@ class TaskLauncher:
             log.exception("could not cancel the Spark job of task %d", handle.task_id)
 
     def _run(self, handle: TaskHandle) -> None:
-        from conveyor.runtime.task.executor import run_task_partition
-
         sc = self._spark.sparkContext
         while True:
             with self._lock:

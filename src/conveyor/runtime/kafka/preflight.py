@@ -12,9 +12,16 @@ import logging
 import time
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from conveyor.runtime.config.settings import parse_sink_settings
 from conveyor.runtime.config.validation import PreflightError
 from conveyor.runtime.kafka.clients import KafkaProperties, bootstrap_servers, client_config, describe
+from conveyor.runtime.kafka.fencing import ensure_config_topic
 from conveyor.runtime.kafka.log_repeats import CollapseRepeats
+from conveyor.runtime.kafka.offsets_topic import broker_transaction_limits, ensure_offsets_topic
+from conveyor.runtime.kafka.topics import ensure_topic
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +35,6 @@ def check_transactions(kafka: KafkaProperties, settings: Any) -> None:
     Raises:
         PreflightError: explaining what the broker lacks.
     """
-    from confluent_kafka.admin import AdminClient
-
-    from conveyor.runtime.kafka.offsets_topic import broker_transaction_limits
 
     usable, max_timeout = broker_transaction_limits(AdminClient(client_config(kafka)))
     if not usable:
@@ -49,10 +53,6 @@ def check_transactions(kafka: KafkaProperties, settings: Any) -> None:
 
 def prepare_source_topics(kafka: KafkaProperties, settings: Any) -> None:
     """Create the offsets topic and, with exactly-once delivery, the config topic."""
-    from confluent_kafka.admin import AdminClient
-
-    from conveyor.runtime.kafka.fencing import ensure_config_topic
-    from conveyor.runtime.kafka.offsets_topic import ensure_offsets_topic
 
     admin = AdminClient(client_config(kafka))
     ensure_offsets_topic(admin, settings.offsets_storage_topic)
@@ -77,8 +77,6 @@ def check_kafka(kafka: KafkaProperties, timeout_s: float = 10.0) -> None:
             ``Kafka at <where> refused the connection's credentials: <reason>``; ``<where>``
             names the bootstrap servers, protocol, mechanism and user, never the password.
     """
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient
 
     errors: list[KafkaError] = []
     admin = AdminClient(client_config(kafka, {"socket.connection.setup.timeout.ms": 5000,
@@ -106,10 +104,6 @@ def check_kafka(kafka: KafkaProperties, timeout_s: float = 10.0) -> None:
 
 def prepare_sink_topics(kafka: KafkaProperties, config: dict[str, Any]) -> None:
     """Create the dead-letter queue topic when one is configured (as Kafka Connect does)."""
-    from confluent_kafka.admin import AdminClient
-
-    from conveyor.runtime.config.settings import parse_sink_settings
-    from conveyor.runtime.kafka.topics import ensure_topic
 
     settings = parse_sink_settings(config)
     if settings.dlq_topic:

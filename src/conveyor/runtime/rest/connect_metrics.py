@@ -27,16 +27,13 @@ measure is not produced: see :data:`NOT_PROVIDED`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from conveyor.control.protocol import TaskReport, TaskState
-
-if TYPE_CHECKING:
-    from conveyor.runtime.herder.protocol import Herder
-    from conveyor.runtime.herder.task_handles import TaskHandle
+from conveyor.runtime.herder.protocol import Herder
+from conveyor.runtime.herder.task_handles import TaskHandle
 
 TASK_LABELS = ("connector", "task")
 

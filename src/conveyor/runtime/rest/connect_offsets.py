@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient
 from conveyor.api import Connector, SinkConnector
 from conveyor.api import TopicPartition as ApiTopicPartition
 from conveyor.control.errors import OperationError
+from conveyor.runtime.config.settings import parse_source_settings
 from conveyor.runtime.deletion.offsets import (
     OffsetsDeletionError,
     delete_offsets,
@@ -242,8 +243,6 @@ def reset_offsets(kafka: KafkaProperties, cls: type[Connector], config: Mapping[
                         for e in list_sink_offsets(kafka, name)}
         connector_type = "sink"
     else:
-        from conveyor.runtime.config.settings import parse_source_settings
-
         topic = parse_source_settings(config).offsets_storage_topic
         current = [(e["partition"], None) for e in list_source_offsets(kafka, name, topic)]
         connector_type = "source"

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from http import HTTPStatus
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.datastructures import QueryParams
 from starlette.responses import Response
@@ -36,13 +36,13 @@ from conveyor.control.auth import Role
 from conveyor.control.errors import OperationError
 from conveyor.control.protocol import TaskState
 from conveyor.manifest import ConnectorSpec, ConnectorState
+from conveyor.runtime.config.settings import SinkSettings, SourceSettings, parse_source_settings
+from conveyor.runtime.config.validation import PreflightError, connector_class, validate_config
+from conveyor.runtime.herder.protocol import Herder
 from conveyor.runtime.kafka.clients import bootstrap_servers, client_config
 from conveyor.runtime.rest import connect_documents as docs
 from conveyor.runtime.rest import connect_offsets as offsets
 from conveyor.runtime.rest.live_config import apply_written_spec, mentions_reference
-
-if TYPE_CHECKING:
-    from conveyor.runtime.herder.protocol import Herder
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,6 @@ def _stopped(driver: Herder) -> bool:
 def _version(driver: Herder) -> str:
     if driver.connector is not None:
         return str(driver.connector.version())
-    from conveyor.runtime.config.validation import connector_class
 
     return docs.plugin_version(connector_class(driver.manifest.spec.connector_class)[0])
 
@@ -320,8 +319,6 @@ def _plugin(name: str) -> type:
 
 
 def _plugin_keys(cls: type) -> list[dict[str, Any]]:
-    from conveyor.runtime.config.settings import SinkSettings, SourceSettings
-
     runtime = SinkSettings if docs.connector_type_of(cls) == "sink" else SourceSettings
     keys = docs.config_key_infos(runtime, "Common")
     if (model := getattr(cls, "config_model", None)) is not None:
@@ -334,8 +331,6 @@ def _plugin_config(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any)
 
 
 def _validate(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
-    from conveyor.runtime.config.validation import PreflightError, validate_config
-
     named = body.get("connector.class")
     cls = docs.find_plugin(p["plugin"])
     if named is not None and (cls is None or docs.find_plugin(str(named)) is not cls):
@@ -364,7 +359,6 @@ def _offsets(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tu
     name = _check_connector(driver, p, "Connector {c} not found")
     if driver.connector_type == "sink":
         return HTTPStatus.OK, {"offsets": offsets.list_sink_offsets(driver.kafka, name)}
-    from conveyor.runtime.config.settings import parse_source_settings
 
     topic = parse_source_settings(driver.manifest.spec.config).offsets_storage_topic
     return HTTPStatus.OK, {"offsets": offsets.list_source_offsets(driver.kafka, name, topic)}
@@ -373,7 +367,6 @@ def _offsets(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tu
 def _modify_offsets(driver: Herder, p: dict[str, Any], entries: list[Any] | None) -> tuple[HTTPStatus, Any]:
     """Alter (``entries``) or reset (``None``) the offsets of the stopped connector, holding the
     driver's operations lock so that no resume starts its tasks meanwhile."""
-    from conveyor.runtime.config.validation import connector_class
 
     name = _check_connector(driver, p, "Connector {c} not found")
     spec = driver.manifest.spec

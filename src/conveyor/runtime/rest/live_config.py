@@ -34,14 +34,12 @@ from __future__ import annotations
 import os
 import re
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from conveyor.control.errors import OperationError
 from conveyor.manifest import ConnectorSpec, substitute_env, with_mounted_config
+from conveyor.runtime.herder.protocol import Herder
 from conveyor.runtime.rest.connect_documents import connect_string
-
-if TYPE_CHECKING:
-    from conveyor.runtime.herder.protocol import Herder
 
 _REFERENCE = re.compile(r"\$\{(secret|configmap|env):")
 #: The spec fields only a new driver takes (the manifest's names).

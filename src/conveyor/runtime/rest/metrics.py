@@ -10,16 +10,13 @@ whose names follow Kafka Connect's sink-task metrics (``sink-record-read-total``
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from conveyor.control.protocol import TaskState
+from conveyor.runtime.herder.protocol import Herder
 from conveyor.runtime.rest.connect_metrics import ConnectMetricsCollector
-
-if TYPE_CHECKING:
-    from conveyor.runtime.herder.protocol import Herder
 
 _COUNTERS = {
     "records_read": ("conveyor_sink_record_read", "Records read from Kafka by the task."),

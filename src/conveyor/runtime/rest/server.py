@@ -70,7 +70,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio.to_thread
 import uvicorn
@@ -89,12 +89,10 @@ from conveyor.control.auth import AUTH_SCHEME, REALM, ControlTokens, Role
 from conveyor.control.errors import OperationError
 from conveyor.control.protocol import TaskReport
 from conveyor.manifest import ConnectorSpec, ConnectorState
+from conveyor.runtime.herder.protocol import Herder
 from conveyor.runtime.rest.connect_rest import CONNECT_ENDPOINTS, is_connect_path
 from conveyor.runtime.rest.live_config import apply_written_spec
 from conveyor.runtime.rest.read_deadlines import deadline_protocol
-
-if TYPE_CHECKING:
-    from conveyor.runtime.herder.protocol import Herder
 
 log = logging.getLogger(__name__)
 MAX_WAIT_MS = 30_000

@@ -57,11 +57,11 @@ def run_task(spec: TaskSpec) -> TaskReport:
     tune_gc()
     connector_cls = load_connector_class(spec.connector_class)
     if issubclass(connector_cls, SinkConnector):
-        from conveyor.runtime.task.sink.runner import SinkTaskRunner
+        from conveyor.runtime.task.sink.runner import SinkTaskRunner  # only the runner of the connector's kind
 
         return SinkTaskRunner(spec).run()
     if issubclass(connector_cls, SourceConnector):
-        from conveyor.runtime.task.source.runner import SourceTaskRunner
+        from conveyor.runtime.task.source.runner import SourceTaskRunner  # (and its Kafka clients) loads
 
         return SourceTaskRunner(spec).run()
     raise TypeError(f"{spec.connector_class} is neither a sink nor a source connector")

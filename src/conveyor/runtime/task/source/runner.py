@@ -52,7 +52,7 @@ from conveyor.runtime.kafka.fencing import read_task_count, transactional_id
 from conveyor.runtime.kafka.offsets_topic import TopicOffsetReader, offset_key, offset_value, read_offsets
 from conveyor.runtime.kafka.topic_creation import TopicCreator
 from conveyor.runtime.task.runner import TaskFailed, TaskFenced, TaskRunner
-from conveyor.runtime.task.source.context import RunnerSourceContext
+from conveyor.runtime.task.source.context import RunnerSourceContext, RunnerTransactionContext
 from conveyor.runtime.task.source.partitions import PartitionOffset, SourcePartitions
 from conveyor.transforms.chain import TransformationChain
 
@@ -148,8 +148,6 @@ class SourceTaskRunner(TaskRunner):
                  initialised - began, time.monotonic() - initialised)
         transaction_context = None
         if self.exactly_once and self.settings.transaction_boundary is TransactionBoundary.CONNECTOR:
-            from conveyor.runtime.task.source.context import RunnerTransactionContext
-
             transaction_context = RunnerTransactionContext()
         self.context = RunnerSourceContext(spec.task_config, self.reader, transaction_context)
         assert self.task is not None
