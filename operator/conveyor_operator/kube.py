@@ -4,6 +4,8 @@ server-side apply, create, get, delete, and merge patches of a Connector's statu
 from __future__ import annotations
 
 import logging
+import tempfile
+import threading
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -11,20 +13,13 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.discovery import LazyDiscoverer
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from conveyor_operator import GROUP, PLURAL, VERSION
+from conveyor_operator import GROUP, VERSION
 
 log = logging.getLogger(__name__)
-
-_PLURALS = {
-    "ConfigMap": "configmaps", "Service": "services", "ServiceAccount": "serviceaccounts", "Secret": "secrets",
-    "Pod": "pods", "Deployment": "deployments", "ReplicaSet": "replicasets", "Job": "jobs",
-    "RoleBinding": "rolebindings",
-    "Connector": PLURAL, "Event": "events", "PodDisruptionBudget": "poddisruptionbudgets",
-    "NetworkPolicy": "networkpolicies",
-}
-
 
 EXISTENCE_PROBE_LABELS = {"app.kubernetes.io/managed-by": "conveyor-operator", "conveyor.dev/existence-probe": "true"}
 """Labels of the empty object :meth:`Kube.exists_by_dry_run` creates (the chart's admission policy
@@ -37,10 +32,28 @@ def namespace_terminating(exc: BaseException) -> bool:
     return isinstance(exc, ApiException) and exc.status == 403 and "NamespaceTerminating" in str(exc.body or "")
 
 
-def resource_path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
-    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    path = f"{prefix}/namespaces/{namespace}/{_PLURALS[kind]}"
-    return f"{path}/{name}" if name else path
+class _InMemoryDiscoverer(LazyDiscoverer):
+    """``kubernetes.dynamic``'s lazy discovery (one API group version at a time, on first use),
+    kept in this process only: the operator's pod has no place for the cache file, and a file
+    shared by processes could describe another API server at the same address."""
+
+    def _write_cache(self) -> None:
+        pass
+
+
+class _Discovery(DynamicClient):
+    """``kubernetes.dynamic``'s client, whose discovery requests are bounded by the operator's
+    request timeout like every other call (an API server that stops answering must fail the
+    handler, not hold its thread)."""
+
+    def __init__(self, api_client: client.ApiClient, request_timeout_s: tuple[float, float]) -> None:
+        self._request_timeout_s = request_timeout_s
+        cache_file = f"{tempfile.gettempdir()}/conveyor-operator-discovery-{uuid.uuid4().hex}.json"  # never written
+        super().__init__(api_client, cache_file=cache_file, discoverer=_InMemoryDiscoverer)
+
+    def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        params.setdefault("_request_timeout", self._request_timeout_s)
+        return super().request(method, path, body, **params)
 
 
 class Kube:
@@ -59,6 +72,25 @@ class Kube:
         self.api = api_client
         self.field_manager = field_manager
         self.request_timeout_s = request_timeout_s
+        self._discovery: _Discovery | None = None
+        self._resources: dict[tuple[str, str], Any] = {}
+        self._discovery_lock = threading.Lock()
+
+    def resource_path(self, api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
+        """The URL path of ``kind`` objects in ``namespace`` (of ``name``, when given), as the API
+        server's discovery documents it (``kubernetes.dynamic``; each group version asked once).
+
+        Raises:
+            kubernetes.dynamic.exceptions.ResourceNotFoundError: the API server serves no such kind.
+        """
+        key = (api_version, kind)
+        resource = self._resources.get(key)
+        if resource is None:
+            with self._discovery_lock:
+                if self._discovery is None:
+                    self._discovery = _Discovery(self.api, self.request_timeout_s)
+                resource = self._resources[key] = self._discovery.resources.get(api_version=api_version, kind=kind)
+        return resource.path(name=name, namespace=namespace)
 
     def _call(self, path: str, method: str, body: Any = None, query: list | None = None,
               content_type: str = "application/json") -> Any:
@@ -72,7 +104,7 @@ class Kube:
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply ``obj`` as the operator's field manager, taking over conflicts."""
         meta = obj["metadata"]
-        path = resource_path(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+        path = self.resource_path(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
         return self._call(path, "PATCH", obj, [("fieldManager", self.field_manager), ("force", "true")],
                           "application/apply-patch+yaml")
 
@@ -81,7 +113,7 @@ class Kube:
         the API server admits and checks it (409 included) but stores nothing."""
         meta = obj["metadata"]
         query = [("fieldManager", self.field_manager)] + ([("dryRun", "All")] if dry_run else [])
-        return self._call(resource_path(obj["apiVersion"], obj["kind"], meta["namespace"]), "POST", obj, query)
+        return self._call(self.resource_path(obj["apiVersion"], obj["kind"], meta["namespace"]), "POST", obj, query)
 
     def exists_by_dry_run(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
         """Whether the object exists, found without reading it: a dry-run create answers 409
@@ -105,7 +137,7 @@ class Kube:
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""
         try:
-            return self._call(resource_path(api_version, kind, namespace, name), "GET")
+            return self._call(self.resource_path(api_version, kind, namespace, name), "GET")
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -113,7 +145,7 @@ class Kube:
 
     def list_objects(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         """Objects of ``kind`` in ``namespace`` matching ``label_selector`` (server-side)."""
-        return self._call(resource_path(api_version, kind, namespace), "GET",
+        return self._call(self.resource_path(api_version, kind, namespace), "GET",
                           query=[("labelSelector", label_selector)]).get("items") or []
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
@@ -123,7 +155,7 @@ class Kube:
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Delete with background propagation; a missing object is fine."""
         try:
-            self._call(resource_path(api_version, kind, namespace, name), "DELETE",
+            self._call(self.resource_path(api_version, kind, namespace, name), "DELETE",
                        {"propagationPolicy": "Background"})
         except ApiException as exc:
             if exc.status != 404:
@@ -133,12 +165,12 @@ class Kube:
                     ) -> dict[str, Any]:
         """JSON merge patch (RFC 7386) of one object; a ``metadata.resourceVersion`` in ``patch``
         makes it conditional (409 Conflict when the object changed since)."""
-        return self._call(resource_path(api_version, kind, namespace, name), "PATCH", patch,
+        return self._call(self.resource_path(api_version, kind, namespace, name), "PATCH", patch,
                           [("fieldManager", self.field_manager)], "application/merge-patch+json")
 
     def scale_deployment(self, namespace: str, name: str, replicas: int) -> None:
         """Set a Deployment's replicas through its scale subresource; a missing one is fine."""
-        path = resource_path("apps/v1", "Deployment", namespace, name) + "/scale"
+        path = self.resource_path("apps/v1", "Deployment", namespace, name) + "/scale"
         try:
             self._call(path, "PATCH", {"spec": {"replicas": replicas}}, content_type="application/merge-patch+json")
         except ApiException as exc:
@@ -147,7 +179,7 @@ class Kube:
 
     def patch_connector_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch ``status`` (lists replace whole); a Connector already gone is fine."""
-        path = resource_path(f"{GROUP}/{VERSION}", "Connector", namespace, name) + "/status"
+        path = self.resource_path(f"{GROUP}/{VERSION}", "Connector", namespace, name) + "/status"
         try:
             self._call(path, "PATCH", {"status": status}, content_type="application/merge-patch+json")
         except ApiException as exc:
@@ -165,7 +197,7 @@ class Kube:
         attempts, jittered back-off up to 1 s) instead of overwriting the other write. A
         Connector already gone is fine; a conflict on the last attempt raises the ApiException.
         """
-        path = resource_path(f"{GROUP}/{VERSION}", "Connector", namespace, name)
+        path = self.resource_path(f"{GROUP}/{VERSION}", "Connector", namespace, name)
         connector = self.get(f"{GROUP}/{VERSION}", "Connector", namespace, name)
         if connector is None:
             return
@@ -196,11 +228,11 @@ class Kube:
             "lastTimestamp": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"), "count": 1,
         }
         try:
-            self._call(resource_path("v1", "Event", meta["namespace"]), "POST", body)
+            self._call(self.resource_path("v1", "Event", meta["namespace"]), "POST", body)
         except ApiException as exc:
             log.warning("could not record event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc.reason)
 
     def remove_annotation(self, namespace: str, name: str, key: str) -> None:
-        path = resource_path(f"{GROUP}/{VERSION}", "Connector", namespace, name)
+        path = self.resource_path(f"{GROUP}/{VERSION}", "Connector", namespace, name)
         self._call(path, "PATCH", {"metadata": {"annotations": {key: None}}},
                    content_type="application/merge-patch+json")
