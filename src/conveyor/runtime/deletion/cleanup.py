@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, retry_if_not_exception_type, wait_exponential
+from tenacity.retry import retry_base
+
 from conveyor.api import (
     ConfigError,
     Connector,
@@ -214,61 +217,68 @@ def cleanup_connector(
     return result
 
 
+def _retrying(deadline: float, initial_backoff_s: float, max_backoff_s: float, retry: retry_base,
+              before_sleep: Callable[[RetryCallState], None]) -> Retrying:
+    """Retries with exponential backoff (``initial_backoff_s`` doubling up to ``max_backoff_s``)
+    for as long as the next wait still ends before ``deadline`` (``time.monotonic()``); the last
+    error is raised as it was."""
+    return Retrying(retry=retry, wait=wait_exponential(multiplier=initial_backoff_s, max=max_backoff_s),
+                    stop=lambda state: deadline - time.monotonic() <= (state.upcoming_sleep or 0.0),
+                    before_sleep=before_sleep, reraise=True)
+
+
 def _retry(once: Callable[[], CleanupResult], name: str, deadline: float, timeout_s: float, initial_backoff_s: float,
            max_backoff_s: float) -> CleanupResult:
-    backoff = initial_backoff_s
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            result = once()
-            result.attempts = attempt
-            return result
-        except ConfigError as exc:
-            raise CleanupError(f"cleanup of {name} cannot start: {exc}") from exc
-        except Exception as exc:  # noqa: BLE001 - anything else may be transient: retry
-            remaining = deadline - time.monotonic()
-            if remaining <= backoff:
-                raise CleanupError(
-                    f"cleanup of {name} did not finish after {attempt} attempt(s) in {timeout_s:.0f}s: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            log.warning("cleanup of %s failed (attempt %d), retrying in %.1fs: %s", name, attempt, backoff, exc)
-            time.sleep(backoff)
-            backoff = min(backoff * 2, max_backoff_s)
+    def warn(state: RetryCallState) -> None:
+        log.warning("cleanup of %s failed (attempt %d), retrying in %.1fs: %s", name, state.attempt_number,
+                    state.upcoming_sleep, state.outcome.exception() if state.outcome else None)
+
+    # a configuration error is not transient: no retry
+    retrying = _retrying(deadline, initial_backoff_s, max_backoff_s, retry_if_not_exception_type(ConfigError), warn)
+    try:
+        result = retrying(once)
+    except ConfigError as exc:
+        raise CleanupError(f"cleanup of {name} cannot start: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - what kept failing until the deadline
+        attempts = retrying.statistics.get("attempt_number", 1)
+        raise CleanupError(
+            f"cleanup of {name} did not finish after {attempts} attempt(s) in {timeout_s:.0f}s: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    result.attempts = retrying.statistics.get("attempt_number", 1)
+    return result
+
+
+def _offsets_error(exc: BaseException) -> str:
+    from conveyor.runtime.deletion.offsets import OffsetsDeletionError
+
+    return str(exc) if isinstance(exc, OffsetsDeletionError) else f"{type(exc).__name__}: {exc}"
 
 
 def _delete_offsets(manifest: ConnectorManifest, connector_type: str, result: CleanupResult, deadline: float,
                     initial_backoff_s: float, max_backoff_s: float) -> None:
-    from conveyor.runtime.deletion.offsets import OffsetsDeletionError, delete_offsets  # Kafka: when deleting offsets
+    from conveyor.runtime.deletion.offsets import delete_offsets  # Kafka: when deleting offsets
 
     try:
         kafka = manifest.spec.kafka.client_properties()
     except ManifestError as exc:
         raise CleanupError(f"cleanup of {manifest.name} cannot start: {exc}") from None
-    backoff = initial_backoff_s
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            result.offsets_deleted = delete_offsets(
-                kafka, manifest.name, connector_type, manifest.metadata.namespace, manifest.spec.config,
-                timeout_s=max(5.0, min(60.0, deadline - time.monotonic())),
-            )
-            result.offsets_error = None
-            return
-        except OffsetsDeletionError as exc:
-            error = str(exc)
-        except Exception as exc:  # noqa: BLE001 - reported in the result
-            error = f"{type(exc).__name__}: {exc}"
-        if deadline - time.monotonic() <= backoff:
-            result.offsets_error = f"{error} ({attempt} attempt(s))"
-            log.error("cleanup of %s: deleting offsets failed: %s", manifest.name, result.offsets_error)
-            return
+
+    def warn(state: RetryCallState) -> None:
         log.warning("cleanup of %s: deleting offsets failed (attempt %d), retrying in %.1fs: %s", manifest.name,
-                    attempt, backoff, error)
-        time.sleep(backoff)
-        backoff = min(backoff * 2, max_backoff_s)
+                    state.attempt_number, state.upcoming_sleep,
+                    _offsets_error(state.outcome.exception()) if state.outcome else None)
+
+    retrying = _retrying(deadline, initial_backoff_s, max_backoff_s, retry_if_exception_type(Exception), warn)
+    try:
+        result.offsets_deleted = retrying(lambda: delete_offsets(
+            kafka, manifest.name, connector_type, manifest.metadata.namespace, manifest.spec.config,
+            timeout_s=max(5.0, min(60.0, deadline - time.monotonic())),
+        ))
+        result.offsets_error = None
+    except Exception as exc:  # noqa: BLE001 - reported in the result
+        result.offsets_error = f"{_offsets_error(exc)} ({retrying.statistics.get('attempt_number', 1)} attempt(s))"
+        log.error("cleanup of %s: deleting offsets failed: %s", manifest.name, result.offsets_error)
 
 
 def cleanup_reported(manifest: ConnectorManifest) -> tuple[list[str], str | None]:
