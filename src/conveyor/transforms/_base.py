@@ -17,7 +17,7 @@ schemaless maps are ``dict`` too, so which rules apply is decided by the schema.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from conveyor.api.errors import DataError
 from conveyor.api.records import SinkRecord
@@ -187,3 +187,24 @@ class KeyOrValueTransformation(CachesSchemas, Transformation):  # type: ignore[t
     operating_schema: Callable[[Any], Schema | None]
     operating_value: Callable[[Any], Any]
     new_record: Callable[[Any, Schema | None, Any], Any]
+
+
+KAFKA_TRANSFORMS_PACKAGE = "org.apache.kafka.connect.transforms"
+
+T = TypeVar("T", bound=KeyOrValueTransformation)
+
+
+def key_and_value_variants(base: type[T]) -> tuple[type[T], type[T]]:
+    """``base``'s ``$Key`` and ``$Value`` variants, as Kafka Connect names them
+    (``org.apache.kafka.connect.transforms.<Base>$Key``), also set as ``base.Key`` and
+    ``base.Value``; they belong to ``base``'s module, under the names ``<Base>Key`` and
+    ``<Base>Value`` that module gives them (so they pickle by reference)."""
+    variants = []
+    for side, mixin in (("Key", KeySide), ("Value", ValueSide)):
+        name = f"{base.__name__}{side}"
+        java = f"{KAFKA_TRANSFORMS_PACKAGE}.{base.__name__}${side}"
+        variant = type(name, (mixin, base), {"__doc__": f"``{java}``.", "__module__": base.__module__,
+                                             "__qualname__": name, "kafka_class_name": java})
+        setattr(base, side, variant)
+        variants.append(variant)
+    return variants[0], variants[1]

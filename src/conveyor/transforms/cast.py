@@ -39,10 +39,9 @@ from conveyor.converters._config import get_bool, get_list
 from conveyor.java_text import values as jv
 from conveyor.transforms._base import (
     KeyOrValueTransformation,
-    KeySide,
     SchemaCache,
-    ValueSide,
     copy_schema_basics,
+    key_and_value_variants,
     require_map,
     require_struct,
     struct_get,
@@ -269,17 +268,4 @@ class Cast(KeyOrValueTransformation):
         )
 
 
-class CastKey(KeySide, Cast):
-    """``org.apache.kafka.connect.transforms.Cast$Key``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.Cast$Key"
-
-
-class CastValue(ValueSide, Cast):
-    """``org.apache.kafka.connect.transforms.Cast$Value``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.Cast$Value"
-
-
-Cast.Key = CastKey  # type: ignore[attr-defined]
-Cast.Value = CastValue  # type: ignore[attr-defined]
+CastKey, CastValue = key_and_value_variants(Cast)

@@ -26,8 +26,7 @@ from conveyor.api.errors import DataError
 from conveyor.converters._config import get_bool, get_string
 from conveyor.transforms._base import (
     KeyOrValueTransformation,
-    KeySide,
-    ValueSide,
+    key_and_value_variants,
     require_map_or_null,
     require_struct_or_null,
 )
@@ -60,17 +59,4 @@ class ExtractField(KeyOrValueTransformation):
         return self.new_record(record, field.schema, extracted)
 
 
-class ExtractFieldKey(KeySide, ExtractField):
-    """``org.apache.kafka.connect.transforms.ExtractField$Key``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.ExtractField$Key"
-
-
-class ExtractFieldValue(ValueSide, ExtractField):
-    """``org.apache.kafka.connect.transforms.ExtractField$Value``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.ExtractField$Value"
-
-
-ExtractField.Key = ExtractFieldKey  # type: ignore[attr-defined]
-ExtractField.Value = ExtractFieldValue  # type: ignore[attr-defined]
+ExtractFieldKey, ExtractFieldValue = key_and_value_variants(ExtractField)

@@ -27,11 +27,10 @@ from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters._config import get_bool, get_string
 from conveyor.transforms._base import (
     KeyOrValueTransformation,
-    KeySide,
     SchemaCache,
-    ValueSide,
     build_fields,
     copy_schema_basics,
+    key_and_value_variants,
     require_map,
     require_struct,
     type_name,
@@ -137,19 +136,6 @@ def _convert_field_schema(schema: Schema, optional: bool, default: Any) -> Schem
     )
 
 
-class FlattenKey(KeySide, Flatten):
-    """``org.apache.kafka.connect.transforms.Flatten$Key``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.Flatten$Key"
-
-
-class FlattenValue(ValueSide, Flatten):
-    """``org.apache.kafka.connect.transforms.Flatten$Value``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.Flatten$Value"
-
-
-Flatten.Key = FlattenKey  # type: ignore[attr-defined]
-Flatten.Value = FlattenValue  # type: ignore[attr-defined]
+FlattenKey, FlattenValue = key_and_value_variants(Flatten)
 
 __all__ = ["Flatten", "FlattenKey", "FlattenValue"]

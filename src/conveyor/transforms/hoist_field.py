@@ -20,7 +20,7 @@ from typing import Any
 
 from conveyor.api.schema import Field, Schema, SchemaType
 from conveyor.converters._config import get_string
-from conveyor.transforms._base import KeyOrValueTransformation, KeySide, SchemaCache, ValueSide
+from conveyor.transforms._base import KeyOrValueTransformation, SchemaCache, key_and_value_variants
 
 
 class HoistField(KeyOrValueTransformation):
@@ -42,17 +42,4 @@ class HoistField(KeyOrValueTransformation):
         return Schema(SchemaType.STRUCT, fields=(Field(self.field, schema),))
 
 
-class HoistFieldKey(KeySide, HoistField):
-    """``org.apache.kafka.connect.transforms.HoistField$Key``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.HoistField$Key"
-
-
-class HoistFieldValue(ValueSide, HoistField):
-    """``org.apache.kafka.connect.transforms.HoistField$Value``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.HoistField$Value"
-
-
-HoistField.Key = HoistFieldKey  # type: ignore[attr-defined]
-HoistField.Value = HoistFieldValue  # type: ignore[attr-defined]
+HoistFieldKey, HoistFieldValue = key_and_value_variants(HoistField)

@@ -35,11 +35,10 @@ from conveyor.converters import logical
 from conveyor.converters._config import get_bool, get_string
 from conveyor.transforms._base import (
     KeyOrValueTransformation,
-    KeySide,
     SchemaCache,
-    ValueSide,
     build_fields,
     copy_schema_basics,
+    key_and_value_variants,
     require_map,
     require_sink_record,
     require_struct,
@@ -156,17 +155,4 @@ class InsertField(KeyOrValueTransformation):
         return copy_schema_basics(schema, SchemaType.STRUCT, build_fields(pairs))
 
 
-class InsertFieldKey(KeySide, InsertField):
-    """``org.apache.kafka.connect.transforms.InsertField$Key``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.InsertField$Key"
-
-
-class InsertFieldValue(ValueSide, InsertField):
-    """``org.apache.kafka.connect.transforms.InsertField$Value``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.InsertField$Value"
-
-
-InsertField.Key = InsertFieldKey  # type: ignore[attr-defined]
-InsertField.Value = InsertFieldValue  # type: ignore[attr-defined]
+InsertFieldKey, InsertFieldValue = key_and_value_variants(InsertField)

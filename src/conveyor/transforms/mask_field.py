@@ -32,7 +32,7 @@ from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters import logical
 from conveyor.converters._config import get_bool, get_list, get_string
 from conveyor.java_text import values as jv
-from conveyor.transforms._base import KeyOrValueTransformation, KeySide, ValueSide, require_map, require_struct
+from conveyor.transforms._base import KeyOrValueTransformation, key_and_value_variants, require_map, require_struct
 
 PURPOSE = "mask fields"
 _BITS = {SchemaType.INT8: 8, SchemaType.INT16: 16, SchemaType.INT32: 32, SchemaType.INT64: 64}
@@ -128,17 +128,4 @@ class MaskField(KeyOrValueTransformation):
         return self.new_record(record, schema, result)
 
 
-class MaskFieldKey(KeySide, MaskField):
-    """``org.apache.kafka.connect.transforms.MaskField$Key``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.MaskField$Key"
-
-
-class MaskFieldValue(ValueSide, MaskField):
-    """``org.apache.kafka.connect.transforms.MaskField$Value``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.MaskField$Value"
-
-
-MaskField.Key = MaskFieldKey  # type: ignore[attr-defined]
-MaskField.Value = MaskFieldValue  # type: ignore[attr-defined]
+MaskFieldKey, MaskFieldValue = key_and_value_variants(MaskField)

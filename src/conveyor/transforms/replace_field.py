@@ -30,11 +30,10 @@ from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters._config import get_bool, get_list, invalid
 from conveyor.transforms._base import (
     KeyOrValueTransformation,
-    KeySide,
     SchemaCache,
-    ValueSide,
     build_fields,
     copy_schema_basics,
+    key_and_value_variants,
     require_map,
     require_struct,
     require_struct_schema,
@@ -125,17 +124,4 @@ class ReplaceField(KeyOrValueTransformation):
         return copy_schema_basics(schema, SchemaType.STRUCT, fields), sources
 
 
-class ReplaceFieldKey(KeySide, ReplaceField):
-    """``org.apache.kafka.connect.transforms.ReplaceField$Key``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.ReplaceField$Key"
-
-
-class ReplaceFieldValue(ValueSide, ReplaceField):
-    """``org.apache.kafka.connect.transforms.ReplaceField$Value``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.ReplaceField$Value"
-
-
-ReplaceField.Key = ReplaceFieldKey  # type: ignore[attr-defined]
-ReplaceField.Value = ReplaceFieldValue  # type: ignore[attr-defined]
+ReplaceFieldKey, ReplaceFieldValue = key_and_value_variants(ReplaceField)

@@ -24,7 +24,7 @@ from typing import Any
 from conveyor.api.errors import ConfigError
 from conveyor.api.schema import Schema
 from conveyor.converters._config import get_int, get_string
-from conveyor.transforms._base import KeyOrValueTransformation, KeySide, SchemaCache, ValueSide, require_schema
+from conveyor.transforms._base import KeyOrValueTransformation, SchemaCache, key_and_value_variants, require_schema
 
 PURPOSE = "updating schema metadata"
 
@@ -51,17 +51,4 @@ class SetSchemaMetadata(KeyOrValueTransformation):
         )
 
 
-class SetSchemaMetadataKey(KeySide, SetSchemaMetadata):
-    """``org.apache.kafka.connect.transforms.SetSchemaMetadata$Key``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.SetSchemaMetadata$Key"
-
-
-class SetSchemaMetadataValue(ValueSide, SetSchemaMetadata):
-    """``org.apache.kafka.connect.transforms.SetSchemaMetadata$Value``."""
-
-    kafka_class_name = "org.apache.kafka.connect.transforms.SetSchemaMetadata$Value"
-
-
-SetSchemaMetadata.Key = SetSchemaMetadataKey  # type: ignore[attr-defined]
-SetSchemaMetadata.Value = SetSchemaMetadataValue  # type: ignore[attr-defined]
+SetSchemaMetadataKey, SetSchemaMetadataValue = key_and_value_variants(SetSchemaMetadata)
