@@ -36,23 +36,14 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from conveyor.testing.errors import ComponentUnavailable
+from conveyor.testing.fixtures import running, start_or_fail
 
 log = logging.getLogger("conveyor.testing")
 
-
-def _start(factory: Callable[[], object]):
-    """Call ``factory``; turn ComponentUnavailable into a plain test failure (never a skip)."""
-    error: ComponentUnavailable | None = None
-    try:
-        return factory()
-    except ComponentUnavailable as e:
-        error = e  # fail outside the except block: no "during handling of..." noise
-    pytest.fail(str(error), pytrace=False)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -69,7 +60,7 @@ def kube_binaries():
     built on first use (:func:`~conveyor.testing.kube.ensure_kube_binaries`)."""
     from conveyor.testing.kube import ensure_kube_binaries
 
-    return _start(ensure_kube_binaries)
+    return start_or_fail(ensure_kube_binaries)
 
 
 @pytest.fixture(scope="session")
@@ -77,11 +68,8 @@ def kube_api(kube_binaries):
     """The session's Kubernetes API server (KubeAPIServer, or ExternalKube for $CONVEYOR_KUBECONFIG)."""
     from conveyor.testing.kube import start_or_reuse
 
-    endpoint = _start(start_or_reuse)
-    try:
+    with running(start_or_reuse) as endpoint:
         yield endpoint
-    finally:
-        endpoint.stop()
 
 
 def namespace_name(request: pytest.FixtureRequest, prefix: str) -> str:

@@ -35,7 +35,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from conveyor.testing.pytest_kube import _start, namespace_name
+from conveyor.testing.fixtures import running, start_or_fail
+from conveyor.testing.pytest_kube import namespace_name
 
 log = logging.getLogger("conveyor.testing")
 
@@ -45,11 +46,8 @@ def kube_node():
     """The session's single-node cluster (:class:`~conveyor.testing.node.KubeNode`)."""
     from conveyor.testing.node import KubeNode
 
-    node = _start(lambda: KubeNode().start())
-    try:
+    with running(lambda: KubeNode().start()) as node:
         yield node
-    finally:
-        node.stop()
 
 
 @pytest.fixture(scope="session")
@@ -57,11 +55,8 @@ def node_kafka(kube_node):
     """A Kafka broker on the node IP (PLAINTEXT only), reachable from pods and from the host."""
     from conveyor.testing.kafka import KafkaBroker
 
-    broker = _start(lambda: KafkaBroker(host=kube_node.node_ip, sasl_plain=False, heap="512m").start())
-    try:
+    with running(lambda: KafkaBroker(host=kube_node.node_ip, sasl_plain=False, heap="512m").start()) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +64,7 @@ def node_postgres(kube_node):
     """PostgreSQL on the node IP, admitting connections from the pod CIDR."""
     from conveyor.testing.postgres import PostgresServer
 
-    server = _start(lambda: PostgresServer(host=kube_node.node_ip,
+    server = start_or_fail(lambda: PostgresServer(host=kube_node.node_ip,
                                            client_cidrs=[kube_node.network.pod_cidr]).start())
     try:
         yield server

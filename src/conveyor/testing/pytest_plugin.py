@@ -43,19 +43,10 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
-from conveyor.testing.errors import ComponentUnavailable
+from conveyor.testing.fixtures import running, start_or_fail
 
 log = logging.getLogger("conveyor.testing")
 
-
-def _start(factory: Callable[[], object]):
-    """Call ``factory``; turn ComponentUnavailable into a plain test failure (never a skip)."""
-    error: ComponentUnavailable | None = None
-    try:
-        return factory()
-    except ComponentUnavailable as e:
-        error = e  # fail outside the except block: no "during handling of..." noise
-    pytest.fail(str(error), pytrace=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -86,11 +77,8 @@ def kafka_broker():
     """The session's Kafka (KafkaBroker, or ExternalKafka for $CONVEYOR_KAFKA_BOOTSTRAP)."""
     from conveyor.testing.kafka import start_or_reuse
 
-    endpoint = _start(start_or_reuse)
-    try:
+    with running(start_or_reuse) as endpoint:
         yield endpoint
-    finally:
-        endpoint.stop()
 
 
 @pytest.fixture(scope="session")
@@ -126,11 +114,8 @@ def connect_worker(kafka_bootstrap):
     connector names and delete the connectors they create."""
     from conveyor.testing.connect import ConnectWorker
 
-    worker = _start(lambda: ConnectWorker(kafka_bootstrap).start())
-    try:
+    with running(lambda: ConnectWorker(kafka_bootstrap).start()) as worker:
         yield worker
-    finally:
-        worker.stop()
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------
@@ -141,11 +126,8 @@ def postgres_server():
     """The session's PostgreSQL (PostgresServer, or ExternalPostgres for $CONVEYOR_POSTGRES_URL)."""
     from conveyor.testing.postgres import start_or_reuse
 
-    endpoint = _start(start_or_reuse)
-    try:
+    with running(start_or_reuse) as endpoint:
         yield endpoint
-    finally:
-        endpoint.stop()
 
 
 @pytest.fixture(scope="session")
@@ -158,7 +140,7 @@ def postgres_url(postgres_server) -> str:
 def pg_database(postgres_server, request) -> Iterator[str]:
     """URL of a fresh database for this test (``t_<test name>_<random>``), dropped afterwards."""
     name = f"t_{_slug(request, 40)}_{uuid.uuid4().hex[:8]}"
-    url = _start(lambda: postgres_server.create_database(name))
+    url = start_or_fail(lambda: postgres_server.create_database(name))
     yield url
     with contextlib.suppress(Exception):
         postgres_server.drop_database(name)
@@ -172,8 +154,5 @@ def spark():
     """A local SparkSession (``local[8]``) for the session, stopped at the end."""
     from conveyor.testing.spark import local_spark_session
 
-    session = _start(local_spark_session)
-    try:
+    with running(local_spark_session) as session:
         yield session
-    finally:
-        session.stop()

@@ -38,19 +38,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from conveyor.testing.errors import ComponentUnavailable
+from conveyor.testing.fixtures import running
 
 log = logging.getLogger("conveyor.testing")
 
-
-def _start(factory: Callable[[], object]):
-    """Call ``factory``; turn ComponentUnavailable into a plain test failure (never a skip)."""
-    error: ComponentUnavailable | None = None
-    try:
-        return factory()
-    except ComponentUnavailable as e:
-        error = e  # fail outside the except block: no "during handling of..." noise
-    pytest.fail(str(error), pytrace=False)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -66,11 +57,8 @@ def rabbitmq_server():
     """The session's RabbitMQ (RabbitMQServer, or ExternalRabbitMQ for $CONVEYOR_RABBITMQ_URL)."""
     from conveyor.testing.rabbitmq import start_or_reuse
 
-    endpoint = _start(start_or_reuse)
-    try:
+    with running(start_or_reuse) as endpoint:
         yield endpoint
-    finally:
-        endpoint.stop()
 
 
 @pytest.fixture(scope="session")
@@ -88,11 +76,8 @@ def rabbitmq_node(rabbitmq_server):
     if isinstance(rabbitmq_server, RabbitMQServer):
         yield rabbitmq_server
         return
-    node = _start(lambda: RabbitMQServer().start())
-    try:
+    with running(lambda: RabbitMQServer().start()) as node:
         yield node
-    finally:
-        node.stop()
 
 
 @pytest.fixture

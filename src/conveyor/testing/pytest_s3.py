@@ -31,27 +31,18 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TypeVar
 
 import pytest
 
-from conveyor.testing.errors import ComponentUnavailable
+from conveyor.testing.fixtures import running, start_or_fail
 
 T = TypeVar("T")
 
 _AWS_VARS_TO_CLEAR = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
                       "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 
-
-def _start(factory: Callable[[], T]) -> T:
-    """Call ``factory``; turn ComponentUnavailable into a test failure (never a skip)."""
-    error: ComponentUnavailable | None = None
-    try:
-        return factory()
-    except ComponentUnavailable as exc:
-        error = exc
-    pytest.fail(str(error), pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -64,11 +55,8 @@ def s3_server() -> Iterator[object]:
             env.setenv(name, value)
         for name in _AWS_VARS_TO_CLEAR:
             env.delenv(name, raising=False)
-        server = _start(lambda: S3Server().start())
-        try:
+        with running(lambda: S3Server().start()) as server:
             yield server
-        finally:
-            server.stop()
 
 
 @pytest.fixture
@@ -76,7 +64,7 @@ def s3_bucket(s3_server, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh bucket for this test; deleted (with its objects) afterwards."""
     slug = re.sub(r"[^a-z0-9]+", "-", re.sub(r"^test_?", "", request.node.name.lower())).strip("-")[:40] or "t"
     name = f"t-{slug}-{uuid.uuid4().hex[:10]}".replace("--", "-")
-    _start(lambda: s3_server.create_bucket(name))
+    start_or_fail(lambda: s3_server.create_bucket(name))
     try:
         yield name
     finally:
