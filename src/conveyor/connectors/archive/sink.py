@@ -85,6 +85,7 @@ from conveyor.api import (
     TopicPartition,
 )
 from conveyor.api.sink import Offsets
+from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.archive.config import (
     ArchiveFormat,
     ArchiveSinkConfig,
@@ -97,12 +98,10 @@ from conveyor.connectors.archive.partitioner import TimeFolders
 from conveyor.connectors.archive.storage import TEMP_SUFFIX, Storage
 from conveyor.connectors.archive.value_formats import ValueFiles
 
-VERSION = "0.1.0"
-
 log = logging.getLogger("conveyor.connectors.archive")
 
 
-class ArchiveSinkConnector(SinkConnector):
+class ArchiveSinkConnector(BuiltIn, SinkConnector):
     """Archives Kafka records to files on local disk or S3 (entry point ``archive-sink``).
 
     Every hook runs on the driver's control thread. The connector provisions nothing:
@@ -116,9 +115,6 @@ class ArchiveSinkConnector(SinkConnector):
         self._raw: dict[str, Any] = {}
         self._config: ArchiveSinkConfig | None = None
         self._report: list[str] = []
-
-    def version(self) -> str:
-        return VERSION
 
     def start(self, config: Mapping[str, Any]) -> None:
         """Validate ``config`` and check the storage: the local directory can be created /
@@ -185,7 +181,7 @@ class _Partition:
         self.existing: dict[str, dict[int, str]] = {}
 
 
-class ArchiveSinkTask(SinkTask):
+class ArchiveSinkTask(BuiltIn, SinkTask):
     """Buffers and writes the records of its assigned partitions (see the module docstring).
 
     Every hook runs on the task's runner thread, never concurrently.
@@ -201,9 +197,6 @@ class ArchiveSinkTask(SinkTask):
         self._rotate_s: float | None = None
         self._folders: TimeFolders | None = None
         self._values: ValueFiles | None = None
-
-    def version(self) -> str:
-        return VERSION
 
     @property
     def config(self) -> ArchiveSinkConfig:

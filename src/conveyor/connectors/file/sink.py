@@ -26,10 +26,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from conveyor.api import ConnectError, SinkConnector, SinkRecord, SinkTask, TopicPartition, parse_config
+from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.file.config import FileSinkConfig
 from conveyor.connectors.file.java_text import java_string
 
-VERSION = "0.1.0"
 #: Size of the file object's buffer: lines reach the file when it fills, and at every ``flush``.
 WRITE_BUFFER = 1 << 20
 
@@ -44,7 +44,7 @@ def render_lines(records: Sequence[SinkRecord]) -> bytes:
     return text.encode("utf-8", "replace")  # Java's encoder writes '?' for a lone surrogate
 
 
-class FileSinkConnector(SinkConnector):
+class FileSinkConnector(BuiltIn, SinkConnector):
     """Entry point ``file-sink``: Kafka Connect's ``FileStreamSinkConnector``. Every hook runs
     on the driver's control thread; no I/O."""
 
@@ -52,9 +52,6 @@ class FileSinkConnector(SinkConnector):
 
     def __init__(self) -> None:
         self._config: dict[str, Any] = {}
-
-    def version(self) -> str:
-        return VERSION
 
     def start(self, config: Mapping[str, Any]) -> None:
         cfg = parse_config(FileSinkConfig, config)
@@ -74,7 +71,7 @@ class FileSinkConnector(SinkConnector):
         return True
 
 
-class FileSinkTask(SinkTask):
+class FileSinkTask(BuiltIn, SinkTask):
     """Appends one line per record. Every hook runs on the task's runner thread in a Spark
     Python worker."""
 
@@ -82,9 +79,6 @@ class FileSinkTask(SinkTask):
         self._path: str | None = None
         self._file: Any = None
         self.lines_written = 0
-
-    def version(self) -> str:
-        return VERSION
 
     def start(self, config: Mapping[str, Any]) -> None:
         """Open ``file`` for appending (created if missing).

@@ -49,10 +49,10 @@ from conveyor.api import (
     SourceRecord,
     SourceTask,
 )
+from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.file.config import FileSourceConfig, load_source_config
 from conveyor.connectors.file.lines import LineSplitter
 
-VERSION = "0.1.0"
 #: Kafka Connect's ``FileStreamSourceTask.FILENAME_FIELD`` / ``POSITION_FIELD``.
 FILENAME_FIELD = "filename"
 POSITION_FIELD = "position"
@@ -93,7 +93,7 @@ def committed_position(offset: Mapping[str, Any] | None, filename: str) -> int:
     return value
 
 
-class FileSourceConnector(SourceConnector):
+class FileSourceConnector(BuiltIn, SourceConnector):
     """Entry point ``file-source``: Kafka Connect's ``FileStreamSourceConnector``. Every hook
     runs on the driver's control thread; no I/O."""
 
@@ -101,9 +101,6 @@ class FileSourceConnector(SourceConnector):
 
     def __init__(self) -> None:
         self._config: dict[str, Any] = {}
-
-    def version(self) -> str:
-        return VERSION
 
     def start(self, config: Mapping[str, Any]) -> None:
         cfg = load_source_config(config)
@@ -149,7 +146,7 @@ class FileSourceConnector(SourceConnector):
         return True
 
 
-class FileSourceTask(SourceTask):
+class FileSourceTask(BuiltIn, SourceTask):
     """Tails one file. Every hook runs on the task's runner thread in a Spark Python worker."""
 
     def __init__(self) -> None:
@@ -160,9 +157,6 @@ class FileSourceTask(SourceTask):
         self._lines = LineSplitter()
         self._warned_missing = False
         self._stopping = threading.Event()
-
-    def version(self) -> str:
-        return VERSION
 
     @property
     def position(self) -> int:

@@ -56,11 +56,10 @@ from conveyor.api import (
     TopicPartition,
 )
 from conveyor.api.sink import Offsets
+from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.postgres import db, offsets
 from conveyor.connectors.postgres.config import PostgresSinkConfig, load_config
 from conveyor.connectors.postgres.writer import Plan, Rejects, ShapeChanged, Writer
-
-VERSION = "0.1.0"
 
 _TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
 # What the database refuses because of a record's data (SQLSTATE classes 22 and 23: a value
@@ -71,7 +70,7 @@ _partition_key = attrgetter("original_topic", "original_kafka_partition")
 _offset = attrgetter("original_kafka_offset")
 
 
-class PostgresSinkConnector(SinkConnector):
+class PostgresSinkConnector(BuiltIn, SinkConnector):
     """Writes Kafka records to PostgreSQL tables (like Confluent's JDBC sink).
 
     Every hook runs on the driver's control thread. The connector holds no connection
@@ -86,9 +85,6 @@ class PostgresSinkConnector(SinkConnector):
         self._raw: dict[str, Any] = {}
         self._config: PostgresSinkConfig | None = None
         self._cleanup: list[str] = []
-
-    def version(self) -> str:
-        return VERSION
 
     def start(self, config: Mapping[str, Any]) -> None:
         """Validate ``config`` and check the database answers (one short connection).
@@ -169,7 +165,7 @@ class PostgresSinkConnector(SinkConnector):
         return True
 
 
-class PostgresSinkTask(SinkTask):
+class PostgresSinkTask(BuiltIn, SinkTask):
     """Writes the records of its assigned partitions. Every hook runs on the task's
     runner thread (never concurrently); the task owns one connection."""
 
@@ -185,9 +181,6 @@ class PostgresSinkTask(SinkTask):
         # during pre_commit/flush; raised by the next put. The runtime only logs a failed
         # pre_commit (as Kafka Connect does), so this is how the task fails.
         self._failure: ConnectError | None = None
-
-    def version(self) -> str:
-        return VERSION
 
     @property
     def config(self) -> PostgresSinkConfig:

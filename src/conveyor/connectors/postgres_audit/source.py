@@ -87,6 +87,7 @@ from conveyor.api import (
     SourceTask,
     TransactionContext,
 )
+from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.postgres_audit import db, provision
 from conveyor.connectors.postgres_audit.config import (
     AuditNames,
@@ -96,7 +97,6 @@ from conveyor.connectors.postgres_audit.config import (
 )
 from conveyor.connectors.postgres_audit.reader import AuditReader
 
-VERSION = "0.1.0"
 log = logging.getLogger(__name__)
 
 _TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
@@ -110,7 +110,7 @@ def source_partition(table: TableName) -> dict[str, str]:
     return {"schema": table.schema, "table": table.table}
 
 
-class PostgresAuditSourceConnector(SourceConnector):
+class PostgresAuditSourceConnector(BuiltIn, SourceConnector):
     """Captures row changes of PostgreSQL tables through triggers (entry point
     ``postgres-audit-source``; configuration in :mod:`.config`, objects in :mod:`.provision`).
 
@@ -125,9 +125,6 @@ class PostgresAuditSourceConnector(SourceConnector):
         self._config: PostgresAuditSourceConfig | None = None
         self._report: list[str] = []
         self.provisioned: list[str] = []
-
-    def version(self) -> str:
-        return VERSION
 
     def validate(self, config: Mapping[str, Any]) -> PostgresAuditSourceConfig:
         """Parse ``config``; no I/O. ``name`` may still be missing here (the runtime adds it).
@@ -220,7 +217,7 @@ class PostgresAuditSourceConnector(SourceConnector):
         return self._config
 
 
-class PostgresAuditSourceTask(SourceTask):
+class PostgresAuditSourceTask(BuiltIn, SourceTask):
     """Emits the audit rows of its tables. Every hook runs on the task's runner thread in the
     Spark executor, never concurrently; the task owns one connection (``LISTEN``-ing)."""
 
@@ -233,9 +230,6 @@ class PostgresAuditSourceTask(SourceTask):
         self._tables: dict[tuple[str, str], TableName] = {}
         self._transactions: TransactionContext | None = None
         self._pruned: dict[TableName, int] = {}  # audit ids deleted up to, per table
-
-    def version(self) -> str:
-        return VERSION
 
     @property
     def offsets(self) -> dict[TableName, int]:

@@ -53,12 +53,13 @@ from conveyor.api import (
     ConnectError,
     SinkConnector,
 )
+from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.rabbitmq.config import (
     RabbitMQSinkConfig,
     load_config,
 )
 from conveyor.connectors.rabbitmq.link import LinkDown
-from conveyor.connectors.rabbitmq.task import VERSION, RabbitMQSinkTask
+from conveyor.connectors.rabbitmq.task import RabbitMQSinkTask
 from conveyor.connectors.rabbitmq.topology import (
     admin_link,
     check_exchange,
@@ -71,7 +72,7 @@ from conveyor.connectors.rabbitmq.topology import (
 log = logging.getLogger(__name__)
 
 
-class RabbitMQSinkConnector(SinkConnector):
+class RabbitMQSinkConnector(BuiltIn, SinkConnector):
     """Publishes Kafka records to durable RabbitMQ queues, one queue per topic by default.
 
     Every hook runs on the driver's control thread. The connector holds no connection
@@ -85,9 +86,6 @@ class RabbitMQSinkConnector(SinkConnector):
         self._config: RabbitMQSinkConfig | None = None
         self._declared: dict[str, None] = {}
         self._cleanup: list[str] = []
-
-    def version(self) -> str:
-        return VERSION
 
     def start(self, config: Mapping[str, Any]) -> None:
         """Validate ``config``, connect once, check ``rabbitmq.exchange`` exists and declare the

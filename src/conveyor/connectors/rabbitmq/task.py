@@ -22,6 +22,7 @@ from conveyor.api import (
     TopicPartition,
 )
 from conveyor.api.sink import Offsets
+from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.rabbitmq.config import (
     NullValues,
     RabbitMQSinkConfig,
@@ -42,11 +43,9 @@ from conveyor.connectors.rabbitmq.topology import (
     where,
 )
 
-VERSION = "0.1.0"
-
 log = logging.getLogger(__name__)
 
-class RabbitMQSinkTask(SinkTask):
+class RabbitMQSinkTask(BuiltIn, SinkTask):
     """Publishes the records of its partitions. Every hook runs on the task's runner thread
     (never concurrently); the task owns one AMQP connection.
 
@@ -69,9 +68,6 @@ class RabbitMQSinkTask(SinkTask):
         self._failures_unlogged = 0
         self.stats = dict.fromkeys(("published", "confirmed", "nacked", "returned", "resent", "lost"), 0)
         self.deleted: list[str] = []
-
-    def version(self) -> str:
-        return VERSION
 
     @property
     def config(self) -> RabbitMQSinkConfig:
