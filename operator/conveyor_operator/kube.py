@@ -1,5 +1,6 @@
-"""The few API server calls the operator makes, over the official ``kubernetes`` client:
-server-side apply, create, get, delete, and merge patches of a Connector's status and annotations."""
+"""The few API server calls the operator makes, over the official ``kubernetes`` client's
+``kubernetes.dynamic``: server-side apply, create, get, delete, and merge patches of a Connector's
+status and annotations."""
 
 from __future__ import annotations
 
@@ -56,12 +57,17 @@ class _Discovery(DynamicClient):
         return super().request(method, path, body, **params)
 
 
-class Kube:
-    """API calls with one shared :class:`kubernetes.client.ApiClient` (thread-safe; its
-    connection pool should be as large as the operator's worker pool).
+def _plain(_client: Any, data: Any) -> Any:
+    return data
 
-    Every method raises :class:`kubernetes.client.rest.ApiException` for an error
-    answer other than the 404s documented per method.
+
+class Kube:
+    """API calls through ``kubernetes.dynamic`` (paths from the API server's discovery) over one
+    shared :class:`kubernetes.client.ApiClient` (thread-safe; its connection pool should be as
+    large as the operator's worker pool).
+
+    Every method raises :class:`kubernetes.client.rest.ApiException` (``kubernetes.dynamic``'s
+    subclasses of it) for an error answer other than the 404s documented per method.
     """
 
     def __init__(self, api_client: client.ApiClient, field_manager: str,
@@ -86,20 +92,27 @@ class Kube:
         key = (api_version, kind)
         resource = self._resources.get(key)
         if resource is None:
-            with self._discovery_lock:
-                if self._discovery is None:
-                    self._discovery = _Discovery(self.api, self.request_timeout_s)
-                resource = self._resources[key] = self._discovery.resources.get(api_version=api_version, kind=kind)
+            resource = self._resources[key] = self._client().resources.get(api_version=api_version, kind=kind)
         return resource.path(name=name, namespace=namespace)
+
+    def _client(self) -> _Discovery:
+        if self._discovery is not None:
+            return self._discovery
+        with self._discovery_lock:
+            if self._discovery is None:
+                self._discovery = _Discovery(self.api, self.request_timeout_s)
+            return self._discovery
 
     def _call(self, path: str, method: str, body: Any = None, query: list | None = None,
               content_type: str = "application/json") -> Any:
-        return self.api.call_api(
-            path, method, query_params=query or [], header_params={"Content-Type": content_type,
-                                                                   "Accept": "application/json"},
-            body=body, response_types_map={200: "object", 201: "object"}, auth_settings=["BearerToken"],
-            _return_http_data_only=True, _request_timeout=self.request_timeout_s,
-        )
+        """One request through ``kubernetes.dynamic``; the answer as plain JSON data.
+
+        Raises:
+            kubernetes.dynamic.exceptions.DynamicApiError: (an :class:`ApiException`) an error answer.
+        """
+        return self._client().request(method, path, body=body, query_params=list(query or []),
+                                      header_params={"Accept": "application/json"}, content_type=content_type,
+                                      serializer=_plain)
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply ``obj`` as the operator's field manager, taking over conflicts."""
