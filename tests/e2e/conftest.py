@@ -44,10 +44,10 @@ def images_building() -> Iterator[Future]:
 def conveyor_images(kube_node, images_building):
     """``{"runtime": BuiltImage, "operator": BuiltImage}``, imported into the node."""
     from conveyor.testing import _support
-    from conveyor.testing.pytest_kube import _start
+    from conveyor.testing.fixtures import start_or_fail
 
     with _support.outside_test_timeout():  # each build step has its own timeout
-        images = _start(images_building.result)
+        images = start_or_fail(images_building.result)
     for image in images.values():
         kube_node.import_image(image.archive, image.ref)
     return images
