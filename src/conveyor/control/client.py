@@ -23,7 +23,7 @@ from conveyor.control.auth import authorization_header
 from conveyor.control.errors import DriverRefused, DriverTimedOut, DriverUnreachable
 from conveyor.control.protocol import Directive, TaskReport
 
-__all__ = ["DriverClient", "DriverRefused", "DriverTimedOut", "DriverUnreachable", "open_direct"]
+__all__ = ["DriverClient", "DriverRefused", "DriverTimedOut", "DriverUnreachable"]
 
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
@@ -36,7 +36,7 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}), _RefuseRedirects())
 
 
-def open_direct(request: urllib.request.Request, timeout_s: float) -> Any:
+def _open_direct(request: urllib.request.Request, timeout_s: float) -> Any:
     """Send ``request`` (which may carry a token) to its URL and nowhere else: ``HTTP_PROXY`` and
     ``http_proxy`` are ignored, and a redirect is not followed (urllib would repeat the request,
     ``Authorization`` header included, at the ``Location``).
@@ -100,7 +100,7 @@ class DriverClient:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=self._headers)
         try:
-            with open_direct(request, timeout_s) as response:
+            with _open_direct(request, timeout_s) as response:
                 return response.status, _document(response.read())
         except urllib.error.HTTPError as exc:
             with exc:

@@ -77,7 +77,7 @@ class ManagedServer(Endpoint):
         was taken in between (``port_taken``); :meth:`stop` between attempts. Clears processes
         a killed earlier run left behind first."""
         _support.reap_stale()
-        _support.start_with_port_retries(start_once, self.stop, port_taken, self.component)  # type: ignore[attr-defined]
+        _support.start_with_port_retries(start_once, self.stop, port_taken, self.component)
 
     def _kill(self) -> None:
         """Close the cached client (a JVM would wait on its idle keep-alive connection), then

@@ -25,9 +25,9 @@ Typical use::
             ...
 
 ``guest`` may only log in over loopback (RabbitMQ's default), which is what the harness uses.
-:func:`start_or_reuse` returns an :class:`ExternalRabbitMQ` for ``$CONVEYOR_RABBITMQ_URL`` when
+:func:`start_or_reuse` returns an :class:`~conveyor.testing.rabbitmq_client.ExternalRabbitMQ` for ``$CONVEYOR_RABBITMQ_URL`` when
 that is set, else a freshly started :class:`RabbitMQServer`; both share
-:class:`RabbitMQEndpoint`'s interface (``ctl``, ``pause`` and ``restart`` need a harness-started
+:class:`~conveyor.testing.rabbitmq_client.RabbitMQEndpoint`'s interface (``ctl``, ``pause`` and ``restart`` need a harness-started
 node). Failures to find, start or reach the broker raise
 :class:`~conveyor.testing.errors.ComponentUnavailable` (component ``"rabbitmq"``).
 """
@@ -51,14 +51,10 @@ from typing import Any
 from conveyor.testing import _support
 from conveyor.testing.errors import ComponentUnavailable, reuse_or_start
 from conveyor.testing.managed_server import ManagedServer
-from conveyor.testing.rabbitmq_client import ENV_URL, ExternalRabbitMQ, Message, RabbitMQEndpoint, load_pika
+from conveyor.testing.rabbitmq_client import ENV_URL, ExternalRabbitMQ, RabbitMQEndpoint, load_pika
 
 __all__ = [
     "ENV_HOME",
-    "ENV_URL",
-    "ExternalRabbitMQ",
-    "Message",
-    "RabbitMQEndpoint",
     "RabbitMQServer",
     "find_epmd",
     "find_server_script",
