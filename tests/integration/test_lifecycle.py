@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 import yaml
+from confluent_kafka import Consumer
 
 from conveyor.control.protocol import current_pod
 from conveyor.manifest import ConnectorManifest, ConnectorState
@@ -165,6 +166,64 @@ def test_connector_created_paused_puts_nothing_until_resumed(kafka_bootstrap, to
         d.resume()
         wait_until(lambda: len(_put_ids(journal)) >= 20, message="records after resuming")
         assert d.status()["connector"]["state"] == "RUNNING"
+    assert sorted(_put_ids(journal)) == list(range(20))
+
+
+def test_a_partition_revoked_while_paused_is_read_again_when_it_comes_back(
+    kafka_bootstrap, topic_factory, spark, tmp_path
+):
+    """librdkafka keeps a partition paused after it is unassigned: a partition taken away
+    while the connector is paused and given back after it resumed must be fetched again,
+    and the records held back while paused are put once."""
+    topic = topic_factory(partitions=2)
+    journal = tmp_path / "j.jsonl"
+    name = _name()
+    produce(kafka_bootstrap, topic, _values(10))
+    config = _config(topic, journal, **{"offset.flush.interval.ms": "300"})
+    with running_connector(connector_manifest(name, RECORDING, kafka_bootstrap, config), spark) as d:
+        wait_until(lambda: len(_put_ids(journal)) >= 10, message="records before pausing")
+        d.pause()
+        wait_until(lambda: d.status()["tasks"][0]["state"] == "PAUSED", message="task PAUSED")
+        produce(kafka_bootstrap, topic, _values(10, start=10))  # fetched while paused, so held back
+        commits = len(_events(journal, "pre_commit"))
+        wait_until(lambda: len(_events(journal, "pre_commit")) >= commits + 3, message="commits while paused")
+        outsider = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"connect-{name}",
+                             "partition.assignment.strategy": "cooperative-sticky", "enable.auto.commit": False,
+                             "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        try:
+            outsider.subscribe([topic])
+
+            def outsider_holds_one() -> bool:
+                outsider.consume(10, 0.2)
+                return len(outsider.assignment()) == 1 and len(d.status()["tasks"][0]["assignment"]) == 1
+
+            wait_until(outsider_holds_one, message="a second group member took a partition")
+            d.resume()
+            wait_until(lambda: d.status()["tasks"][0]["state"] == "RUNNING", message="task RUNNING")
+        finally:
+            outsider.unsubscribe()
+            outsider.close()
+        wait_until(lambda: len(d.status()["tasks"][0]["assignment"]) == 2, message="both partitions back")
+        produce(kafka_bootstrap, topic, _values(10, start=20))
+        wait_until(lambda: len(set(_put_ids(journal))) >= 30, timeout_s=30, message="every record after the resume")
+    assert sorted(_put_ids(journal)) == list(range(30)), "each record put once"
+
+
+def test_partitions_a_task_pauses_in_open_put_nothing_until_it_resumes_them(
+    kafka_bootstrap, topic_factory, spark, tmp_path
+):
+    """``SinkTaskContext.pause`` from ``open``, right as the partitions are assigned, then
+    ``resume`` from a later ``pre_commit`` (Kafka Connect's ``WorkerSinkTask``)."""
+    topic = topic_factory(partitions=2)
+    journal = tmp_path / "j.jsonl"
+    produce(kafka_bootstrap, topic, _values(20))
+    config = _config(topic, journal, **{"offset.flush.interval.ms": "300", "pause.on.open": "true",
+                                        "resume.at.pre_commit": "5"})
+    with running_connector(connector_manifest(_name(), RECORDING, kafka_bootstrap, config), spark):
+        wait_until(lambda: _events(journal, "resumed"), message="the task resumes its partitions")
+        wait_until(lambda: len(_put_ids(journal)) >= 20, message="records after the task resumed")
+    events = [e["event"] for e in read_journal(journal) if e["event"] in ("put", "resumed")]
+    assert events[0] == "resumed", events
     assert sorted(_put_ids(journal)) == list(range(20))
 
 

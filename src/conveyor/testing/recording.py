@@ -12,6 +12,9 @@ Behaviour knobs (all optional, in the connector config):
 * ``pre_commit``: ``default`` (commit what is offered), ``empty`` (commit nothing),
   ``beyond`` (ask for offsets past what was consumed and for an unassigned partition).
 * ``rewind.on.open``: ``"topic:partition:offset,..."`` rewinds applied from ``open``.
+* ``pause.on.open``: ``true``: ``open`` pauses its partitions (``context.pause``).
+* ``resume.at.pre_commit``: the Nth ``pre_commit`` resumes every assigned partition
+  (``context.resume``) and journals ``resumed``.
 * ``report.errant.values``: comma-separated values that ``put`` reports as errant.
 * ``request.commit.every``: call ``context.request_commit()`` every N records.
 * ``slow.put.seconds``: the first non-empty ``put`` sleeps this long (to exceed
@@ -74,6 +77,8 @@ class RecordingSinkTask(SinkTask):
         self.commit_every = int(config.get("request.commit.every", 0))
         self.seen = 0
         self.slow_put_s = float(config.get("slow.put.seconds", 0))
+        self.resume_at = int(config.get("resume.at.pre_commit", 0))
+        self.pre_commits = 0
         self.journal.write("start", config={k: v for k, v in config.items() if k != "journal.path"})
 
     def open(self, partitions: Sequence[TopicPartition]) -> None:
@@ -87,6 +92,8 @@ class RecordingSinkTask(SinkTask):
                     rewinds[tp] = int(offset)
         if rewinds:
             self.context.offset(rewinds)
+        if str(self.config.get("pause.on.open", "false")).lower() == "true":
+            self.context.pause(*partitions)
 
     def put(self, records: Sequence[SinkRecord]) -> None:
         if records and self.slow_put_s:
@@ -130,6 +137,10 @@ class RecordingSinkTask(SinkTask):
 
     def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
         closing = self.context.is_closing()
+        self.pre_commits += 1
+        if self.pre_commits == self.resume_at:
+            self.context.resume(*self.context.assignment())
+            self.journal.write("resumed", partitions=sorted(_tp(tp) for tp in self.context.assignment()))
         slow = float(self.config.get("slow.closing.pre_commit.seconds", 0))
         if closing and slow:
             import time

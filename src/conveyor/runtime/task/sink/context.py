@@ -100,7 +100,6 @@ class RunnerSinkContext(SinkTaskContext):
         self.assigned: set[TopicPartition] = set()
         self.rewinds: dict[TopicPartition, int] = {}
         self.paused_by_task: set[TopicPartition] = set()
-        self.pause_requests: list[tuple[bool, tuple[TopicPartition, ...]]] = []
         self.retry_timeout: timedelta | None = None
         self.commit_requested = False
         self.closing = False
@@ -123,12 +122,10 @@ class RunnerSinkContext(SinkTaskContext):
     def pause(self, *partitions: TopicPartition) -> None:
         self._check_assigned("pause", partitions)
         self.paused_by_task.update(partitions)
-        self.pause_requests.append((True, partitions))
 
     def resume(self, *partitions: TopicPartition) -> None:
         self._check_assigned("resume", partitions)
         self.paused_by_task.difference_update(partitions)
-        self.pause_requests.append((False, partitions))
 
     def request_commit(self) -> None:
         self.commit_requested = True

@@ -18,7 +18,7 @@ log = logging.getLogger("conveyor.runtime.task.sink.runner")  # the runner's: li
 
 class SinkRebalance:
     """The consumer's ``on_assign``, ``on_revoke`` and ``on_lost``; uses the runner's task,
-    its commits and its paused partitions."""
+    its commits and its paused partitions (:mod:`.pausing`)."""
 
     def _on_assign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         assert self.task and self.context
@@ -43,9 +43,7 @@ class SinkRebalance:
                 assign.append(KafkaTopicPartition(tp.topic, tp.partition, rewind))
             else:
                 assign.append(KafkaTopicPartition(tp.topic, tp.partition, OFFSET_INVALID))
-        self._assign(consumer, assign)
-        if self._paused_by_directive or self._paused_for_retry:
-            consumer.pause(assign)
+        self._assign(consumer, assign)  # paused by SinkPausing once it delivers, if held
 
     def _assign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         if self._cooperative:
@@ -87,6 +85,7 @@ class SinkRebalance:
         self._unassign(consumer, partitions)
 
     def _unassign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        self._unpause_leaving(consumer, partitions)
         if self._cooperative:
             consumer.incremental_unassign(partitions)
         else:

@@ -16,7 +16,7 @@ Closing-aware commits (KIP-275), the sequence for every trigger:
 
 Why a closing commit cannot hang on a rebalance: :mod:`.commits`. The runner is put together
 from its parts: conversion of records (:mod:`.conversion`), commits (:mod:`.commits`) and
-rebalance callbacks (:mod:`.rebalance`).
+rebalance callbacks (:mod:`.rebalance`) and paused partitions (:mod:`.pausing`).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from conveyor.runtime.task.sink.context import (
     RunnerSinkContext,
 )
 from conveyor.runtime.task.sink.conversion import SinkConversion
+from conveyor.runtime.task.sink.pausing import SinkPausing
 from conveyor.runtime.task.sink.rebalance import SinkRebalance
 from conveyor.transforms.chain import TransformationChain
 
@@ -92,7 +93,7 @@ def producer_config(spec: TaskSpec) -> dict[str, Any]:
                          prefixed(spec.connector_config, "producer.override."))
 
 
-class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, TaskRunner):
+class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, TaskRunner):
     """One run of one sink task; ``run()`` returns its final report and never raises
     for a failure of the task itself (that is reported as ``FAILED``)."""
 
@@ -112,6 +113,7 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, TaskRunner):
         self._retry_at = 0.0
         self._paused_for_retry = False
         self._paused_by_directive = False
+        self._consumer_paused: set[TopicPartition] = set()
         self._next_commit = 0.0
         self.records_read = 0
         self.records_put = 0
@@ -178,15 +180,16 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, TaskRunner):
                 self.context.commit_requested = False
                 self._commit(closing=False)
                 self._next_commit = now + interval
-            self._apply_pause_requests()
+            if self._consumer_paused:
+                self._release_holds()
             self._apply_rewinds()
             msgs = self.consumer.consume(self.settings.max_poll_records, self._poll_timeout(now))
             self._raise_callback_error()
+            if msgs and self._holding():
+                msgs = self._hold_back(msgs)
             batch, offsets = self._convert(msgs) if msgs else ([], {})
             self.records_read += len(msgs)
             if self._retry_batch is not None:
-                self._retry_batch.extend(batch)
-                self._retry_offsets.update(offsets)
                 if time.monotonic() >= self._retry_at:
                     batch, offsets = self._retry_batch, self._retry_offsets
                     self._deliver(batch, offsets)
@@ -202,47 +205,12 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, TaskRunner):
     _callback_error: TaskFailed | None = None
     _cooperative = True
 
-    # ------------------------------------------------------------------ pausing and rewinds
+    # ------------------------------------------------------------------ rewinds
 
     def _raise_callback_error(self) -> None:
         if self._callback_error is not None:
             error, self._callback_error = self._callback_error, None
             raise error
-
-    def _follow_pause(self, paused: bool) -> None:
-        if paused == self._paused_by_directive:
-            return
-        self._paused_by_directive = paused
-        self.state = TaskState.PAUSED if paused else TaskState.RUNNING
-        self._refresh_pause()
-
-    def _pause_for_retry(self, paused: bool) -> None:
-        self._paused_for_retry = paused
-        self._refresh_pause()
-
-    def _refresh_pause(self) -> None:
-        assert self.consumer and self.context
-        assigned = [KafkaTopicPartition(tp.topic, tp.partition) for tp in self.context.assigned]
-        if not assigned:
-            return
-        if self._paused_by_directive or self._paused_for_retry:
-            self.consumer.pause(assigned)
-        else:
-            resume = [p for p in assigned if self._tp(p.topic, p.partition) not in self.context.paused_by_task]
-            if resume:
-                self.consumer.resume(resume)
-
-    def _apply_pause_requests(self) -> None:
-        assert self.consumer and self.context
-        requests, self.context.pause_requests = self.context.pause_requests, []
-        for pause, tps in requests:
-            kafka_tps = [KafkaTopicPartition(tp.topic, tp.partition) for tp in tps if tp in self.context.assigned]
-            if not kafka_tps:
-                continue
-            if pause:
-                self.consumer.pause(kafka_tps)
-            elif not (self._paused_by_directive or self._paused_for_retry):
-                self.consumer.resume(kafka_tps)
 
     def _apply_rewinds(self) -> None:
         assert self.consumer and self.context
