@@ -5,7 +5,9 @@
 * raw ceiling: one confluent-kafka consumer in this Python process reading everything
   (``consume(500)``, touching key and value), the best a Python sink could do;
 * Conveyor with the no-op sink, 1 task and 2 tasks (bytes converters: no decoding, so
-  the figure is the runtime's own overhead);
+  the figure is the runtime's own overhead), and with 1 task on the record path
+  (``conveyor.batch.path.enable=false``);
+* the file sink with ``StringConverter`` on the record path and on the batch path;
 * the PostgreSQL sink (JSON values, insert mode, 1 and 2 tasks) against a plain psycopg
   load of the same rows: one process consuming the topic, decoding the JSON and COPYing
   batches of the same size into an identical table, committing offsets after each. A
@@ -123,6 +125,13 @@ def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int
     return records / (end - start)
 
 
+def file_sink(bootstrap: str, topic: str, records: int, config: dict[str, Any], spark: Any) -> float:
+    """The file sink with one task, until every line is flushed (a ``pre_commit``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return run_connector(bootstrap, topic, records, "file-sink", 1, {**config, "file": f"{tmp}/out.txt"}, spark,
+                             durable=True)
+
+
 def wait_for_settled_assignment(task_statuses: Callable[[], list[dict[str, Any]]], tasks: int,
                                 timeout_s: float = 120.0) -> None:
     """Until every task has its share of the partitions, unchanged for a second: the
@@ -211,8 +220,11 @@ def _fastest_json_loads() -> Any:
 MEASUREMENTS = (
     # key, label, baseline key, target ratio
     ("raw", "raw confluent-kafka consume (1 consumer)", None, None),
+    ("noop1r", "conveyor no-op sink, 1 task, record path", "raw", 0.70),
     ("noop1", "conveyor no-op sink, 1 task", "raw", 0.70),
     ("noop2", "conveyor no-op sink, 2 tasks", "raw", 0.70),
+    ("file1r", "file-sink (strings), 1 task, record path", None, None),
+    ("file1", "file-sink (strings), 1 task, batch path", "file1r", 1.00),
     ("copy", "PostgreSQL COPY of decoded rows from memory", None, None),
     ("plain", "plain psycopg load from Kafka (1 process)", None, None),
     ("pg1", "conveyor postgres-sink, 1 task", "plain", 0.60),
@@ -223,12 +235,19 @@ MEASUREMENTS = (
 def one_round(bootstrap: str, topic: str, pg_url: str, n: int, spark: Any) -> dict[str, float]:
     """Every measurement once, in the order of :data:`MEASUREMENTS`."""
     bytes_conv = {"key.converter": "bytes", "value.converter": "bytes"}
+    records_path = {"conveyor.batch.path.enable": "false"}
+    strings = {"key.converter": "org.apache.kafka.connect.storage.StringConverter",
+               "value.converter": "org.apache.kafka.connect.storage.StringConverter"}
     pg_sink_config = {"connection.url": pg_url, "auto.create": "true", "batch.size": "5000",
                       "value.converter": "json", "value.converter.schemas.enable": "false"}
     return {
         "raw": raw_ceiling(bootstrap, topic, n),
+        "noop1r": run_connector(bootstrap, topic, n, "noop-sink", 1, {**bytes_conv, **records_path}, spark,
+                                durable=False),
         "noop1": run_connector(bootstrap, topic, n, "noop-sink", 1, bytes_conv, spark, durable=False),
         "noop2": run_connector(bootstrap, topic, n, "noop-sink", 2, bytes_conv, spark, durable=False),
+        "file1r": file_sink(bootstrap, topic, n, {**strings, **records_path}, spark),
+        "file1": file_sink(bootstrap, topic, n, strings, spark),
         "copy": plain_copy_from_memory(pg_url, n),
         "plain": plain_kafka_to_postgres(bootstrap, topic, pg_url, n, batch=5000),
         "pg1": run_connector(bootstrap, topic, n, "postgres-sink", 1, pg_sink_config, spark, durable=True),

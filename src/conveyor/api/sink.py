@@ -6,6 +6,7 @@ Lifecycle of one sink task, as Kafka Connect's ``WorkerSinkTask`` with KIP-275's
     initialize(context) → start(config)
     → open(partitions)                         on each assignment
     → put(records) … put(records)              after conversion and transformations
+      (or put_batch(batch) …: the same records as Arrow columns, :mod:`conveyor.api.batches`)
     → pre_commit(offsets) → commit             every offset.flush.interval.ms and on
                                                context.request_commit()
     → pre_commit(offsets) [is_closing() True] → commit (synchronous) → close(partitions)
@@ -24,9 +25,12 @@ import abc
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conveyor.api.records import SinkRecord, TopicPartition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 from conveyor.api.tasks import Task
 
 Offsets = Mapping[TopicPartition, int]
@@ -139,6 +143,26 @@ class SinkTask(Task, abc.ABC):
             Exception: anything else fails the task after a closing commit of the
                 records already processed by earlier ``put`` calls.
         """
+
+    def put_batch(self, batch: pa.RecordBatch) -> None:
+        """Write (or buffer) records in columnar form: an Arrow record batch, one row per
+        record, its columns described in :mod:`conveyor.api.batches`; may have no rows.
+
+        Optional: a task that overrides it gets its records here instead of through
+        :meth:`put` whenever the batch path applies (``StringConverter`` or
+        ``ByteArrayConverter`` for keys and values, no transformation chain, no
+        ``header.converter``, ``conveyor.batch.path.enable`` true), and through :meth:`put`
+        otherwise. Every other contract is the same on both paths: the offsets
+        ``pre_commit`` sees, ``is_closing()``, rewinds, pause and resume, retries.
+        The default hands the rows to :meth:`put` as records.
+
+        Raises:
+            RetriableError: as from :meth:`put`: the same batch is delivered again.
+            Exception: as from :meth:`put`: the task fails.
+        """
+        from conveyor.api.batches import sink_records
+
+        self.put(sink_records(batch))
 
     def flush(self, offsets: Offsets) -> None:  # noqa: B027 - optional hook
         """Make everything up to ``offsets`` durable; called by the default ``pre_commit``."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from conveyor.api import SinkConnector, SinkRecord, SinkTask, Task
 
 
@@ -19,6 +21,9 @@ class NoopSinkTask(SinkTask):
 
     def put(self, records: Sequence[SinkRecord]) -> None:
         self.count += len(records)
+
+    def put_batch(self, batch: pa.RecordBatch) -> None:
+        self.count += batch.num_rows
 
 
 class NoopSinkConnector(SinkConnector):

@@ -37,7 +37,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from conveyor.api import ConnectError, RetriableError, SinkConnector, SinkRecord, SinkTask, Task, TopicPartition
+from conveyor.api.batches import sink_records
 
 
 def _tp(tp: TopicPartition) -> str:
@@ -170,6 +173,15 @@ class RecordingSinkTask(SinkTask):
         self.journal.write("stop", connector_deleted=connector_deleted)
 
 
+class RecordingBatchSinkTask(RecordingSinkTask):
+    """Takes record batches (``put_batch``): journals ``put_batch`` with the row count, then
+    handles the rows as :meth:`RecordingSinkTask.put` does (every knob applies)."""
+
+    def put_batch(self, batch: pa.RecordBatch) -> None:
+        self.journal.write("put_batch", rows=batch.num_rows, value_type=str(batch.schema.field("value").type))
+        self.put(sink_records(batch))
+
+
 class RecordingSinkConnector(SinkConnector):
     """Hands every task the connector's config plus ``task.id``."""
 
@@ -223,3 +235,10 @@ def _headers(record: SinkRecord) -> dict[str, Any]:
     if not record.headers:
         return {}
     return {"headers": [[h.key, h.value, None if h.schema is None else h.schema.type.value] for h in record.headers]}
+
+
+class RecordingBatchSinkConnector(RecordingSinkConnector):
+    """:class:`RecordingSinkConnector` whose tasks take record batches."""
+
+    def task_class(self) -> type[Task]:
+        return RecordingBatchSinkTask

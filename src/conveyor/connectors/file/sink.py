@@ -4,6 +4,8 @@
 * ``task_configs(max_tasks)`` returns ``max_tasks`` copies of the connector's configuration,
   as Kafka Connect does: with ``tasks.max`` above 1 several tasks append to the same path
   (each on its executor's file system), lines of different tasks interleaved.
+* Records come as Arrow record batches where the batch path applies (``put_batch``):
+  ``StringConverter`` values are joined into lines in Arrow, one buffer per batch.
 * Each record becomes one line: ``String.valueOf(record.value())`` and ``\\n``, as
   ``PrintStream.println`` prints it (:func:`.java_text.java_string`: ``{a=1, b=x}`` for a
   schemaless JSON object, ``Struct{...}``, ``null``, ``1.0E7``...), UTF-8, a lone surrogate
@@ -25,7 +27,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from conveyor.api import ConnectError, SinkConnector, SinkRecord, SinkTask, TopicPartition, parse_config
+from conveyor.api.batches import VALUE, sink_records
 from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.file.config import FileSinkConfig
 from conveyor.connectors.file.java_text import java_string
@@ -42,6 +48,15 @@ def render_lines(records: Sequence[SinkRecord]) -> bytes:
         return b""
     text = "\n".join([java_string(r.value, r.value_schema) for r in records]) + "\n"
     return text.encode("utf-8", "replace")  # Java's encoder writes '?' for a lone surrogate
+
+
+def render_string_lines(values: pa.StringArray) -> list[pa.Buffer | bytes]:
+    """What :func:`render_lines` writes for records whose values are these strings (a null
+    value prints ``null``), built in Arrow: the lines joined in one buffer, then ``\n``."""
+    if not len(values):
+        return []
+    lines = pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), pc.fill_null(values, "null"))
+    return [pc.binary_join(lines, "\n")[0].as_buffer(), b"\n"]
 
 
 class FileSinkConnector(BuiltIn, SinkConnector):
@@ -105,14 +120,29 @@ class FileSinkTask(BuiltIn, SinkTask):
         Raises:
             ConnectError: writing failed.
         """
-        data = render_lines(records)
-        if not data:
+        self._write([render_lines(records)], len(records))
+
+    def put_batch(self, batch: pa.RecordBatch) -> None:
+        """:meth:`put` for a record batch: string values (``StringConverter``) are written
+        from their Arrow column without a Python object per record; bytes go through
+        :meth:`put`, as Kafka Connect prints them (``[B@...``).
+
+        Raises:
+            ConnectError: writing failed.
+        """
+        values = batch.column(VALUE)
+        if values.type != pa.string():
+            self.put(sink_records(batch))
             return
+        self._write(render_string_lines(values), batch.num_rows)
+
+    def _write(self, chunks: list[pa.Buffer | bytes], lines: int) -> None:
         try:
-            self._file.write(data)
+            for chunk in chunks:
+                self._file.write(chunk)
         except OSError as exc:
             raise ConnectError(f"writing to {self._describe()} failed: {exc}") from exc
-        self.lines_written += len(records)
+        self.lines_written += lines
 
     def flush(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Flush the file object: every line put so far reaches the file before the offsets
@@ -141,11 +171,11 @@ class FileSinkTask(BuiltIn, SinkTask):
 class _StandardOutput:
     """The worker's standard output as a byte sink; ``close`` only flushes it."""
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | pa.Buffer) -> None:
         stream = sys.stdout
         buffer = getattr(stream, "buffer", None)
         if buffer is None:
-            stream.write(data.decode("utf-8"))
+            stream.write(bytes(data).decode("utf-8"))
             return
         stream.flush()  # keep order with text already printed
         buffer.write(data)

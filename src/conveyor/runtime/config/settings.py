@@ -59,6 +59,12 @@ class SinkSettings(CommonSettings):
         description="is_closing() is true in closing pre_commit calls (KIP-275). false reproduces Kafka Connect, "
         "where it does not exist; for comparisons only.",
     )
+    batch_path: bool = Field(
+        True,
+        alias="conveyor.batch.path.enable",
+        description="Hand records to a task that implements put_batch() as Arrow record batches where the batch "
+        "path applies (conveyor.api.batches); false gives every task records through put().",
+    )
     max_poll_records: int = Field(
         500, alias="consumer.override.max.poll.records", ge=1, description="Largest batch handed to put()."
     )

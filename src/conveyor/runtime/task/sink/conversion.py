@@ -1,7 +1,8 @@
 """How a sink task's runner turns fetched Kafka messages into the records ``put`` gets
 (:class:`SinkConversion`, a part of :class:`~conveyor.runtime.task.sink.runner.SinkTaskRunner`):
 key, value and header conversion, transformations and predicates, ``errors.tolerance`` at each
-stage, and the delivery of a batch to ``put`` with its retries. Runs on the task's thread.
+stage, and the delivery of a batch to ``put`` with its retries; or, on the batch path
+(:mod:`.batches`), messages into Arrow record batches for ``put_batch``. Runs on the task's thread.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import logging
 import time
 from typing import Any
 
+import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from conveyor.api import ConnectError, Header, HeaderConverter, RetriableError, TopicPartition
@@ -114,6 +116,17 @@ class SinkConversion:
             last[run_topic, run_partition] = run_offset
         return records, {self._tp(t, p): off + 1 for (t, p), off in last.items()}
 
+    def _convert_batch(self, msgs: list[Message]) -> tuple[pa.RecordBatch, dict[TopicPartition, int]]:
+        """Messages → one Arrow record batch (the batch path, :mod:`.batches`); offsets as
+        :meth:`_convert`'s."""
+        if any([m.error() is not None for m in msgs]):
+            for m in msgs:
+                if m.error() is not None:
+                    self._consume_error(m.error())
+            msgs = [m for m in msgs if m.error() is None]
+        last = {(m.topic(), m.partition()): m.offset() for m in msgs}
+        return self._batches.build(msgs), {self._tp(t, p): off + 1 for (t, p), off in last.items()}
+
     def _to_connect(self, converter: Any, stage: Stage, msg: Message, topic: str, headers: tuple[Header, ...],
                     first: Exception) -> tuple[Any, Any]:
         """A conversion that raised ``first``: retried per ``errors.retry.timeout``, then
@@ -164,12 +177,13 @@ class SinkConversion:
             raise TaskFailed(f"fatal consumer error: {err}") from KafkaException(err)
         log.warning("task %s-%d: consumer error: %s", self.spec.connector, self.spec.task_id, err)
 
-    def _deliver(self, batch: list[InternalSinkRecord], offsets: dict[TopicPartition, int]) -> None:
-        """``put`` a batch; on RetriableError keep it for redelivery with consumption paused."""
+    def _deliver(self, batch: list[InternalSinkRecord] | pa.RecordBatch, offsets: dict[TopicPartition, int]) -> None:
+        """``put`` (or ``put_batch``) a batch; on RetriableError keep it for redelivery with
+        consumption paused."""
         assert self.task and self.context
         started = time.monotonic()
         try:
-            self.task.put(batch)
+            self._put(batch)
         except RetriableError as exc:
             delay = exc.delay or self.context.retry_timeout
             self.context.retry_timeout = None

@@ -25,6 +25,7 @@ import logging
 import time
 from typing import Any
 
+import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
@@ -39,6 +40,7 @@ from conveyor.runtime.errors.tolerance import LogReporter, Reporter, ToleranceOp
 from conveyor.runtime.kafka.clients import client_config
 from conveyor.runtime.kafka.log_repeats import CollapseRepeats
 from conveyor.runtime.task.runner import TaskFailed, TaskRunner
+from conveyor.runtime.task.sink.batches import BatchBuilder, column_type, drop_partitions, takes_batches
 from conveyor.runtime.task.sink.commits import POLL_TIMEOUT_S, SinkCommits
 from conveyor.runtime.task.sink.context import (
     InternalSinkRecord,
@@ -108,7 +110,8 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         self.committed: dict[TopicPartition, int] = {}
         self._committed_assigned: dict[TopicPartition, int] = {}
         self._tps: dict[tuple[str, int], TopicPartition] = {}
-        self._retry_batch: list[InternalSinkRecord] | None = None
+        self._retry_batch: list[InternalSinkRecord] | pa.RecordBatch | None = None
+        self._batches: BatchBuilder | None = None
         self._retry_offsets: dict[TopicPartition, int] = {}
         self._retry_at = 0.0
         self._paused_for_retry = False
@@ -153,6 +156,9 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         self.value_converter = load_converter(spec.connector_config, "value", self.settings.value_converter)
         self.header_converter = load_header_converter(spec.connector_config)
         self.chain = TransformationChain.from_config(spec.connector_config)
+        self._batches = self._batch_builder()
+        self._put = self.task.put_batch if self._batches is not None else self.task.put
+        self._no_records = self._batches.empty if self._batches is not None else []
         self.task.initialize(self.context)
         self.task.start(spec.task_config)
         config = consumer_config(spec)
@@ -187,7 +193,12 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
             self._raise_callback_error()
             if msgs and self._holding():
                 msgs = self._hold_back(msgs)
-            batch, offsets = self._convert(msgs) if msgs else ([], {})
+            if not msgs:
+                batch, offsets = self._no_records, {}
+            elif self._batches is not None:
+                batch, offsets = self._convert_batch(msgs)
+            else:
+                batch, offsets = self._convert(msgs)
             self.records_read += len(msgs)
             if self._retry_batch is not None:
                 if time.monotonic() >= self._retry_at:
@@ -196,6 +207,22 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
             elif not self._paused_by_directive:
                 self._deliver(batch, offsets)
             self.report()
+
+    def _batch_builder(self) -> BatchBuilder | None:
+        """A builder of Arrow record batches when the task takes them and the batch path
+        applies (see ``SinkTask.put_batch``), else ``None`` (records through ``put``)."""
+        assert self.settings and self.task
+        if not (self.settings.batch_path and takes_batches(self.task)):
+            return None
+        key_type, value_type = column_type(self.key_converter), column_type(self.value_converter)
+        why = ("a transformation chain" if not self.chain.is_empty
+               else "a header.converter" if self.header_converter is not None
+               else "its converters" if key_type is None or value_type is None else None)
+        if why is not None:
+            log.info("task %s: records go to put(), not put_batch(): the batch path does not take %s yet",
+                     self.where, why)
+            return None
+        return BatchBuilder(key_type, value_type)
 
     def _poll_timeout(self, now: float) -> float:
         if self._retry_batch is not None:
@@ -229,8 +256,12 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
     def _drop_from_retry(self, partitions: set[TopicPartition]) -> None:
         if self._retry_batch is None or not partitions:
             return
-        self._retry_batch = [r for r in self._retry_batch if self._tp(r.original_topic, r.original_kafka_partition)
-                             not in partitions]  # type: ignore[arg-type]
+        if self._batches is not None:
+            self._retry_batch = drop_partitions(self._retry_batch, partitions)
+        else:
+            self._retry_batch = [r for r in self._retry_batch
+                                 if self._tp(r.original_topic, r.original_kafka_partition)  # type: ignore[arg-type]
+                                 not in partitions]
         self._retry_offsets = {tp: off for tp, off in self._retry_offsets.items() if tp not in partitions}
 
     # ------------------------------------------------------------------ reporting
