@@ -13,6 +13,9 @@
   batches of the same size into an identical table, committing offsets after each. A
   COPY of the rows already decoded in memory is printed too, as PostgreSQL's ceiling.
 
+CPU seconds per million records are printed for the runs whose work is all in this process
+tree (raw consume, no-op and file sinks), from their first record to their last.
+
 Every figure is steady-state records/s from the first record to the last (for the
 PostgreSQL sink: until the last row is committed), so fixed costs such as the Spark job
 launch and the consumer-group join are left out of all of them alike: the connectors
@@ -40,6 +43,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
+import psutil
 import psycopg
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -65,8 +69,9 @@ def make_topic(bootstrap: str, records: int) -> str:
     return topic
 
 
-def raw_ceiling(bootstrap: str, topic: str, records: int) -> float:
-    """From the first message received to the last: the steady-state ceiling."""
+def raw_ceiling(bootstrap: str, topic: str, records: int, cpu: list[float] | None = None) -> float:
+    """From the first message received to the last: the steady-state ceiling. With ``cpu``,
+    appends the CPU seconds per million records in that window."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"raw-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "partition.assignment.strategy": "cooperative-sticky",
@@ -80,18 +85,22 @@ def raw_ceiling(bootstrap: str, topic: str, records: int) -> float:
         for msg in consumer.consume(500, 1.0):
             if msg.error() is None:
                 if start is None:
-                    start = time.perf_counter()
+                    start, cpu_start = time.perf_counter(), cpu_seconds()
                 size += len(msg.value()) + len(msg.key() or b"")
                 seen += 1
     elapsed = time.perf_counter() - start
+    if cpu is not None:
+        cpu.append((cpu_seconds() - cpu_start) / records * 1e6)
     consumer.close()
     return records / elapsed
 
 
 def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int, config: dict[str, Any],
-                  spark: Any, durable: bool) -> float:
+                  spark: Any, durable: bool, cpu: list[float] | None = None) -> float:
     """Records/s from the first ``put`` to the last ``put`` (``durable=False``) or to the
-    first ``pre_commit`` after it, when the sink has made everything durable."""
+    first ``pre_commit`` after it, when the sink has made everything durable. With ``cpu``,
+    appends the CPU seconds per million records put while the task status was sampled
+    between its first and its last record (:func:`cpu_seconds`)."""
     with tempfile.TemporaryDirectory() as tmp:
         timings_path = f"{tmp}/timings.jsonl"
         manifest = ConnectorManifest.from_dict({
@@ -107,10 +116,15 @@ def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int
         try:
             wait_for_settled_assignment(lambda: driver.status()["tasks"], tasks)
             driver.resume()
-            while sum(t.get("records_put", 0) for t in driver.status()["tasks"]) < records:
+            first: tuple[float, int] | None = None
+            while (put := sum(t.get("records_put", 0) for t in driver.status()["tasks"])) < records:
                 if any(t["state"] == "FAILED" for t in driver.status()["tasks"]):
                     raise RuntimeError(json.dumps(driver.status(), indent=2))
+                if first is None and put:
+                    first = (cpu_seconds(), put)
                 time.sleep(0.05)
+            if cpu is not None and first is not None and put > first[1]:
+                cpu.append((cpu_seconds() - first[0]) / (put - first[1]) * 1e6)
             time.sleep(1.5)  # let a periodic pre_commit make the tail durable
         finally:
             driver.stop()
@@ -125,11 +139,12 @@ def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int
     return records / (end - start)
 
 
-def file_sink(bootstrap: str, topic: str, records: int, config: dict[str, Any], spark: Any) -> float:
+def file_sink(bootstrap: str, topic: str, records: int, config: dict[str, Any], spark: Any,
+              cpu: list[float]) -> float:
     """The file sink with one task, until every line is flushed (a ``pre_commit``)."""
     with tempfile.TemporaryDirectory() as tmp:
         return run_connector(bootstrap, topic, records, "file-sink", 1, {**config, "file": f"{tmp}/out.txt"}, spark,
-                             durable=True)
+                             durable=True, cpu=cpu)
 
 
 def wait_for_settled_assignment(task_statuses: Callable[[], list[dict[str, Any]]], tasks: int,
@@ -232,27 +247,51 @@ MEASUREMENTS = (
 )
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and every process under it: the consumer,
+    the driver, Spark's JVM and its Python workers (reused between runs, so none is lost)."""
+    me = psutil.Process()
+    total = 0.0
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+CPU_MEASURED = ("raw", "noop1r", "noop1", "file1r", "file1")
+"""The measurements whose CPU is all in this process tree (PostgreSQL's is not), measured
+from their first record to their last (start-up left out)."""
+
+
 def one_round(bootstrap: str, topic: str, pg_url: str, n: int, spark: Any) -> dict[str, float]:
-    """Every measurement once, in the order of :data:`MEASUREMENTS`."""
+    """Every measurement once, in the order of :data:`MEASUREMENTS`; ``cpu:<key>`` is the CPU
+    seconds per million records of the measurements in :data:`CPU_MEASURED`, in their
+    steady window."""
     bytes_conv = {"key.converter": "bytes", "value.converter": "bytes"}
     records_path = {"conveyor.batch.path.enable": "false"}
     strings = {"key.converter": "org.apache.kafka.connect.storage.StringConverter",
                "value.converter": "org.apache.kafka.connect.storage.StringConverter"}
     pg_sink_config = {"connection.url": pg_url, "auto.create": "true", "batch.size": "5000",
                       "value.converter": "json", "value.converter.schemas.enable": "false"}
-    return {
-        "raw": raw_ceiling(bootstrap, topic, n),
+    cpu: dict[str, list[float]] = {key: [] for key in CPU_MEASURED}
+    figures = {
+        "raw": raw_ceiling(bootstrap, topic, n, cpu["raw"]),
         "noop1r": run_connector(bootstrap, topic, n, "noop-sink", 1, {**bytes_conv, **records_path}, spark,
-                                durable=False),
-        "noop1": run_connector(bootstrap, topic, n, "noop-sink", 1, bytes_conv, spark, durable=False),
+                                durable=False, cpu=cpu["noop1r"]),
+        "noop1": run_connector(bootstrap, topic, n, "noop-sink", 1, bytes_conv, spark, durable=False,
+                               cpu=cpu["noop1"]),
         "noop2": run_connector(bootstrap, topic, n, "noop-sink", 2, bytes_conv, spark, durable=False),
-        "file1r": file_sink(bootstrap, topic, n, {**strings, **records_path}, spark),
-        "file1": file_sink(bootstrap, topic, n, strings, spark),
+        "file1r": file_sink(bootstrap, topic, n, {**strings, **records_path}, spark, cpu["file1r"]),
+        "file1": file_sink(bootstrap, topic, n, strings, spark, cpu["file1"]),
         "copy": plain_copy_from_memory(pg_url, n),
         "plain": plain_kafka_to_postgres(bootstrap, topic, pg_url, n, batch=5000),
         "pg1": run_connector(bootstrap, topic, n, "postgres-sink", 1, pg_sink_config, spark, durable=True),
         "pg2": run_connector(bootstrap, topic, n, "postgres-sink", 2, pg_sink_config, spark, durable=True),
     }
+    return {**figures, **{f"cpu:{key}": values[0] for key, values in cpu.items() if values}}
 
 
 def main() -> None:
@@ -275,7 +314,8 @@ def main() -> None:
         topic = make_topic(bootstrap, n)
         for i in range(args.rounds):
             rounds.append(one_round(bootstrap, topic, pg_url, n, spark))
-            print(f"round {i + 1}/{args.rounds}: " + ", ".join(f"{k} {v:,.0f}" for k, v in rounds[-1].items()),
+            print(f"round {i + 1}/{args.rounds}: " + ", ".join(f"{k} {v:,.1f}" if k.startswith("cpu:") else
+                                                               f"{k} {v:,.0f}" for k, v in rounds[-1].items()),
                   flush=True)
         spark.stop()
     median = {key: statistics.median(r[key] for r in rounds) for key, *_ in MEASUREMENTS}
@@ -291,6 +331,14 @@ def main() -> None:
         each = " ".join(f"{r[key] / r[baseline]:.2f}" for r in rounds)
         print(f"{label:<44}{median[key]:>12,.0f}{median[key] / median[baseline]:>9.2f}"
               f"  >= {target:.2f} x {baseline} {verdict}   {each}")
+    labels = {key: label for key, label, *_ in MEASUREMENTS}
+    print()
+    print("CPU seconds per million records (this process tree, first record to last), median and rounds")
+    for key in CPU_MEASURED:
+        each = [r[f"cpu:{key}"] for r in rounds if f"cpu:{key}" in r]
+        if not each:
+            continue
+        print(f"{labels[key]:<44}{statistics.median(each):>12.1f}   " + " ".join(f"{c:.1f}" for c in each))
 
 
 if __name__ == "__main__":
