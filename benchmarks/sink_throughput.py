@@ -13,8 +13,9 @@
   batches of the same size into an identical table, committing offsets after each. A
   COPY of the rows already decoded in memory is printed too, as PostgreSQL's ceiling.
 
-CPU seconds per million records are printed for the runs whose work is all in this process
-tree (raw consume, no-op and file sinks), from their first record to their last.
+CPU seconds per million records of the consuming process (the raw loop's; a task's Python
+worker's, librdkafka's threads included, Spark's JVM and the driver left out) are printed for
+the raw consume, no-op and file sink runs, from their first record to their last.
 
 Every figure is steady-state records/s from the first record to the last (for the
 PostgreSQL sink: until the last row is committed), so fixed costs such as the Spark job
@@ -43,7 +44,6 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-import psutil
 import psycopg
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -85,12 +85,12 @@ def raw_ceiling(bootstrap: str, topic: str, records: int, cpu: list[float] | Non
         for msg in consumer.consume(500, 1.0):
             if msg.error() is None:
                 if start is None:
-                    start, cpu_start = time.perf_counter(), cpu_seconds()
+                    start, cpu_start = time.perf_counter(), time.process_time()
                 size += len(msg.value()) + len(msg.key() or b"")
                 seen += 1
     elapsed = time.perf_counter() - start
     if cpu is not None:
-        cpu.append((cpu_seconds() - cpu_start) / records * 1e6)
+        cpu.append((time.process_time() - cpu_start) / records * 1e6)
     consumer.close()
     return records / elapsed
 
@@ -99,8 +99,9 @@ def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int
                   spark: Any, durable: bool, cpu: list[float] | None = None) -> float:
     """Records/s from the first ``put`` to the last ``put`` (``durable=False``) or to the
     first ``pre_commit`` after it, when the sink has made everything durable. With ``cpu``,
-    appends the CPU seconds per million records put while the task status was sampled
-    between its first and its last record (:func:`cpu_seconds`)."""
+    appends the CPU seconds per million records of the tasks' processes from their first
+    ``put`` to the end of their last (librdkafka's threads included; the driver and Spark's
+    JVM left out)."""
     with tempfile.TemporaryDirectory() as tmp:
         timings_path = f"{tmp}/timings.jsonl"
         manifest = ConnectorManifest.from_dict({
@@ -116,21 +117,18 @@ def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int
         try:
             wait_for_settled_assignment(lambda: driver.status()["tasks"], tasks)
             driver.resume()
-            first: tuple[float, int] | None = None
-            while (put := sum(t.get("records_put", 0) for t in driver.status()["tasks"])) < records:
+            while sum(t.get("records_put", 0) for t in driver.status()["tasks"]) < records:
                 if any(t["state"] == "FAILED" for t in driver.status()["tasks"]):
                     raise RuntimeError(json.dumps(driver.status(), indent=2))
-                if first is None and put:
-                    first = (cpu_seconds(), put)
                 time.sleep(0.05)
-            if cpu is not None and first is not None and put > first[1]:
-                cpu.append((cpu_seconds() - first[0]) / (put - first[1]) * 1e6)
             time.sleep(1.5)  # let a periodic pre_commit make the tail durable
         finally:
             driver.stop()
             driver.close()
         timings = [t for t in read_timings(timings_path) if t["records"]]
     assert sum(t["records"] for t in timings) == records, timings
+    if cpu is not None:
+        cpu.append(sum(t["cpu_last_put_end"] - t["cpu_first_put"] for t in timings) / records * 1e6)
     start = min(t["first_put"] for t in timings)
     if durable:
         end = max(next(at for at, seen in t["pre_commit_ends"] if seen == t["records"]) for t in timings)
@@ -247,23 +245,9 @@ MEASUREMENTS = (
 )
 
 
-def cpu_seconds() -> float:
-    """User + system CPU seconds of this process and every process under it: the consumer,
-    the driver, Spark's JVM and its Python workers (reused between runs, so none is lost)."""
-    me = psutil.Process()
-    total = 0.0
-    for process in [me, *me.children(recursive=True)]:
-        try:
-            times = process.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system
-    return total
-
-
 CPU_MEASURED = ("raw", "noop1r", "noop1", "file1r", "file1")
-"""The measurements whose CPU is all in this process tree (PostgreSQL's is not), measured
-from their first record to their last (start-up left out)."""
+"""The measurements whose CPU per record is printed: the consuming process's (the raw loop's,
+a task's Python worker's), from the first record to the last; PostgreSQL's is elsewhere."""
 
 
 def one_round(bootstrap: str, topic: str, pg_url: str, n: int, spark: Any) -> dict[str, float]:
@@ -333,7 +317,8 @@ def main() -> None:
               f"  >= {target:.2f} x {baseline} {verdict}   {each}")
     labels = {key: label for key, label, *_ in MEASUREMENTS}
     print()
-    print("CPU seconds per million records (this process tree, first record to last), median and rounds")
+    print("CPU seconds per million records (the consuming process, librdkafka's threads included, first record "
+          "to last), median and rounds")
     for key in CPU_MEASURED:
         each = [r[f"cpu:{key}"] for r in rounds if f"cpu:{key}" in r]
         if not each:

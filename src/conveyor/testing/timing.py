@@ -3,7 +3,9 @@
 ``timed.connector.class`` names the wrapped connector (entry point or dotted path);
 ``timed.path`` is a JSON-lines file where each task appends, when it stops, the wall-clock
 times (``time.time()`` seconds) of its first ``put``, of the end of its last non-empty
-``put`` and of the end of every ``pre_commit``, plus how many records it was given. A
+``put`` and of the end of every ``pre_commit``, plus how many records it was given and its
+process's CPU seconds (``time.process_time()``: the task's Python worker, librdkafka's
+threads included) at its first ``put`` and at the end of its last. A
 benchmark computes steady-state throughput from these (Spark job launch and consumer-group
 join are fixed costs, not throughput).
 """
@@ -35,6 +37,8 @@ class TimedSinkTask(SinkTask):
         self.inner.initialize(self.context)
         self.first_put: float | None = None
         self.last_put_end: float | None = None
+        self.cpu_first_put: float | None = None
+        self.cpu_last_put_end: float | None = None
         self.records = 0
         self.pre_commit_ends: list[tuple[float, int]] = []
         self.inner.start(config)
@@ -44,21 +48,21 @@ class TimedSinkTask(SinkTask):
 
     def put(self, records: Sequence[SinkRecord]) -> None:
         if records and self.first_put is None:
-            self.first_put = time.time()
+            self.first_put, self.cpu_first_put = time.time(), time.process_time()
         self.inner.put(records)
         if records:
             self.records += len(records)
-            self.last_put_end = time.time()
+            self.last_put_end, self.cpu_last_put_end = time.time(), time.process_time()
 
     def put_batch(self, batch: pa.RecordBatch) -> None:
         """The wrapped task's ``put_batch`` (its default hands the rows to its ``put``)."""
         rows = batch.num_rows
         if rows and self.first_put is None:
-            self.first_put = time.time()
+            self.first_put, self.cpu_first_put = time.time(), time.process_time()
         self.inner.put_batch(batch)
         if rows:
             self.records += rows
-            self.last_put_end = time.time()
+            self.last_put_end, self.cpu_last_put_end = time.time(), time.process_time()
 
     def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
         result = self.inner.pre_commit(offsets)
@@ -73,6 +77,8 @@ class TimedSinkTask(SinkTask):
         line = {
             "first_put": self.first_put,
             "last_put_end": self.last_put_end,
+            "cpu_first_put": self.cpu_first_put,
+            "cpu_last_put_end": self.cpu_last_put_end,
             "records": self.records,
             "pre_commit_ends": self.pre_commit_ends,
         }
