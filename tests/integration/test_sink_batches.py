@@ -11,6 +11,7 @@ import pytest
 from conveyor.testing.recording import read_journal
 from conveyor.testing.runs import (
     committed_offsets,
+    consume_all,
     connector_manifest,
     control_request,
     produce,
@@ -21,6 +22,8 @@ from conveyor.testing.runs import (
 pytestmark = pytest.mark.integration
 
 FILE_SINK = "conveyor.connectors.file.sink:FileSinkConnector"
+ARCHIVE_SINK = "conveyor.connectors.archive.sink:ArchiveSinkConnector"
+JSON = "org.apache.kafka.connect.json.JsonConverter"
 RECORDING_BATCH = "conveyor.testing.recording:RecordingBatchSinkConnector"
 STRING = "org.apache.kafka.connect.storage.StringConverter"
 
@@ -51,9 +54,12 @@ def test_the_file_sink_writes_the_same_lines_and_commits_the_same_offsets_on_bot
         name = _name()
         config = {"topics": topic, "file": str(out), "value.converter": STRING, "key.converter": STRING,
                   "offset.flush.interval.ms": "300", "conveyor.batch.path.enable": str(path == "batches").lower()}
-        with running_connector(connector_manifest(name, FILE_SINK, kafka_bootstrap, config), spark):
+        with running_connector(connector_manifest(name, FILE_SINK, kafka_bootstrap, config), spark) as d:
             wait_until(lambda: out.exists() and out.read_bytes().count(b"\n") >= 1200,  # noqa: B023
                        message=f"1,200 lines through {path}")
+            task = wait_until(lambda: next((t for t in d.status()["tasks"] if t.get("records_put") == 1200), None),  # noqa: B023
+                              message="the task's report of every record put")
+            assert task["batch_path"] is (path == "batches")
         wait_until(lambda: sum(committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 2).values())  # noqa: B023
                    == 1200, message="every offset committed")
         outputs[path] = out.read_bytes()
@@ -62,6 +68,61 @@ def test_the_file_sink_writes_the_same_lines_and_commits_the_same_offsets_on_bot
     assert by_partition["batches"] == by_partition["records"], "each partition's lines, in order"
     assert offsets["batches"] == offsets["records"] == {0: 600, 1: 600}
     assert "\ufffd".encode() in outputs["batches"] and b"\nnull\n" in outputs["batches"]
+
+
+#: poison (invalid JSON, NaN, a wide integer's batch, ...) among values the converter reads
+ODD_JSON = [b"{oops", b"NaN", None, b"", b'{"wide": 123456789012345678901234567890}',
+            '{"t": "é \\u00e9 \\n \\" 日本"}'.encode(), b"[1e16, 0.1, -0.0]", b"  null "]
+
+
+def _json_items(partition: int, n: int) -> list[tuple[bytes, bytes | None]]:
+    items = []
+    for i in range(n):
+        key = b"{bad" if (partition, i) == (0, 50) else f'"k{i}"'.encode()
+        value = ODD_JSON[(i // 7) % len(ODD_JSON)] if partition == 0 and i % 7 == 0 else \
+            f'{{"id": {i}, "name": "n-{partition}-{i}", "pad": "{"x" * 40}"}}'.encode()
+        items.append((key, value))
+    return items
+
+
+def test_the_archive_writes_the_same_files_and_dead_letters_and_commits_the_same_offsets_on_both_paths(
+    kafka_bootstrap, topic_factory, spark, tmp_path
+):
+    topic = topic_factory(partitions=2)
+    produce(kafka_bootstrap, topic, _json_items(0, 300), partition=0)
+    produce(kafka_bootstrap, topic, _json_items(1, 300), partition=1, headers=[("h", b"\x00\xff"), ("n", None)])
+    poison = 1 + sum(1 for _, v in _json_items(0, 300) if v in (b"{oops", b"NaN"))
+    files, dead, offsets = {}, {}, {}
+    for path in ("records", "batches"):
+        root, dlq, name = tmp_path / path, f"dlq-{uuid.uuid4().hex[:8]}", _name()
+        config = {"topics": topic, "archive.url": str(root), "format": "jsonl", "flush.size": "40",
+                  "key.converter": JSON, "key.converter.schemas.enable": "false",
+                  "value.converter": JSON, "value.converter.schemas.enable": "false",
+                  "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
+                  "errors.deadletterqueue.topic.replication.factor": "1",
+                  "errors.deadletterqueue.context.headers.enable": "true",
+                  "offset.flush.interval.ms": "300", "conveyor.batch.path.enable": str(path == "batches").lower()}
+        with running_connector(connector_manifest(name, ARCHIVE_SINK, kafka_bootstrap, config), spark) as d:
+            task = wait_until(lambda: next((t for t in d.status()["tasks"]  # noqa: B023
+                                            if t.get("records_skipped") == poison), None),
+                              message=f"{poison} records skipped through {path}")
+            assert task["batch_path"] is (path == "batches")
+        wait_until(lambda: committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 2)  # noqa: B023
+                   == {0: 300, 1: 300}, message="every offset committed (the closing commit writes the rest)")
+        files[path] = {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*.jsonl"))}
+        dead[path] = sorted((m.partition(), m.offset(), m.key(), m.value(), _context(m.headers()))
+                            for m in consume_all(kafka_bootstrap, dlq, expected=poison))
+    assert files["batches"] == files["records"]
+    assert len(files["records"]) >= 600 // 40 and b"\\u00e9" not in files["records"][min(files["records"])]
+    assert dead["batches"] == dead["records"] and len(dead["records"]) == poison
+    assert {h["__connect.errors.stage"] for *_, h in dead["records"]} == {"KEY_CONVERTER", "VALUE_CONVERTER"}
+
+
+def _context(headers: list[tuple[str, bytes]]) -> dict[str, str]:
+    """A dead letter's context headers but its connector's name and the stack trace (each
+    path runs under its own name, through its own code)."""
+    return {k: v.decode() for k, v in headers
+            if k not in ("__connect.errors.connector.name", "__connect.errors.exception.stacktrace")}
 
 
 def _split(data: bytes) -> list[list[bytes]]:

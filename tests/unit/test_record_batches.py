@@ -12,9 +12,11 @@ from conveyor.api.batches import batch_schema, sink_records
 from conveyor.connectors.file.sink import FileSinkTask
 from conveyor.connectors.noop import NoopSinkTask
 from conveyor.converters.bytearray_converter import ByteArrayConverter
+from conveyor.converters.columnar import JSON_TYPE, JsonColumns, columnar, json_text
 from conveyor.converters.json_converter import JsonConverter
 from conveyor.converters.string_converter import StringConverter
-from conveyor.runtime.task.sink.batches import BatchBuilder, column_type, drop_partitions, takes_batches
+from conveyor.runtime.errors.tolerance import Stage
+from conveyor.runtime.task.sink.batches import BatchBuilder, drop_partitions, takes_batches
 from conveyor.runtime.task.sink.context import InternalSinkRecord
 from conveyor.testing.recording import RecordingBatchSinkTask, RecordingSinkTask
 
@@ -34,8 +36,28 @@ def _string(converter_config: dict | None = None) -> StringConverter:
     return converter
 
 
+def _json(schemas: bool = False) -> JsonConverter:
+    converter = JsonConverter()
+    converter.configure({"schemas.enable": str(schemas).lower()}, False)
+    return converter
+
+
+def _builder(key_type: pa.DataType, value_type: pa.DataType) -> BatchBuilder:
+    by_type = {pa.string(): _string(), pa.binary(): ByteArrayConverter(), JSON_TYPE: _json()}
+    return BatchBuilder(columnar(by_type[key_type]), columnar(by_type[value_type]))
+
+
+def _build(builder: BatchBuilder, msgs: list[Message], failures: list | None = None) -> pa.RecordBatch:
+    def unconvertible(msg, stage, error):
+        if failures is None:
+            raise AssertionError(f"unexpected failure at offset {msg.offset()}: {error}")
+        failures.append((msg.offset(), stage, error))
+
+    return builder.build(msgs, unconvertible)
+
+
 def test_a_batch_holds_every_message_in_order_with_the_converters_values():
-    batch = BatchBuilder(pa.string(), pa.string()).build(_messages())
+    batch = _build(_builder(pa.string(), pa.string()), _messages())
     assert batch.schema == batch_schema(pa.string(), pa.string())
     assert batch.column("offset").to_pylist() == [10, 11, 12, 13, 14, 15]
     assert batch.column("partition").to_pylist() == [0, 1, 0, 1, 0, 1]
@@ -44,12 +66,12 @@ def test_a_batch_holds_every_message_in_order_with_the_converters_values():
     assert batch.column("value")[3].as_py() == "x\ufffdy", "malformed UTF-8 replaced, as the converter does"
     assert batch.column("timestamp").cast(pa.int64()).to_pylist()[:2] == [None, 1_700_000_000_001]
     assert batch.column("headers").to_pylist()[:2] == [None, [{"key": "h", "value": b"1"}, {"key": "n", "value": None}]]
-    raw = BatchBuilder(pa.binary(), pa.binary()).build(_messages())
+    raw = _build(_builder(pa.binary(), pa.binary()), _messages())
     assert raw.column("value").to_pylist() == VALUES
 
 
 def test_sink_records_gives_what_put_would_have_had():
-    records = sink_records(BatchBuilder(pa.binary(), pa.string()).build(_messages()))
+    records = sink_records(_build(_builder(pa.binary(), pa.string()), _messages()))
     string = _string()
     for record, value in zip(records, VALUES, strict=True):
         expected = string.to_connect_data("t", (), value)
@@ -63,19 +85,69 @@ def test_sink_records_gives_what_put_would_have_had():
 
 
 def test_dropping_partitions_keeps_the_other_rows():
-    batch = BatchBuilder(pa.string(), pa.string()).build(_messages())
+    batch = _build(_builder(pa.string(), pa.string()), _messages())
     assert drop_partitions(batch, [TopicPartition("t", 0)]).column("offset").to_pylist() == [11, 13, 15]
     assert drop_partitions(batch, [TopicPartition("other", 1)]).num_rows == 6
     assert drop_partitions(batch, []).num_rows == 6
 
 
-def test_the_batch_path_takes_bytes_and_utf8_strings_only():
-    assert column_type(ByteArrayConverter()) == pa.binary()
-    assert column_type(_string()) == pa.string()
-    assert column_type(_string({"converter.encoding": "ISO-8859-1"})) is None
-    assert column_type(JsonConverter()) is None
-    with pytest.raises(ValueError, match="value column is string or binary"):
+def test_the_batch_path_takes_bytes_utf8_strings_and_schemaless_json():
+    assert columnar(ByteArrayConverter()).type == pa.binary()
+    assert columnar(_string()).type == pa.string()
+    assert columnar(_string({"converter.encoding": "ISO-8859-1"})) is None
+    assert columnar(_json()).type == JSON_TYPE
+    assert columnar(_json(schemas=True)) is None
+    with pytest.raises(ValueError, match="value column is string, binary or arrow.json"):
         batch_schema(pa.string(), pa.int64())
+
+
+BULK_JSON = [  # orjson reads all of these as the converter does: the batch is parsed in bulk
+    b'{"id": 1, "name": "order-1", "tags": ["a", "b"], "ok": true, "none": null}',
+    b'{\n  "pretty": [1,\n 2]\n}'.replace(b"\\n", b"\n"),
+    '{"text": "caf\u00e9 \\u00e9 \\n \\" \\\\ /"}'.encode(),
+    b'[1.5, -0.0, 1e-7, 1e15, 12.0, 0.1]', b'{"edge": 9223372036854775807, "low": -9223372036854775808}',
+    b'"just a string"', b"42", b"true", b"null", None,
+    b'{"dup": 1, "dup": 2}', b'{"k": {"nested": {"deeper": [{"topic": "x"}, {}]}}}',
+]
+PER_MESSAGE_JSON = [  # each makes the whole batch go through the converter, message by message
+    b'[1e16]', b'{"wide": 123456789012345678901234567890}', b"-9223372036854775809", b"18446744073709551616",
+    b"", b"   ", "\ufeff{\"bom\": 1}".encode(),
+]
+
+
+def _json_messages(values: list[bytes | None]) -> list[Message]:
+    return [Message(topic="t", partition=0, offset=i, key=None, value=v, timestamp=(1, 1)) for i, v in enumerate(values)]
+
+
+@pytest.mark.parametrize("values", [BULK_JSON, *([*BULK_JSON, odd] for odd in PER_MESSAGE_JSON)],
+                         ids=["in-bulk", *(f"per-message-{i}" for i in range(len(PER_MESSAGE_JSON)))])
+def test_json_cells_are_the_record_paths_values_as_compact_json(values):
+    assert (JsonColumns._fast(values) is None) == (values is not BULK_JSON)
+    batch = _build(_builder(pa.binary(), JSON_TYPE), _json_messages(values))
+    converter = _json()
+    expected = []
+    for raw in values:
+        value = converter.to_connect_data("t", (), raw).value
+        expected.append(None if value is None else json_text(value).decode())
+    assert batch.column("value").type == JSON_TYPE
+    assert batch.column("value").storage.to_pylist() == expected
+    assert [r.value for r in sink_records(batch)] == [converter.to_connect_data("t", (), raw).value for raw in values]
+    assert all(r.value_schema is None for r in sink_records(batch))
+
+
+def test_json_the_converter_cannot_read_leaves_the_batch_and_is_reported_once():
+    values = [b'{"a": 1}', b'{"a": ', b"NaN", b'"unterminated', b'also"', b'{"b": 2}']
+    msgs = [Message(topic="t", partition=0, offset=i, key=b"{bad" if i == 1 else b"1", value=v, timestamp=(1, 1))
+            for i, v in enumerate(values)]
+    failures: list = []
+    batch = _build(_builder(JSON_TYPE, JSON_TYPE), msgs, failures)
+    assert batch.column("offset").to_pylist() == [0, 5]
+    assert batch.column("value").storage.to_pylist() == ['{"a":1}', '{"b":2}']
+    assert [(offset, stage) for offset, stage, _ in failures] == [
+        (1, Stage.KEY_CONVERTER), (2, Stage.VALUE_CONVERTER), (3, Stage.VALUE_CONVERTER), (4, Stage.VALUE_CONVERTER)]
+    for offset, stage, error in failures:
+        with pytest.raises(type(error)):
+            _json().to_connect_data("t", (), values[offset] if stage is Stage.VALUE_CONVERTER else b"{bad")
 
 
 def test_only_a_task_that_overrides_put_batch_takes_batches():
@@ -95,7 +167,7 @@ def test_the_default_put_batch_hands_records_to_put():
             self.got.extend(records)
 
     task = Collecting()
-    task.put_batch(BatchBuilder(pa.string(), pa.string()).build(_messages()))
+    task.put_batch(_build(_builder(pa.string(), pa.string()), _messages()))
     assert [r.kafka_offset for r in task.got] == [10, 11, 12, 13, 14, 15]
 
 
@@ -112,7 +184,7 @@ def test_the_file_sink_writes_the_same_bytes_from_a_batch_as_from_records(tmp_pa
         task = FileSinkTask()
         task.start({"file": str(tmp_path / path)})
         if path == "batch":
-            task.put_batch(BatchBuilder(pa.binary(), value_type).build(_messages()))
+            task.put_batch(_build(_builder(pa.binary(), value_type), _messages()))
         else:
             task.put(records)
         task.stop()

@@ -10,15 +10,21 @@ topic      ``string``                                 the topic
 partition  ``int32``                                  the partition
 offset     ``int64``                                  the record's offset
 timestamp  ``timestamp("ms", tz="UTC")``, nullable    the record's timestamp (null: none)
-key        ``binary`` or ``string``, nullable         the key, as its converter gives it
-value      ``binary`` or ``string``, nullable         the value, as its converter gives it
+key        ``binary``, ``string`` or ``arrow.json``,  the key, as its converter gives it
+           nullable
+value      ``binary``, ``string`` or ``arrow.json``,  the value, as its converter gives it
+           nullable
 headers    ``list<struct<key: string, value:          the headers, in order (raw bytes)
            binary>>``, nullable
 ========== ========================================== =========================================
 
-``key`` and ``value`` are ``string`` under ``StringConverter`` (UTF-8) and ``binary`` under
-``ByteArrayConverter``; these are the converters the batch path takes today (any other, a
-transformation chain or a ``header.converter`` gives the task records through ``put``).
+``key`` and ``value`` are ``string`` under ``StringConverter`` (UTF-8), ``binary`` under
+``ByteArrayConverter`` and ``arrow.json`` (Arrow's canonical JSON extension type over
+``string``: compact JSON text, see :mod:`conveyor.converters.columnar`) under
+``JsonConverter`` with ``schemas.enable=false``; these are the converters the batch path
+takes today (any other, a transformation chain or a ``header.converter`` gives the task
+records through ``put``). A record its converter cannot read never reaches the batch: it
+takes the ``errors.tolerance`` path alone, as on the record path.
 
 :func:`sink_records` turns a batch back into :class:`~conveyor.api.records.SinkRecord` objects,
 for a task that handles some batches per record.
@@ -26,44 +32,49 @@ for a task that handles some batches per record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from conveyor.api.records import Header, SinkRecord, TimestampType
+from conveyor.api.records import Header, SinkRecord, TimestampType, TopicPartition
 from conveyor.api.schema import Schema, SchemaType
 
 TOPIC, PARTITION, OFFSET, TIMESTAMP, KEY, VALUE, HEADERS = (
     "topic", "partition", "offset", "timestamp", "key", "value", "headers")
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+JSON_TYPE = pa.json_(pa.string())
 
 _OPTIONAL = {pa.string(): Schema(SchemaType.STRING, optional=True),
-             pa.binary(): Schema(SchemaType.BYTES, optional=True)}
+             pa.binary(): Schema(SchemaType.BYTES, optional=True),
+             JSON_TYPE: None}  # schemaless, as JsonConverter reads it without schemas
 
 
 def batch_schema(key_type: pa.DataType, value_type: pa.DataType) -> pa.Schema:
     """The schema of a record batch whose keys are ``key_type`` and values ``value_type``
-    (each ``pa.string()`` or ``pa.binary()``).
+    (each ``pa.string()``, ``pa.binary()`` or :data:`JSON_TYPE`).
 
     Raises:
         ValueError: another type.
     """
     for name, type_ in (("key", key_type), ("value", value_type)):
         if type_ not in _OPTIONAL:
-            raise ValueError(f"a record batch's {name} column is string or binary, not {type_}")
+            raise ValueError(f"a record batch's {name} column is string, binary or arrow.json, not {type_}")
     return pa.schema([(TOPIC, pa.string()), (PARTITION, pa.int32()), (OFFSET, pa.int64()),
                       (TIMESTAMP, TIMESTAMP_TYPE), (KEY, key_type), (VALUE, value_type), (HEADERS, HEADERS_TYPE)])
 
 
 def sink_records(batch: pa.RecordBatch) -> list[SinkRecord]:
     """The batch's rows as records, as ``put`` would have received them (a null value has
-    no schema, as under Kafka Connect's converters; a record without a timestamp has
-    ``TimestampType.NO_TIMESTAMP_TYPE``). One Python object per row: for a task's fallback,
-    not its hot path."""
+    no schema, as under Kafka Connect's converters, and so has JSON; JSON text is parsed as
+    ``json.loads`` does; a record without a timestamp has ``TimestampType.NO_TIMESTAMP_TYPE``).
+    One Python object per row: for a task's fallback, not its hot path."""
     key_schema = _OPTIONAL[batch.schema.field(KEY).type]
     value_schema = _OPTIONAL[batch.schema.field(VALUE).type]
-    columns = [batch.column(name).to_pylist() for name in (TOPIC, PARTITION, OFFSET, KEY, VALUE, HEADERS)]
+    columns = [_values(batch.column(name)) for name in (TOPIC, PARTITION, OFFSET, KEY, VALUE, HEADERS)]
     stamps = batch.column(TIMESTAMP).cast(pa.int64()).to_pylist()
     records = []
     for (topic, partition, offset, key, value, headers), stamp in zip(zip(*columns), stamps, strict=True):
@@ -73,6 +84,29 @@ def sink_records(batch: pa.RecordBatch) -> list[SinkRecord]:
             headers=_headers(headers), key_schema=key_schema if key is not None else None,
             value_schema=value_schema if value is not None else None))
     return records
+
+
+def partition_runs(batch: pa.RecordBatch) -> list[tuple[TopicPartition, int, int]]:
+    """The batch's runs of consecutive rows of one partition, in order, as
+    ``(partition, start, stop)`` row ranges (``stop`` exclusive). A partition's offsets
+    ascend within a run and from one of its runs to the next."""
+    n = batch.num_rows
+    if n == 0:
+        return []
+    topics, partitions = batch.column(TOPIC), batch.column(PARTITION)
+    changes = pc.or_(pc.not_equal(partitions.slice(1), partitions.slice(0, n - 1)),
+                     pc.not_equal(topics.slice(1), topics.slice(0, n - 1)))
+    starts = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist())]
+    stops = [*starts[1:], n]
+    return [(TopicPartition(topics[start].as_py(), partitions[start].as_py()), start, stop)
+            for start, stop in zip(starts, stops, strict=True)]
+
+
+def _values(column: pa.Array) -> list[Any]:
+    if column.type != JSON_TYPE:
+        return column.to_pylist()
+    parse: Callable[[str], Any] = json.loads
+    return [None if text is None else parse(text) for text in column.storage.to_pylist()]
 
 
 def _headers(headers: Sequence[dict] | None) -> tuple[Header, ...]:

@@ -126,6 +126,8 @@ class TaskReport:
     transformation dropped them, or their error was tolerated); ``retries``,
     ``errors_logged``, ``dlq_failures`` and ``last_error_ms`` (epoch milliseconds, 0: none)
     come from the task's error handling (:mod:`conveyor.runtime.errors.tolerance`).
+    ``batch_path`` is whether a sink task takes its records as Arrow record batches
+    (``SinkTask.put_batch``) rather than through ``put``.
     """
 
     task_id: int
@@ -148,6 +150,7 @@ class TaskReport:
     closing_commit_error: str | None = None
     records_written: int = 0
     transactions: int = 0
+    batch_path: bool = False
     source_offsets: dict[str, Any] = field(default_factory=dict)
     batch_size_avg: float | None = None
     batch_size_max: float | None = None

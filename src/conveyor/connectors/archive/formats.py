@@ -217,6 +217,18 @@ class JsonlBuffer(FileBuffer):
             offset,
         )
 
+    @property
+    def size(self) -> int:
+        """Bytes held."""
+        return len(self._data)
+
+    def extend(self, data: memoryview, ends: array, offsets: list[int]) -> None:
+        """Add complete lines (the batch path): ``data`` holds one line per offset, each with
+        its newline, and ``ends`` the end of each line in the buffer once added."""
+        self._data += data
+        self._ends.extend(ends)
+        self.offsets.extend(offsets)
+
     def _add_line(self, line: bytes, offset: int, terminator: bytes = b"\n") -> None:
         data = self._data
         data += line

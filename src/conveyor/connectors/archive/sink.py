@@ -75,6 +75,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+import pyarrow as pa
+
 from conveyor.api import (
     ConnectError,
     DataError,
@@ -84,6 +86,7 @@ from conveyor.api import (
     SinkTask,
     TopicPartition,
 )
+from conveyor.api.batches import OFFSET, partition_runs
 from conveyor.api.sink import Offsets
 from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.archive.config import (
@@ -93,7 +96,8 @@ from conveyor.connectors.archive.config import (
     load_config,
     render_file_name,
 )
-from conveyor.connectors.archive.formats import AvroLayout, AvroLayouts, FileBuffer, new_buffer
+from conveyor.connectors.archive.formats import AvroLayout, AvroLayouts, FileBuffer, JsonlBuffer, new_buffer
+from conveyor.connectors.archive.jsonl_batches import jsonl_lines, line_data
 from conveyor.connectors.archive.partitioner import TimeFolders
 from conveyor.connectors.archive.storage import TEMP_SUFFIX, Storage
 from conveyor.connectors.archive.value_formats import ValueFiles
@@ -197,6 +201,7 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
         self._rotate_s: float | None = None
         self._folders: TimeFolders | None = None
         self._values: ValueFiles | None = None
+        self._jsonl_batches = False
 
     @property
     def config(self) -> ArchiveSinkConfig:
@@ -225,6 +230,8 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
         self._values = ValueFiles(self._config) if self._config.format_class else None
         self._flush_size = self._config.flush_size
         self._rotate_s = self._config.rotate_interval_ms / 1000 if self._config.rotate_interval_ms > 0 else None
+        self._jsonl_batches = (self._config.format is ArchiveFormat.JSONL and self._folders is None
+                               and self._values is None)
 
     def open(self, partitions: Sequence[TopicPartition]) -> None:
         """Start state for newly assigned ``partitions`` (the consumer resumes at their
@@ -300,6 +307,53 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
                 self._write(part)
         for future in reports:
             future.result()
+
+    def put_batch(self, batch: pa.RecordBatch) -> None:
+        """:meth:`put` for a record batch (:mod:`conveyor.api.batches`), with the same files,
+        offsets and errors. With ``format=jsonl``, the default partitioner and no
+        ``format.class``, lines are made by Arrow kernels (:mod:`.jsonl_batches`) and added
+        to the buffers a partition's run of rows at a time; any other configuration takes
+        the batch's records through :meth:`put`. Task runner thread.
+
+        Raises:
+            as :meth:`put`.
+        """
+        if not self._jsonl_batches:
+            super().put_batch(batch)
+            return
+        now = time.monotonic()
+        if self._rotate_s is not None:
+            self._rotate_due(now, raise_errors=True)
+        if not batch.num_rows:
+            return
+        lines = jsonl_lines(batch)
+        offsets = batch.column(OFFSET).to_pylist()
+        for tp, start, stop in partition_runs(batch):
+            self._put_lines(tp, lines.slice(start, stop - start), offsets[start:stop], now)
+
+    def _put_lines(self, tp: TopicPartition, lines: pa.Array, offsets: list[int], now: float) -> None:
+        """The ``jsonl`` lines of consecutive records of ``tp`` (at ``offsets``) into its buffer,
+        writing it whenever it holds ``flush.size`` records, as :meth:`put` does."""
+        key = (tp.topic, tp.partition)
+        part = self._partitions.get(key)
+        if part is None:  # put without open (tests, or a runtime that skips open)
+            part = self._partitions[key] = self._new_partition(tp)
+        i = 0 if part.next_offset is None else bisect.bisect_left(offsets, part.next_offset)  # redelivered
+        while i < len(offsets):
+            buffer = part.buffer
+            if buffer is None:
+                part.buffer_dir = part.directory
+                buffer = part.buffer = JsonlBuffer(offsets[i], now)
+            assert isinstance(buffer, JsonlBuffer)
+            take = min(len(offsets) - i, self._flush_size - buffer.count)
+            if take > 0:
+                data, ends = line_data(lines.slice(i, take), buffer.size)
+                buffer.extend(data, ends, offsets[i:i + take])
+                i += take
+                buffer.last = offsets[i - 1]
+                part.next_offset = buffer.last + 1
+            if buffer.count >= self._flush_size:
+                self._write(part)
 
     def pre_commit(self, offsets: Offsets) -> Offsets:
         """Return what Kafka may commit: per partition in ``offsets``, the offset after the

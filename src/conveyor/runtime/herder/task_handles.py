@@ -70,7 +70,8 @@ class TaskHandle:
         """This task in the driver's status document: Kafka Connect's ``{"id", "state",
         "worker_id", "trace"}`` with Conveyor's ``attempt`` and, once the task has reported,
         its ``pod``, ``assignment``, ``committed`` / ``lag`` (``{"topic:partition": int}``)
-        and counters; ``source`` adds the source task's counters and ``source_offsets``."""
+        and counters; ``source`` adds the source task's counters and ``source_offsets``, a
+        sink task says whether it takes record batches (``batch_path``)."""
         r = self.report
         entry: dict[str, Any] = {"id": self.task_id, "state": self.state.value,
                                  "worker_id": r.worker_id if r else "", "attempt": self.attempt}
@@ -83,6 +84,8 @@ class TaskHandle:
             if source:
                 entry.update(records_written=r.records_written, transactions=r.transactions,
                              source_offsets=r.source_offsets)
+            else:
+                entry.update(batch_path=r.batch_path)
         return entry
 
     def take_report(self, report: TaskReport) -> bool:

@@ -2,17 +2,16 @@
 (:mod:`conveyor.api.batches`), for a task that overrides ``SinkTask.put_batch``. Runs on
 the task's thread.
 
-Keys and values go into Arrow arrays whole: bytes as they are (``ByteArrayConverter``), or
-validated as UTF-8 in one pass (``StringConverter``); a batch holding malformed UTF-8 is
-decoded per record with replacement characters, as the converter does. No Python object is
-made per record beyond what librdkafka's messages are.
+Keys and values become Arrow arrays through their converters' columnar forms
+(:mod:`conveyor.converters.columnar`); a message whose key or value cannot be converted is
+handed to the caller (its ``errors.tolerance`` path) and left out of the batch. No Python
+object is made per record beyond what librdkafka's messages are and what JSON parsing needs.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,20 +19,12 @@ from confluent_kafka import Message
 
 from conveyor.api import SinkTask, TopicPartition
 from conveyor.api.batches import HEADERS_TYPE, PARTITION, TIMESTAMP_TYPE, TOPIC, batch_schema
-from conveyor.converters.bytearray_converter import ByteArrayConverter
-from conveyor.converters.string_converter import StringConverter
+from conveyor.converters.columnar import ColumnarConverter
+from conveyor.runtime.errors.tolerance import Stage
 
-_UTF8 = ("utf-8", "utf8")
-
-
-def column_type(converter: Any) -> pa.DataType | None:
-    """The Arrow type ``converter`` fills a column with on the batch path, or ``None`` when
-    the batch path does not take it."""
-    if type(converter) is ByteArrayConverter:
-        return pa.binary()
-    if type(converter) is StringConverter and converter.encoding.lower() in _UTF8:
-        return pa.string()
-    return None
+Unconvertible = Callable[[Message, Stage, Exception], None]
+"""``unconvertible(message, stage, error)``: the message's key (``Stage.KEY_CONVERTER``) or
+value (``Stage.VALUE_CONVERTER``) could not be converted; it is left out of the batch."""
 
 
 def takes_batches(task: SinkTask) -> bool:
@@ -44,14 +35,24 @@ def takes_batches(task: SinkTask) -> bool:
 class BatchBuilder:
     """Record batches of one schema from lists of Kafka messages (none with an error)."""
 
-    def __init__(self, key_type: pa.DataType, value_type: pa.DataType) -> None:
-        self.schema = batch_schema(key_type, value_type)
+    def __init__(self, key: ColumnarConverter, value: ColumnarConverter) -> None:
+        self.schema = batch_schema(key.type, value.type)
         self.empty = pa.RecordBatch.from_pylist([], schema=self.schema)
-        self._key_type, self._value_type = key_type, value_type
+        self._key, self._value = key, value
 
-    def build(self, msgs: list[Message]) -> pa.RecordBatch:
-        """One row per message, in order."""
+    def build(self, msgs: list[Message], unconvertible: Unconvertible) -> pa.RecordBatch:
+        """One row per message, in order, but for those whose key or value cannot be
+        converted: each goes to ``unconvertible``, in the order of the messages (a message
+        whose key failed is not reported again for its value), as on the record path."""
         n = len(msgs)
+        failed: dict[int, tuple[Stage, Exception]] = {}
+
+        def key_failed(i: int, error: Exception) -> None:
+            failed[i] = (Stage.KEY_CONVERTER, error)
+
+        def value_failed(i: int, error: Exception) -> None:
+            failed.setdefault(i, (Stage.VALUE_CONVERTER, error))
+
         topics = list(map(Message.topic, msgs))
         headers = list(map(Message.headers, msgs))
         columns = [
@@ -59,13 +60,18 @@ class BatchBuilder:
             else pa.array(topics, pa.string()),
             _fixed_width(pa.int32(), "i", list(map(Message.partition, msgs))),
             _fixed_width(pa.int64(), "q", list(map(Message.offset, msgs))),
-            _timestamps([ts for _, ts in map(Message.timestamp, msgs)]),
-            _column(list(map(Message.key, msgs)), self._key_type),
-            _column(list(map(Message.value, msgs)), self._value_type),
+            _timestamps([ts if kind else -1 for kind, ts in map(Message.timestamp, msgs)]),
+            self._key.to_column(list(map(Message.key, msgs)), key_failed),
+            self._value.to_column(list(map(Message.value, msgs)), value_failed),
             pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in headers], HEADERS_TYPE)
             if any(headers) else pa.nulls(n, HEADERS_TYPE),
         ]
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        if failed:
+            for i in sorted(failed):
+                unconvertible(msgs[i], *failed[i])
+            batch = batch.filter(pa.array([i not in failed for i in range(n)], pa.bool_()))
+        return batch
 
 
 def _fixed_width(type_: pa.DataType, code: str, values: list[int]) -> pa.Array:
@@ -79,16 +85,6 @@ def _timestamps(stamps: list[int]) -> pa.Array:
     if -1 in stamps:
         column = pc.if_else(pc.equal(column.cast(pa.int64()), -1), pa.scalar(None, TIMESTAMP_TYPE), column)
     return column
-
-
-def _column(data: list[bytes | None], type_: pa.DataType) -> pa.Array:
-    raw = pa.array(data, pa.binary())
-    if type_ == pa.binary():
-        return raw
-    try:
-        return raw.cast(pa.string())  # validates UTF-8
-    except pa.ArrowInvalid:
-        return pa.array([str(b, "utf-8", "replace") if b is not None else None for b in data], pa.string())
 
 
 def drop_partitions(batch: pa.RecordBatch, partitions: Iterable[TopicPartition]) -> pa.RecordBatch:

@@ -119,13 +119,18 @@ class SinkConversion:
     def _convert_batch(self, msgs: list[Message]) -> tuple[pa.RecordBatch, dict[TopicPartition, int]]:
         """Messages → one Arrow record batch (the batch path, :mod:`.batches`); offsets as
         :meth:`_convert`'s."""
-        if any([m.error() is not None for m in msgs]):
-            for m in msgs:
-                if m.error() is not None:
-                    self._consume_error(m.error())
+        errors = [m for m in msgs if m.error() is not None]
+        if errors:
+            for m in errors:
+                self._consume_error(m.error())
             msgs = [m for m in msgs if m.error() is None]
         last = {(m.topic(), m.partition()): m.offset() for m in msgs}
-        return self._batches.build(msgs), {self._tp(t, p): off + 1 for (t, p), off in last.items()}
+        return self._batches.build(msgs, self._unconvertible), {self._tp(t, p): off + 1 for (t, p), off in last.items()}
+
+    def _unconvertible(self, msg: Message, stage: Stage, error: Exception) -> None:
+        """A message the batch path's converters could not read: tolerated, or the task fails."""
+        converter = self.key_converter if stage is Stage.KEY_CONVERTER else self.value_converter
+        self._tolerate(msg, stage, class_name(converter), error)
 
     def _to_connect(self, converter: Any, stage: Stage, msg: Message, topic: str, headers: tuple[Header, ...],
                     first: Exception) -> tuple[Any, Any]:

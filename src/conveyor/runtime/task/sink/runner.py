@@ -32,6 +32,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from conveyor.api import SinkTask, TopicPartition
 from conveyor.control.protocol import Action, TaskReport, TaskSpec, TaskState, tp_key
 from conveyor.converters import load_converter
+from conveyor.converters.columnar import columnar
 from conveyor.converters.header_converters import load_header_converter
 from conveyor.runtime.config.plugins import load_connector_class
 from conveyor.runtime.config.settings import SinkSettings, parse_sink_settings, prefixed
@@ -40,7 +41,7 @@ from conveyor.runtime.errors.tolerance import LogReporter, Reporter, ToleranceOp
 from conveyor.runtime.kafka.clients import client_config
 from conveyor.runtime.kafka.log_repeats import CollapseRepeats
 from conveyor.runtime.task.runner import TaskFailed, TaskRunner
-from conveyor.runtime.task.sink.batches import BatchBuilder, column_type, drop_partitions, takes_batches
+from conveyor.runtime.task.sink.batches import BatchBuilder, drop_partitions, takes_batches
 from conveyor.runtime.task.sink.commits import POLL_TIMEOUT_S, SinkCommits
 from conveyor.runtime.task.sink.context import (
     InternalSinkRecord,
@@ -214,15 +215,15 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         assert self.settings and self.task
         if not (self.settings.batch_path and takes_batches(self.task)):
             return None
-        key_type, value_type = column_type(self.key_converter), column_type(self.value_converter)
+        key, value = columnar(self.key_converter), columnar(self.value_converter)
         why = ("a transformation chain" if not self.chain.is_empty
                else "a header.converter" if self.header_converter is not None
-               else "its converters" if key_type is None or value_type is None else None)
+               else "its converters" if key is None or value is None else None)
         if why is not None:
             log.info("task %s: records go to put(), not put_batch(): the batch path does not take %s yet",
                      self.where, why)
             return None
-        return BatchBuilder(key_type, value_type)
+        return BatchBuilder(key, value)
 
     def _poll_timeout(self, now: float) -> float:
         if self._retry_batch is not None:
@@ -282,6 +283,7 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
             closing_commits=self.closing_commits,
             last_closing_commit=self.last_closing_commit,
             closing_commit_error=self.closing_commit_error,
+            batch_path=self._batches is not None,
         )
 
     def _lag(self, assigned: list[TopicPartition]) -> dict[str, int]:

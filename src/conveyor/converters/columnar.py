@@ -1,0 +1,156 @@
+"""Converters in columnar form: the raw keys or values of a batch of Kafka records into one
+Apache Arrow array, for the sink's batch path (:mod:`conveyor.api.batches`).
+
+=================================== ===================== ==========================================
+converter                           Arrow type            a cell holds
+=================================== ===================== ==========================================
+``ByteArrayConverter``              ``binary``            the bytes as they are
+``StringConverter`` (UTF-8)         ``string``            the text; malformed UTF-8 replaced (U+FFFD)
+``JsonConverter``, no schemas       ``arrow.json``        the JSON text, compact (see below)
+=================================== ===================== ==========================================
+
+A ``null`` cell is a null key or value (for JSON also an empty message and the literal
+``null``, which the converter reads as ``None``).
+
+The JSON text of a cell is what the record path's value, ``JsonConverter.to_connect_data``'s,
+gives when written back as compact JSON (orjson's form: no spaces, non-ASCII as UTF-8,
+floats of 1e16 or more with an exponent): each message is parsed once and the whole batch
+written back in one call. A message the converter cannot read is reported, not converted:
+its cell is null and ``failed`` is called with its index and the converter's
+:class:`~conveyor.api.DataError` (the only error these converters raise, never retried:
+``errors.retry.timeout`` retries only ``RetriableError``, as KIP-298).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import orjson
+import pyarrow as pa
+
+from conveyor.api.errors import DataError
+from conveyor.converters.bytearray_converter import ByteArrayConverter
+from conveyor.converters.json_converter import JsonConverter
+from conveyor.converters.string_converter import StringConverter
+
+Failed = Callable[[int, Exception], None]
+"""``failed(index, error)``: the message at ``index`` could not be converted."""
+
+JSON_TYPE = pa.json_(pa.string())
+_UTF8 = ("utf-8", "utf8")
+_SEPARATOR = orjson.Fragment(b"\n")  # compact JSON has no raw newline: it can only be ours
+_WIDE_FLOAT = b"e+"  # orjson writes every float of magnitude 1e16 or more with one
+
+
+class ColumnarConverter(Protocol):
+    """One converter's columnar form."""
+
+    type: pa.DataType
+
+    def to_column(self, data: list[bytes | None], failed: Failed) -> pa.Array:
+        """One cell per element of ``data``, in order; calls ``failed`` for each element that
+        cannot be converted (its cell is null)."""
+        ...
+
+
+def columnar(converter: Any) -> ColumnarConverter | None:
+    """The columnar form of ``converter``, or ``None`` when it has none (records then take
+    the record path)."""
+    kind = type(converter)
+    if kind is ByteArrayConverter:
+        return BytesColumns()
+    if kind is StringConverter and converter.encoding.lower() in _UTF8:
+        return Utf8Columns()
+    if kind is JsonConverter and not converter.schemas_enabled:
+        return JsonColumns(converter)
+    return None
+
+
+class BytesColumns:
+    """``ByteArrayConverter``: the bytes as they are."""
+
+    type = pa.binary()
+
+    def to_column(self, data: list[bytes | None], failed: Failed) -> pa.Array:
+        return pa.array(data, pa.binary())
+
+
+class Utf8Columns:
+    """``StringConverter`` with UTF-8: validated in one pass; a batch holding malformed
+    UTF-8 is decoded per message with replacement characters, as the converter does."""
+
+    type = pa.string()
+
+    def to_column(self, data: list[bytes | None], failed: Failed) -> pa.Array:
+        raw = pa.array(data, pa.binary())
+        try:
+            return raw.cast(pa.string())  # validates UTF-8
+        except pa.ArrowInvalid:
+            return pa.array([str(b, "utf-8", "replace") if b is not None else None for b in data], pa.string())
+
+
+class JsonColumns:
+    """``JsonConverter`` with ``schemas.enable=false``: compact JSON text (see the module
+    docstring). A batch holding a message orjson cannot read (invalid JSON, an empty
+    message, a byte-order mark, other encodings than UTF-8) or an integer too wide for 64
+    bits is converted per message through the converter itself, which decides exactly as
+    on the record path."""
+
+    type = JSON_TYPE
+
+    def __init__(self, converter: JsonConverter) -> None:
+        self._converter = converter
+
+    def to_column(self, data: list[bytes | None], failed: Failed) -> pa.Array:
+        texts = self._fast(data)
+        if texts is None:
+            texts = self._per_message(data, failed)
+        return pa.ExtensionArray.from_storage(JSON_TYPE, pa.array(texts, pa.binary()).view(pa.string()))
+
+    @staticmethod
+    def _fast(data: list[bytes | None]) -> list[bytes | None] | None:
+        if not data:
+            return []
+        try:
+            nodes = list(map(orjson.loads, [b"null" if d is None else d for d in data] if None in data else data))
+            sequence: list[Any] = [_SEPARATOR] * (2 * len(nodes) - 1)
+            sequence[::2] = nodes
+            written = orjson.dumps(sequence)
+        except (orjson.JSONDecodeError, orjson.JSONEncodeError, TypeError):
+            return None
+        if _WIDE_FLOAT in written:  # maybe an integer orjson read as a float: the stdlib decides
+            return None
+        texts: list[bytes | None] = written[1:-1].split(b",\n,")
+        if None in nodes:
+            texts = [None if node is None else text for node, text in zip(nodes, texts, strict=True)]
+        return texts
+
+    def _per_message(self, data: list[bytes | None], failed: Failed) -> list[bytes | None]:
+        to_connect = self._converter.to_connect_data
+        texts: list[bytes | None] = []
+        for i, raw in enumerate(data):
+            try:
+                value = to_connect("", (), raw).value
+                texts.append(None if value is None else json_text(value))
+            except Exception as exc:  # noqa: BLE001 - the caller's tolerance decides
+                failed(i, exc)
+                texts.append(None)
+        return texts
+
+
+def json_text(value: Any) -> bytes:
+    """``value`` (as ``json.loads`` gives it) as compact JSON: orjson's form, or the
+    standard library's for what orjson refuses (integers beyond 64 bits).
+
+    Raises:
+        DataError: a string that is not valid Unicode (a lone surrogate escape).
+    """
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        try:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DataError(f"cannot write the value as JSON text: {exc.reason} in a string") from None
