@@ -8,6 +8,8 @@
   the figure is the runtime's own overhead), and with 1 task on the record path
   (``conveyor.batch.path.enable=false``);
 * the file sink with ``StringConverter`` on the record path and on the batch path;
+* the archive sink, ``format=jsonl`` on local disk (``flush.size`` 50,000: files are written
+  inside ``put``), ``JsonConverter`` without schemas for keys and values, on both paths;
 * the PostgreSQL sink (JSON values, insert mode, 1 and 2 tasks) against a plain psycopg
   load of the same rows: one process consuming the topic, decoding the JSON and COPYing
   batches of the same size into an identical table, committing offsets after each. A
@@ -145,6 +147,15 @@ def file_sink(bootstrap: str, topic: str, records: int, config: dict[str, Any], 
                              durable=True, cpu=cpu)
 
 
+def archive_sink(bootstrap: str, topic: str, records: int, config: dict[str, Any], spark: Any,
+                 cpu: list[float]) -> float:
+    """The archive sink (``jsonl``, local disk) with one task, until its last ``put`` returns."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return run_connector(bootstrap, topic, records, "archive-sink", 1,
+                             {**config, "archive.url": f"{tmp}/archive", "format": "jsonl", "flush.size": "50000"},
+                             spark, durable=False, cpu=cpu)
+
+
 def wait_for_settled_assignment(task_statuses: Callable[[], list[dict[str, Any]]], tasks: int,
                                 timeout_s: float = 120.0) -> None:
     """Until every task has its share of the partitions, unchanged for a second: the
@@ -238,6 +249,8 @@ MEASUREMENTS = (
     ("noop2", "conveyor no-op sink, 2 tasks", "raw", 0.70),
     ("file1r", "file-sink (strings), 1 task, record path", None, None),
     ("file1", "file-sink (strings), 1 task, batch path", "file1r", 1.00),
+    ("arch1r", "archive-sink jsonl (JSON), 1 task, record path", None, None),
+    ("arch1", "archive-sink jsonl (JSON), 1 task, batch path", "arch1r", 1.00),
     ("copy", "PostgreSQL COPY of decoded rows from memory", None, None),
     ("plain", "plain psycopg load from Kafka (1 process)", None, None),
     ("pg1", "conveyor postgres-sink, 1 task", "plain", 0.60),
@@ -245,12 +258,13 @@ MEASUREMENTS = (
 )
 
 
-CPU_MEASURED = ("raw", "noop1r", "noop1", "file1r", "file1")
+CPU_MEASURED = ("raw", "noop1r", "noop1", "file1r", "file1", "arch1r", "arch1")
 """The measurements whose CPU per record is printed: the consuming process's (the raw loop's,
 a task's Python worker's), from the first record to the last; PostgreSQL's is elsewhere."""
 
 
-def one_round(bootstrap: str, topic: str, pg_url: str, n: int, spark: Any) -> dict[str, float]:
+def one_round(bootstrap: str, topic: str, pg_url: str, n: int, spark: Any,
+              only: set[str] | None = None) -> dict[str, float]:
     """Every measurement once, in the order of :data:`MEASUREMENTS`; ``cpu:<key>`` is the CPU
     seconds per million records of the measurements in :data:`CPU_MEASURED`, in their
     steady window."""
@@ -258,23 +272,28 @@ def one_round(bootstrap: str, topic: str, pg_url: str, n: int, spark: Any) -> di
     records_path = {"conveyor.batch.path.enable": "false"}
     strings = {"key.converter": "org.apache.kafka.connect.storage.StringConverter",
                "value.converter": "org.apache.kafka.connect.storage.StringConverter"}
+    json_conv = {"key.converter": "json", "key.converter.schemas.enable": "false",
+                 "value.converter": "json", "value.converter.schemas.enable": "false"}
     pg_sink_config = {"connection.url": pg_url, "auto.create": "true", "batch.size": "5000",
                       "value.converter": "json", "value.converter.schemas.enable": "false"}
     cpu: dict[str, list[float]] = {key: [] for key in CPU_MEASURED}
-    figures = {
-        "raw": raw_ceiling(bootstrap, topic, n, cpu["raw"]),
-        "noop1r": run_connector(bootstrap, topic, n, "noop-sink", 1, {**bytes_conv, **records_path}, spark,
-                                durable=False, cpu=cpu["noop1r"]),
-        "noop1": run_connector(bootstrap, topic, n, "noop-sink", 1, bytes_conv, spark, durable=False,
-                               cpu=cpu["noop1"]),
-        "noop2": run_connector(bootstrap, topic, n, "noop-sink", 2, bytes_conv, spark, durable=False),
-        "file1r": file_sink(bootstrap, topic, n, {**strings, **records_path}, spark, cpu["file1r"]),
-        "file1": file_sink(bootstrap, topic, n, strings, spark, cpu["file1"]),
-        "copy": plain_copy_from_memory(pg_url, n),
-        "plain": plain_kafka_to_postgres(bootstrap, topic, pg_url, n, batch=5000),
-        "pg1": run_connector(bootstrap, topic, n, "postgres-sink", 1, pg_sink_config, spark, durable=True),
-        "pg2": run_connector(bootstrap, topic, n, "postgres-sink", 2, pg_sink_config, spark, durable=True),
+    runs: dict[str, Callable[[], float]] = {
+        "raw": lambda: raw_ceiling(bootstrap, topic, n, cpu["raw"]),
+        "noop1r": lambda: run_connector(bootstrap, topic, n, "noop-sink", 1, {**bytes_conv, **records_path},
+                                        spark, durable=False, cpu=cpu["noop1r"]),
+        "noop1": lambda: run_connector(bootstrap, topic, n, "noop-sink", 1, bytes_conv, spark, durable=False,
+                                       cpu=cpu["noop1"]),
+        "noop2": lambda: run_connector(bootstrap, topic, n, "noop-sink", 2, bytes_conv, spark, durable=False),
+        "file1r": lambda: file_sink(bootstrap, topic, n, {**strings, **records_path}, spark, cpu["file1r"]),
+        "file1": lambda: file_sink(bootstrap, topic, n, strings, spark, cpu["file1"]),
+        "arch1r": lambda: archive_sink(bootstrap, topic, n, {**json_conv, **records_path}, spark, cpu["arch1r"]),
+        "arch1": lambda: archive_sink(bootstrap, topic, n, json_conv, spark, cpu["arch1"]),
+        "copy": lambda: plain_copy_from_memory(pg_url, n),
+        "plain": lambda: plain_kafka_to_postgres(bootstrap, topic, pg_url, n, batch=5000),
+        "pg1": lambda: run_connector(bootstrap, topic, n, "postgres-sink", 1, pg_sink_config, spark, durable=True),
+        "pg2": lambda: run_connector(bootstrap, topic, n, "postgres-sink", 2, pg_sink_config, spark, durable=True),
     }
+    figures = {key: run() for key, run in runs.items() if only is None or key in only}
     return {**figures, **{f"cpu:{key}": values[0] for key, values in cpu.items() if values}}
 
 
@@ -283,7 +302,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds of every measurement, interleaved; the medians are compared")
+    parser.add_argument("--only", help="comma-separated measurement keys to run (with their baselines)")
     args = parser.parse_args()
+    only = None
+    if args.only:
+        only = set(args.only.split(","))
+        only |= {baseline for key, _, baseline, _ in MEASUREMENTS if key in only and baseline}
     n = args.records
     rounds: list[dict[str, float]] = []
     with ExitStack() as stack:
@@ -297,16 +321,17 @@ def main() -> None:
         print(f"producing {n:,} records (~200 bytes) to {PARTITIONS} partitions ...", flush=True)
         topic = make_topic(bootstrap, n)
         for i in range(args.rounds):
-            rounds.append(one_round(bootstrap, topic, pg_url, n, spark))
+            rounds.append(one_round(bootstrap, topic, pg_url, n, spark, only))
             print(f"round {i + 1}/{args.rounds}: " + ", ".join(f"{k} {v:,.1f}" if k.startswith("cpu:") else
                                                                f"{k} {v:,.0f}" for k, v in rounds[-1].items()),
                   flush=True)
         spark.stop()
-    median = {key: statistics.median(r[key] for r in rounds) for key, *_ in MEASUREMENTS}
+    measured = [m for m in MEASUREMENTS if m[0] in rounds[0]]
+    median = {key: statistics.median(r[key] for r in rounds) for key, *_ in measured}
     print()
     print(f"records/s, median of {len(rounds)} interleaved rounds; ratio = median / median of its baseline")
     print(f"{'measurement':<44}{'records/s':>12}{'ratio':>9}  target   rounds' ratios")
-    for key, label, baseline, target in MEASUREMENTS:
+    for key, label, baseline, target in measured:
         if baseline is None:
             ratio = "1.00" if key in ("raw", "plain") else ""
             print(f"{label:<44}{median[key]:>12,.0f}{ratio:>9}")
@@ -319,7 +344,7 @@ def main() -> None:
     print()
     print("CPU seconds per million records (the consuming process, librdkafka's threads included, first record "
           "to last), median and rounds")
-    for key in CPU_MEASURED:
+    for key in (k for k in CPU_MEASURED if k in median):
         each = [r[f"cpu:{key}"] for r in rounds if f"cpu:{key}" in r]
         if not each:
             continue

@@ -16,7 +16,8 @@ from conveyor.converters.columnar import JSON_TYPE, JsonColumns, columnar, json_
 from conveyor.converters.json_converter import JsonConverter
 from conveyor.converters.string_converter import StringConverter
 from conveyor.runtime.errors.tolerance import Stage
-from conveyor.runtime.task.sink.batches import BatchBuilder, drop_partitions, takes_batches
+from conveyor.connectors.archive.sink import ArchiveSinkTask
+from conveyor.runtime.task.sink.batches import BatchBuilder, drop_partitions
 from conveyor.runtime.task.sink.context import InternalSinkRecord
 from conveyor.testing.recording import RecordingBatchSinkTask, RecordingSinkTask
 
@@ -150,9 +151,16 @@ def test_json_the_converter_cannot_read_leaves_the_batch_and_is_reported_once():
             _json().to_connect_data("t", (), values[offset] if stage is Stage.VALUE_CONVERTER else b"{bad")
 
 
-def test_only_a_task_that_overrides_put_batch_takes_batches():
-    assert takes_batches(NoopSinkTask()) and takes_batches(FileSinkTask()) and takes_batches(RecordingBatchSinkTask())
-    assert not takes_batches(RecordingSinkTask())
+def test_a_task_takes_the_batches_it_can_use_without_records(tmp_path):
+    types = [(k, v) for k in (pa.string(), pa.binary(), JSON_TYPE) for v in (pa.string(), pa.binary(), JSON_TYPE)]
+    assert all(NoopSinkTask().takes_batches(k, v) and RecordingBatchSinkTask().takes_batches(k, v) for k, v in types)
+    assert not any(RecordingSinkTask().takes_batches(k, v) for k, v in types), "put only: the default says no"
+    assert [FileSinkTask().takes_batches(k, v) for k, v in types] == [v == pa.string() for _, v in types]
+    for fmt, partitioner, takes in (("jsonl", {}, True), ("avro", {}, False), ("parquet", {}, False),
+                                    ("jsonl", {"partitioner.class": "io.confluent.connect.storage.partitioner.HourlyPartitioner", "timestamp.extractor": "Record"}, False)):
+        task = ArchiveSinkTask()
+        task.start({"archive.url": str(tmp_path), "format": fmt, **partitioner})
+        assert all(task.takes_batches(k, v) is takes for k, v in types), (fmt, partitioner)
 
 
 def test_the_default_put_batch_hands_records_to_put():

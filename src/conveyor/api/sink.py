@@ -149,10 +149,10 @@ class SinkTask(Task, abc.ABC):
         record, its columns described in :mod:`conveyor.api.batches`; may have no rows.
 
         Optional: a task that overrides it gets its records here instead of through
-        :meth:`put` whenever the batch path applies (``StringConverter`` or
-        ``ByteArrayConverter`` for keys and values, no transformation chain, no
-        ``header.converter``, ``conveyor.batch.path.enable`` true), and through :meth:`put`
-        otherwise. Every other contract is the same on both paths: the offsets
+        :meth:`put` whenever the batch path applies (converters with a columnar form:
+        ``StringConverter``, ``ByteArrayConverter``, ``JsonConverter`` without schemas; no
+        transformation chain, no ``header.converter``, ``conveyor.batch.path.enable``
+        true) and :meth:`takes_batches` says yes, and through :meth:`put` otherwise. Every other contract is the same on both paths: the offsets
         ``pre_commit`` sees, ``is_closing()``, rewinds, pause and resume, retries.
         The default hands the rows to :meth:`put` as records.
 
@@ -163,6 +163,14 @@ class SinkTask(Task, abc.ABC):
         from conveyor.api.batches import sink_records
 
         self.put(sink_records(batch))
+
+    def takes_batches(self, key_type: pa.DataType, value_type: pa.DataType) -> bool:
+        """Whether the task wants :meth:`put_batch` for batches whose ``key`` and ``value``
+        columns have these Arrow types (:mod:`conveyor.api.batches`); asked once, after
+        :meth:`start`, on the task's thread, when the batch path applies. A task that
+        would only turn such batches back into records says no, and gets :meth:`put`.
+        The default: whether the task's class overrides :meth:`put_batch`."""
+        return type(self).put_batch is not SinkTask.put_batch
 
     def flush(self, offsets: Offsets) -> None:  # noqa: B027 - optional hook
         """Make everything up to ``offsets`` durable; called by the default ``pre_commit``."""

@@ -54,6 +54,9 @@ class TimedSinkTask(SinkTask):
             self.records += len(records)
             self.last_put_end, self.cpu_last_put_end = time.time(), time.process_time()
 
+    def takes_batches(self, key_type: pa.DataType, value_type: pa.DataType) -> bool:
+        return self.inner.takes_batches(key_type, value_type)
+
     def put_batch(self, batch: pa.RecordBatch) -> None:
         """The wrapped task's ``put_batch`` (its default hands the rows to its ``put``)."""
         rows = batch.num_rows

@@ -14,28 +14,29 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from conveyor.api.batches import HEADERS, JSON_TYPE, KEY, OFFSET, PARTITION, TIMESTAMP, TOPIC, VALUE
+from conveyor.api import TopicPartition
+from conveyor.api.batches import HEADERS, JSON_TYPE, KEY, OFFSET, TIMESTAMP, VALUE
 
 _NEEDS_ESCAPE = '["\\\\\\x00-\\x1f]'  # what orjson escapes in a string; it writes the rest as UTF-8
 
 
-def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
-    """One ``string`` per row: its ``jsonl`` line, newline included."""
+def jsonl_lines(rows: pa.RecordBatch, tp: TopicPartition) -> pa.Array:
+    """One ``string`` per row of ``rows`` (all of partition ``tp``): its ``jsonl`` line,
+    newline included."""
     return pc.binary_join_element_wise(
-        '{"topic":', _json_cells(batch.column(TOPIC)),
-        ',"partition":', batch.column(PARTITION).cast(pa.string()),
-        ',"offset":', batch.column(OFFSET).cast(pa.string()),
-        ',"timestamp":', pc.fill_null(batch.column(TIMESTAMP).cast(pa.int64()).cast(pa.string()), "null"),
-        ',"key":', _json_cells(batch.column(KEY)),
-        ',"value":', _json_cells(batch.column(VALUE)),
-        ',"headers":', _headers_json(batch.column(HEADERS)),
+        f'{{"topic":{orjson.dumps(tp.topic).decode()},"partition":{tp.partition},"offset":',
+        rows.column(OFFSET).cast(pa.string()),
+        ',"timestamp":', pc.fill_null(rows.column(TIMESTAMP).cast(pa.int64()).cast(pa.string()), "null"),
+        ',"key":', _json_cells(rows.column(KEY)),
+        ',"value":', _json_cells(rows.column(VALUE)),
+        ',"headers":', _headers_json(rows.column(HEADERS)),
         "}\n",
         "",
     )
 
 
 def line_data(lines: pa.Array, base: int) -> tuple[memoryview, array]:
-    """``lines`` (a slice of :func:`jsonl_lines`) as one run of bytes, and the end of each
+    """``lines`` (:func:`jsonl_lines`, or a slice) as one run of bytes, and the end of each
     line in it, plus ``base``."""
     buffers = lines.buffers()
     offsets = pa.Array.from_buffers(pa.int32(), len(lines) + 1, [None, buffers[1]], offset=lines.offset)
@@ -50,7 +51,7 @@ def _json_cells(column: pa.Array) -> pa.Array:
     """Each cell as JSON text: ``null``, JSON text as it is, a string quoted (escaped as
     orjson does), bytes as a base64 string (as the record path's ``json_bytes``)."""
     if column.type == JSON_TYPE:
-        return pc.fill_null(column.storage, "null")
+        return pc.fill_null(column.storage, "null") if column.null_count else column.storage
     if column.type == pa.string():
         if not pc.any(pc.match_substring_regex(column, _NEEDS_ESCAPE)).as_py():
             return pc.fill_null(pc.binary_join_element_wise('"', column, '"', ""), "null")

@@ -48,6 +48,11 @@ Delivery (exactly once in the archive, built on at-least-once consumption):
 * Records redelivered at or below an offset already processed (a batch retried after a
   :class:`~conveyor.api.RetriableError`, a rewind) are skipped.
 
+The batch path (``SinkTask.put_batch``, :mod:`conveyor.api.batches`): with ``format=jsonl``,
+the default partitioner and no ``format.class``, the task takes Arrow record batches and
+makes each partition's lines in Arrow kernels (:mod:`.jsonl_batches`), byte for byte the
+lines ``put`` writes; files, offsets and errors are the same on both paths.
+
 Memory: the buffers hold the encoded records (JSON text, Avro binary) of every assigned
 partition, up to ``flush.size`` each; see :mod:`.formats`.
 
@@ -308,6 +313,11 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
         for future in reports:
             future.result()
 
+    def takes_batches(self, key_type: pa.DataType, value_type: pa.DataType) -> bool:
+        """With ``format=jsonl``, the default partitioner and no ``format.class``: their
+        lines are made in Arrow. Other configurations take records."""
+        return self._jsonl_batches
+
     def put_batch(self, batch: pa.RecordBatch) -> None:
         """:meth:`put` for a record batch (:mod:`conveyor.api.batches`), with the same files,
         offsets and errors. With ``format=jsonl``, the default partitioner and no
@@ -326,10 +336,9 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
             self._rotate_due(now, raise_errors=True)
         if not batch.num_rows:
             return
-        lines = jsonl_lines(batch)
         offsets = batch.column(OFFSET).to_pylist()
         for tp, start, stop in partition_runs(batch):
-            self._put_lines(tp, lines.slice(start, stop - start), offsets[start:stop], now)
+            self._put_lines(tp, jsonl_lines(batch.slice(start, stop - start), tp), offsets[start:stop], now)
 
     def _put_lines(self, tp: TopicPartition, lines: pa.Array, offsets: list[int], now: float) -> None:
         """The ``jsonl`` lines of consecutive records of ``tp`` (at ``offsets``) into its buffer,

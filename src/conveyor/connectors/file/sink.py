@@ -122,6 +122,11 @@ class FileSinkTask(BuiltIn, SinkTask):
         """
         self._write([render_lines(records)], len(records))
 
+    def takes_batches(self, key_type: pa.DataType, value_type: pa.DataType) -> bool:
+        """String values only: their lines are made in Arrow. Other values would be turned
+        back into records."""
+        return value_type == pa.string()
+
     def put_batch(self, batch: pa.RecordBatch) -> None:
         """:meth:`put` for a record batch: string values (``StringConverter``) are written
         from their Arrow column without a Python object per record; bytes go through

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Message
 
-from conveyor.api import SinkTask, TopicPartition
+from conveyor.api import TopicPartition
 from conveyor.api.batches import HEADERS_TYPE, PARTITION, TIMESTAMP_TYPE, TOPIC, batch_schema
 from conveyor.converters.columnar import ColumnarConverter
 from conveyor.runtime.errors.tolerance import Stage
@@ -25,11 +25,6 @@ from conveyor.runtime.errors.tolerance import Stage
 Unconvertible = Callable[[Message, Stage, Exception], None]
 """``unconvertible(message, stage, error)``: the message's key (``Stage.KEY_CONVERTER``) or
 value (``Stage.VALUE_CONVERTER``) could not be converted; it is left out of the batch."""
-
-
-def takes_batches(task: SinkTask) -> bool:
-    """Whether ``task`` overrides ``put_batch``."""
-    return type(task).put_batch is not SinkTask.put_batch
 
 
 class BatchBuilder:

@@ -41,7 +41,7 @@ from conveyor.runtime.errors.tolerance import LogReporter, Reporter, ToleranceOp
 from conveyor.runtime.kafka.clients import client_config
 from conveyor.runtime.kafka.log_repeats import CollapseRepeats
 from conveyor.runtime.task.runner import TaskFailed, TaskRunner
-from conveyor.runtime.task.sink.batches import BatchBuilder, drop_partitions, takes_batches
+from conveyor.runtime.task.sink.batches import BatchBuilder, drop_partitions
 from conveyor.runtime.task.sink.commits import POLL_TIMEOUT_S, SinkCommits
 from conveyor.runtime.task.sink.context import (
     InternalSinkRecord,
@@ -157,11 +157,11 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         self.value_converter = load_converter(spec.connector_config, "value", self.settings.value_converter)
         self.header_converter = load_header_converter(spec.connector_config)
         self.chain = TransformationChain.from_config(spec.connector_config)
+        self.task.initialize(self.context)
+        self.task.start(spec.task_config)
         self._batches = self._batch_builder()
         self._put = self.task.put_batch if self._batches is not None else self.task.put
         self._no_records = self._batches.empty if self._batches is not None else []
-        self.task.initialize(self.context)
-        self.task.start(spec.task_config)
         config = consumer_config(spec)
         config["on_commit"] = self._on_commit
         self._cooperative = "cooperative" in str(config.get("partition.assignment.strategy", ""))
@@ -210,18 +210,20 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
             self.report()
 
     def _batch_builder(self) -> BatchBuilder | None:
-        """A builder of Arrow record batches when the task takes them and the batch path
-        applies (see ``SinkTask.put_batch``), else ``None`` (records through ``put``)."""
+        """A builder of Arrow record batches when the batch path applies and the task takes
+        its batches (``SinkTask.takes_batches``), else ``None`` (records through ``put``)."""
         assert self.settings and self.task
-        if not (self.settings.batch_path and takes_batches(self.task)):
+        if not self.settings.batch_path or type(self.task).put_batch is SinkTask.put_batch:
             return None
         key, value = columnar(self.key_converter), columnar(self.value_converter)
-        why = ("a transformation chain" if not self.chain.is_empty
-               else "a header.converter" if self.header_converter is not None
-               else "its converters" if key is None or value is None else None)
+        why = ("the batch path does not take a transformation chain yet" if not self.chain.is_empty
+               else "the batch path does not take a header.converter yet" if self.header_converter is not None
+               else "the batch path does not take its converters yet" if key is None or value is None
+               else None)
+        if why is None and not self.task.takes_batches(key.type, value.type):
+            why = f"the task takes no batches of {key.type} keys and {value.type} values"
         if why is not None:
-            log.info("task %s: records go to put(), not put_batch(): the batch path does not take %s yet",
-                     self.where, why)
+            log.info("task %s: records go to put(), not put_batch(): %s", self.where, why)
             return None
         return BatchBuilder(key, value)
 
