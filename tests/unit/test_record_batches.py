@@ -16,6 +16,8 @@ from conveyor.converters.columnar import JSON_TYPE, JsonColumns, columnar, json_
 from conveyor.converters.json_converter import JsonConverter
 from conveyor.converters.string_converter import StringConverter
 from conveyor.runtime.errors.tolerance import Stage
+from conveyor.connectors.archive.formats import JsonlBuffer
+from conveyor.connectors.archive.jsonl_batches import jsonl_lines, line_data
 from conveyor.connectors.archive.sink import ArchiveSinkTask
 from conveyor.runtime.task.sink.batches import BatchBuilder, drop_partitions
 from conveyor.runtime.task.sink.context import InternalSinkRecord
@@ -202,3 +204,25 @@ def test_the_file_sink_writes_the_same_bytes_from_a_batch_as_from_records(tmp_pa
                [line[:3] for line in written["records"].split(b"\n")]
     else:
         assert written["batch"] == written["records"] == b"a\nnull\n\xc3\xa9\nx\xef\xbf\xbdy\n\n{\"a\": 1}\n"
+
+
+@pytest.mark.parametrize("key_type,value_type", [(pa.string(), pa.string()), (pa.binary(), pa.binary()),
+                                                 (JSON_TYPE, JSON_TYPE), (pa.string(), JSON_TYPE)])
+def test_archive_jsonl_lines_from_a_batch_are_the_record_paths_lines(key_type, value_type):
+    values = [b"plain", 'quote " backslash \\ tab \t nl \n bell \x07 del \x7f é \u2028 日本'.encode(), None, b"",
+              b"x\xffy", b'{"a": [1, 2.5, null], "b": "c"}', b'"s"', b"7"]
+    msgs = [Message(topic="orders.v1-x", partition=3, offset=100 + i,
+                    key=None if i == 2 else f'"k{i} \\" q"'.encode() if key_type == JSON_TYPE else f'k{i} " q'.encode(),
+                    value=v, headers=[("h", b"\x00\xff"), ("n", None)] if i % 2 else None,
+                    timestamp=(1, 1_700_000_000_000 + i) if i != 4 else (0, -1))
+            for i, v in enumerate(values)]
+    if value_type == JSON_TYPE:  # JSON the converter can read (invalid JSON leaves the batch: tested above)
+        msgs = [m for m in msgs if m.value() in (None, b"", b'{"a": [1, 2.5, null], "b": "c"}', b'"s"', b"7")]
+    batch = _build(_builder(key_type, value_type), msgs)
+    tp = TopicPartition("orders.v1-x", 3)
+    data, ends = line_data(jsonl_lines(batch, tp), 0)
+    records = JsonlBuffer(100, 0.0)
+    for record in sink_records(batch):
+        records.append(record, record.kafka_offset)
+    assert bytes(data) == records.payload(records.count, tp.topic, tp.partition)
+    assert list(ends) == list(records._ends)
