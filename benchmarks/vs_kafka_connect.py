@@ -6,11 +6,13 @@ jars from Maven Central, its harness defaults: 256 MiB heap, JSON converters wit
 
 * **Sink**: ``--records`` records (1M) of about 200 bytes (JSON values as in
   ``sink_throughput.py``) on a 6-partition topic, written to a local file by Kafka Connect's
-  ``FileStreamSinkConnector`` and by Conveyor's ``file-sink``, with 1 task and with 2 tasks.
+  ``FileStreamSinkConnector`` and by Conveyor's ``file-sink`` (``StringConverter`` for keys
+  and values on both sides: each line is the record's value), with 1 task and with 2 tasks.
   With 2 tasks both append to *one* file on both sides (each does that with ``tasks.max=2``:
   every task gets the connector's ``file``); lines of the two tasks interleave.
-* **archive-sink**, JSON lines (``format=jsonl``), 1 and 2 tasks, on the same topic, against the
-  FileStreamSink figures of the same round.
+* **archive-sink**, ``format=jsonl`` and ``format=parquet``, 1 task, ``JsonConverter`` without
+  schemas, on the same topic, against a FileStreamSink run with ``JsonConverter`` without
+  schemas in the same round (what a Connect user has who turns JSON records into a file).
 * **Source**: a file of ``--records`` lines of about 200 bytes (plus 16 more, see below) into
   a fresh 1-partition topic: Kafka Connect's ``FileStreamSourceConnector`` against Conveyor's
   ``file-source`` (one task each: both are single-task).
@@ -53,8 +55,9 @@ Settings that differ, none tuned here for this benchmark (each side at its own d
   ``fetch.queue.backoff.ms=10``, cooperative-sticky). Producers: Connect's worker producer
   defaults (``acks=all``, idempotent, ``linger.ms=5``); Conveyor's (librdkafka, idempotent,
   ``linger.ms=5``).
-* Converters: JSON without schemas for keys and values on both sides (the worker's; set
-  explicitly in every connector's configuration).
+* Converters: set explicitly in every connector's configuration, the same on both sides
+  (strings for the file sink, JSON without schemas for the archive comparison and the
+  file source).
 * archive-sink: ``rotate.interval.ms=1000`` (and the default ``flush.size`` 100000), so that
   every record is in a complete file about a second after it was put (without rotation the
   last partial file of each partition is written only when the task closes).
@@ -77,8 +80,9 @@ The machine's speed drifts (shared cores), so everything runs ``--rounds`` times
 interleaved (Connect first in odd rounds, Conveyor first in even ones), and medians are
 compared; every round's ratio is printed.
 
-Targets (the issue): file sink >= 1.5x Kafka Connect in steady state and >= 1.0x end to end,
-with 1 and with 2 tasks; file source >= 1.0x; archive-sink (JSON lines) >= 1.0x FileStreamSink.
+Targets (issue 31): file sink >= 1.5x Kafka Connect in steady state and >= 1.0x end to end,
+with 1 and with 2 tasks; file source >= 1.0x; archive-sink (jsonl and parquet) >= 1.5x
+FileStreamSink with JsonConverter.
 
 Run: ``python benchmarks/vs_kafka_connect.py [--records N] [--rounds R]``. Uses
 ``CONVEYOR_KAFKA_BOOTSTRAP`` when set, otherwise starts a local broker. Needs Java 17+ and
@@ -123,9 +127,11 @@ POLL_S = 0.02
 RUN_TIMEOUT_S = 900.0
 FILE_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 FILE_SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 JSON = {"key.converter": JSON_CONVERTER, "key.converter.schemas.enable": "false",
         "value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "false"}
-CONVEYOR = {"offset.flush.interval.ms": "1000", **JSON}
+STRING = {"key.converter": STRING_CONVERTER, "value.converter": STRING_CONVERTER}
+CONVEYOR = {"offset.flush.interval.ms": "1000"}
 
 
 # -------------------------------------------------------------------------------- progress
@@ -179,26 +185,36 @@ class FileLines:
 
 
 class ArchiveLines:
-    """Lines of the complete ``.jsonl`` files under an archive directory (a file appears
-    whole, by rename; hidden names are temporary files), each file counted once."""
+    """Records in the complete ``.jsonl`` (lines) or ``.parquet`` (rows, from the footer)
+    files under an archive directory (a file appears whole, by rename; hidden names are
+    temporary files), each file counted once."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, fmt: str = "jsonl") -> None:
         self.root = root
+        self._suffix = f".{fmt}"
         self._seen: dict[str, int] = {}
 
     def __call__(self) -> int:
         for directory, _dirs, files in os.walk(self.root):
             for name in files:
-                if name.startswith(".") or not name.endswith(".jsonl"):
+                if name.startswith(".") or not name.endswith(self._suffix):
                     continue
                 path = os.path.join(directory, name)
                 if path not in self._seen:
-                    with open(path, "rb") as fh:
-                        self._seen[path] = fh.read().count(b"\n")
+                    self._seen[path] = _records_in(path)
         return sum(self._seen.values())
 
     def close(self) -> None:
         pass
+
+
+def _records_in(path: str) -> int:
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(path).metadata.num_rows
+    with open(path, "rb") as fh:
+        return fh.read().count(b"\n")
 
 
 class TopicRecords:
@@ -535,14 +551,15 @@ class Bench:
             path.unlink(missing_ok=True)
         return result, digest
 
-    def connect_sink(self, tasks: int) -> tuple[Run, tuple[int, int]]:
+    def connect_sink(self, tasks: int, converters: dict[str, str] = STRING) -> tuple[Run, tuple[int, int]]:
+        kind = "JSON" if converters is JSON else "strings"
         return self._sink_file(f"connect{tasks}", lambda path, counter: connect_run(
             self.worker, {"connector.class": FILE_SINK, "tasks.max": str(tasks), "topics": self.topic,
-                          "file": str(path), **JSON}, counter, self.n, f"FileStreamSink x{tasks}"))
+                          "file": str(path), **converters}, counter, self.n, f"FileStreamSink x{tasks} ({kind})"))
 
     def conveyor_sink(self, tasks: int, fresh: bool) -> tuple[Run, tuple[int, int]]:
         def run(path: Path, counter: FileLines) -> Run:
-            config = {"topics": self.topic, "file": str(path), **CONVEYOR}
+            config = {"topics": self.topic, "file": str(path), **CONVEYOR, **STRING}
             what = f"file-sink x{tasks} ({'fresh' if fresh else 'reused'})"
             if fresh:
                 return conveyor_fresh(self.bootstrap, "file-sink", tasks, config, counter, self.n, self.workdir, what)
@@ -550,14 +567,14 @@ class Bench:
 
         return self._sink_file(f"conveyor{tasks}{'f' if fresh else 'r'}", run)
 
-    def archive(self, tasks: int) -> Run:
-        root = self.workdir / f"archive{tasks}-{uuid.uuid4().hex[:6]}"
+    def archive(self, fmt: str) -> Run:
+        root = self.workdir / f"archive-{fmt}-{uuid.uuid4().hex[:6]}"
         root.mkdir()
         try:
-            config = {"topics": self.topic, "archive.url": str(root), "format": "jsonl", "rotate.interval.ms": "1000",
-                      **CONVEYOR}
-            return conveyor_reused(self.spark, self.bootstrap, "archive-sink", tasks, config, ArchiveLines(root),
-                                   self.n, f"archive-sink x{tasks}")
+            config = {"topics": self.topic, "archive.url": str(root), "format": fmt, "rotate.interval.ms": "1000",
+                      **CONVEYOR, **JSON}
+            return conveyor_reused(self.spark, self.bootstrap, "archive-sink", 1, config, ArchiveLines(root, fmt),
+                                   self.n, f"archive-sink {fmt} x1")
         finally:
             shutil.rmtree(root, ignore_errors=True)
 
@@ -569,7 +586,7 @@ class Bench:
                 return connect_run(self.worker, {"connector.class": FILE_SOURCE, "tasks.max": "1",
                                                  "file": str(self.source_file), "topic": topic, **JSON},
                                    counter, self.n, "FileStreamSource")
-            config = {"file": str(self.source_file), "topic": topic, **CONVEYOR}
+            config = {"file": str(self.source_file), "topic": topic, **CONVEYOR, **JSON}
             if side == "fresh":
                 return conveyor_fresh(self.bootstrap, "file-source", 1, config, counter, self.n, self.workdir,
                                       "file-source (fresh)")
@@ -616,10 +633,12 @@ class Bench:
                 record(f"v_sink{tasks}_fresh", others[1][0])
                 runs.append(("fresh", others[1][0]))
             show(f"file sink x{tasks}", runs)
-        for tasks in (1, 2):
-            a = self.archive(tasks)
-            record(f"v_archive{tasks}", a)
-            show(f"archive-sink x{tasks}", [("Conveyor reused", a)])
+        (cj, _), archives = pair(lambda: self.connect_sink(1, JSON), [lambda: self.archive("jsonl"),
+                                                                        lambda: self.archive("parquet")])
+        record("c_sinkjson1", cj)
+        for fmt, a in zip(("jsonl", "parquet"), archives, strict=True):
+            record(f"v_archive_{fmt}", a)
+        show("archive-sink x1 (JSON)", [("FileStreamSink", cj), ("jsonl", archives[0]), ("parquet", archives[1])])
         conveyor = [lambda: self.source("reused")] + ([lambda: self.source("fresh")] if fresh else [])
         c, others = pair(lambda: self.source("connect"), conveyor)
         record("c_source", c)
@@ -646,9 +665,13 @@ FIGURES: tuple[tuple[str, str, str, str, float | None], ...] = (
     ("file sink x2, end to end s, fresh driver", "c_sink2_e2e", "v_sink2_fresh_e2e", "time", 1.0),
     ("file sink x2, end to end s, reused Spark", "c_sink2_e2e", "v_sink2_e2e", "time", 1.0),
     ("file sink x2, CPU s (reused Spark)", "c_sink2_cpu", "v_sink2_cpu", "time", None),
-    ("archive-sink jsonl x1 vs FileStreamSink x1, steady", "c_sink1_steady", "v_archive1_steady", "rate", 1.0),
-    ("archive-sink jsonl x2 vs FileStreamSink x2, steady", "c_sink2_steady", "v_archive2_steady", "rate", 1.0),
-    ("archive-sink jsonl x1 vs FileStreamSink x1, CPU s", "c_sink1_cpu", "v_archive1_cpu", "time", None),
+    ("archive-sink jsonl vs FileStreamSink (JSON), steady", "c_sinkjson1_steady", "v_archive_jsonl_steady", "rate",
+     1.5),
+    ("archive-sink parquet vs FileStreamSink (JSON), steady", "c_sinkjson1_steady", "v_archive_parquet_steady",
+     "rate", 1.5),
+    ("archive-sink jsonl vs FileStreamSink (JSON), CPU s", "c_sinkjson1_cpu", "v_archive_jsonl_cpu", "time", None),
+    ("archive-sink parquet vs FileStreamSink (JSON), CPU s", "c_sinkjson1_cpu", "v_archive_parquet_cpu", "time",
+     None),
     ("file source, steady records/s", "c_source_steady", "v_source_steady", "rate", 1.0),
     ("file source, steady records/s, fresh driver", "c_source_steady", "v_source_fresh_steady", "rate", None),
     ("file source, end to end s, fresh driver", "c_source_e2e", "v_source_fresh_e2e", "time", 1.0),

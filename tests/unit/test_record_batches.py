@@ -158,7 +158,7 @@ def test_a_task_takes_the_batches_it_can_use_without_records(tmp_path):
     assert all(NoopSinkTask().takes_batches(k, v) and RecordingBatchSinkTask().takes_batches(k, v) for k, v in types)
     assert not any(RecordingSinkTask().takes_batches(k, v) for k, v in types), "put only: the default says no"
     assert [FileSinkTask().takes_batches(k, v) for k, v in types] == [v == pa.string() for _, v in types]
-    for fmt, partitioner, takes in (("jsonl", {}, True), ("avro", {}, False), ("parquet", {}, False),
+    for fmt, partitioner, takes in (("jsonl", {}, True), ("avro", {}, False), ("parquet", {}, True),
                                     ("jsonl", {"partitioner.class": "io.confluent.connect.storage.partitioner.HourlyPartitioner", "timestamp.extractor": "Record"}, False)):
         task = ArchiveSinkTask()
         task.start({"archive.url": str(tmp_path), "format": fmt, **partitioner})
@@ -226,3 +226,42 @@ def test_archive_jsonl_lines_from_a_batch_are_the_record_paths_lines(key_type, v
         records.append(record, record.kafka_offset)
     assert bytes(data) == records.payload(records.count, tp.topic, tp.partition)
     assert list(ends) == list(records._ends)
+
+
+class _ClosingContext:
+    """Enough of a sink task's context for the archive task: a closing commit, no reporter."""
+
+    def is_closing(self) -> bool:
+        return True
+
+    def errant_record_reporter(self):
+        return None
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+@pytest.mark.parametrize("types", [(pa.string(), pa.string()), (pa.binary(), pa.binary()), (JSON_TYPE, JSON_TYPE)],
+                         ids=["string", "binary", "json"])
+def test_the_archive_writes_the_same_files_from_batches_as_from_records(tmp_path, fmt, types):
+    """Two partitions in interleaved runs, null keys and values mid-run (a Parquet file ends
+    where a schema changes on the record path), redelivered rows, files cut by flush.size."""
+    def value(i):
+        return None if i % 9 == 4 else (b'{"n": %d, "s": "\\u00e9 \\"q\\""}' % i if types[1] == JSON_TYPE else b"v%d" % i)
+
+    msgs = [Message(topic="t", partition=p, offset=o, key=None if o % 11 == 3 else b'"k%d"' % o, value=value(o),
+                    headers=[("h", b"%d" % o)] if o % 5 == 0 else None, timestamp=(1, 1_700_000_000_000 + o))
+            for start in range(0, 60, 10) for p in (0, 1) for o in range(start, start + 10)]
+    batches = [_build(_builder(*types), msgs[i:i + 25]) for i in range(0, len(msgs), 25)]
+    written = {}
+    for path in ("records", "batches"):
+        task = ArchiveSinkTask()
+        task.initialize(_ClosingContext())
+        task.start({"archive.url": str(tmp_path / path), "format": fmt, "flush.size": "7"})
+        assert task.takes_batches(*types)
+        task.open([TopicPartition("t", 0), TopicPartition("t", 1)])
+        for batch in [*batches, batches[1]]:  # the last one again: redelivered, skipped
+            task.put_batch(batch) if path == "batches" else task.put(sink_records(batch))
+        committed = task.pre_commit({TopicPartition("t", 0): 60, TopicPartition("t", 1): 60})
+        assert committed == {TopicPartition("t", 0): 60, TopicPartition("t", 1): 60}
+        written[path] = {str(f.relative_to(tmp_path / path)): f.read_bytes() for f in (tmp_path / path).rglob("*.*")}
+    assert written["batches"] == written["records"]
+    assert len(written["records"]) > 2 * 60 // 7

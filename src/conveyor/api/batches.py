@@ -67,6 +67,13 @@ def batch_schema(key_type: pa.DataType, value_type: pa.DataType) -> pa.Schema:
                       (TIMESTAMP, TIMESTAMP_TYPE), (KEY, key_type), (VALUE, value_type), (HEADERS, HEADERS_TYPE)])
 
 
+def column_schema(type_: pa.DataType) -> Schema | None:
+    """The Connect schema a non-null key or value of a column of ``type_`` has on the
+    record path (``OPTIONAL_STRING``, ``OPTIONAL_BYTES``, ``None`` for schemaless JSON). A
+    null key or value has none."""
+    return _OPTIONAL[type_]
+
+
 def sink_records(batch: pa.RecordBatch) -> list[SinkRecord]:
     """The batch's rows as records, as ``put`` would have received them (a null value has
     no schema, as under Kafka Connect's converters, and so has JSON; JSON text is parsed as

@@ -66,15 +66,18 @@ import re
 import zlib
 from array import array
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import fastavro
 import orjson
 from fastavro.write import Writer
 
-from conveyor.api import DataError, Schema, SchemaType, SinkRecord
+from conveyor.api import DataError, Schema, SchemaType, SinkRecord, TopicPartition
 from conveyor.connectors.archive.config import ArchiveFormat, AvroCodec
 from conveyor.converters._avro_data import PRIMITIVE_TO_AVRO
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
 DATE = "org.apache.kafka.connect.data.Date"
@@ -186,6 +189,23 @@ class FileBuffer(abc.ABC):
     @abc.abstractmethod
     def drop_first(self, count: int) -> None:
         """Forget the first ``count`` records (written); ``start`` moves to the next one."""
+
+
+class BatchRows(Protocol):
+    """How rows of a record batch (:mod:`conveyor.api.batches`) go into one format's
+    buffers: the archive task's batch path."""
+
+    def fits(self, buffer: FileBuffer) -> bool:
+        """Whether these rows can go into ``buffer`` (same format and layout)."""
+        ...
+
+    def new(self, start: int, opened: float) -> FileBuffer:
+        """An empty buffer for them, its first offset ``start``."""
+        ...
+
+    def add(self, buffer: FileBuffer, rows: pa.RecordBatch, offsets: list[int], tp: TopicPartition) -> None:
+        """Append ``rows`` (records of ``tp`` at ``offsets``) to ``buffer``."""
+        ...
 
 
 class JsonlBuffer(FileBuffer):

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from conveyor.api import TopicPartition
 from conveyor.api.batches import HEADERS, JSON_TYPE, KEY, OFFSET, TIMESTAMP, VALUE
+from conveyor.connectors.archive.formats import FileBuffer, JsonlBuffer
 
 _NEEDS_ESCAPE = '["\\\\\\x00-\\x1f]'  # what orjson escapes in a string; it writes the rest as UTF-8
 
@@ -72,3 +73,19 @@ def _headers_json(column: pa.Array) -> pa.Array:
         orjson.dumps([{"key": h["key"], "value": None if h["value"] is None else base64.b64encode(h["value"]).decode()}
                       for h in headers]) if headers else b"[]"
         for headers in column.to_pylist()], pa.binary()).cast(pa.string())
+
+
+class JsonlRows:
+    """Rows of a record batch into ``jsonl`` buffers (the archive task's batch path)."""
+
+    def fits(self, buffer: FileBuffer) -> bool:
+        return isinstance(buffer, JsonlBuffer)
+
+    def new(self, start: int, opened: float) -> JsonlBuffer:
+        return JsonlBuffer(start, opened)
+
+    def add(self, buffer: FileBuffer, rows: pa.RecordBatch, offsets: list[int], tp: TopicPartition) -> None:
+        """Append ``rows`` (of ``tp``, at ``offsets``) to ``buffer``, a :class:`JsonlBuffer`."""
+        assert isinstance(buffer, JsonlBuffer)
+        data, ends = line_data(jsonl_lines(rows, tp), buffer.size)
+        buffer.extend(data, ends, offsets)

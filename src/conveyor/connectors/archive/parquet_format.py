@@ -447,6 +447,22 @@ class ParquetBuffer(FileBuffer):
         if len(self._timestamps) >= CHUNK_RECORDS and not self._seal_failed:
             self._seal()
 
+    def extend(self, columns: list[pa.Array], offsets: list[int]) -> None:
+        """Add records already in Arrow form (the batch path): ``columns`` are their
+        ``[timestamp, key, value, headers]`` arrays, of the layout's types, one cell per
+        offset. They become a chunk of their own, after the pending records.
+
+        Raises:
+            ConnectError: pending records could not be converted (see :meth:`table`).
+        """
+        if self._timestamps:
+            self._seal()
+            if self._timestamps:
+                raise ConnectError(f"cannot convert the buffered records from offset {self.start} to Arrow")
+        self._chunks.append(columns)
+        self._sealed += len(offsets)
+        self.offsets.extend(offsets)
+
     def _pending_arrays(self, n: int) -> list[pa.Array]:
         """The first ``n`` pending records as ``[timestamps, key, value, headers]`` arrays."""
 
@@ -556,6 +572,18 @@ class ParquetBuffers:
         self._layouts = ParquetLayouts()
         self._codec = config.parquet_codec.value
         self._row_group = min(config.flush_size, ROW_GROUP_MAX_RECORDS)
+
+    def layout(self, key_schema: Schema | None, value_schema: Schema | None) -> ParquetLayout:
+        """The layout of files of records with these schemas (:class:`ParquetLayouts`).
+
+        Raises:
+            DataError: the schemas cannot be expressed in Arrow.
+        """
+        return self._layouts.get(key_schema, value_schema)
+
+    def new_for(self, layout: ParquetLayout, offset: int, opened: float) -> ParquetBuffer:
+        """An empty buffer of ``layout``, its first offset ``offset``."""
+        return ParquetBuffer(offset, opened, layout, self._codec, self._row_group)
 
     def new(self, record: SinkRecord, offset: int, opened: float) -> ParquetBuffer:
         """An empty buffer for files of ``record``'s schemas, its first offset ``offset``.

@@ -101,8 +101,8 @@ from conveyor.connectors.archive.config import (
     load_config,
     render_file_name,
 )
-from conveyor.connectors.archive.formats import AvroLayout, AvroLayouts, FileBuffer, JsonlBuffer, new_buffer
-from conveyor.connectors.archive.jsonl_batches import jsonl_lines, line_data
+from conveyor.connectors.archive.formats import AvroLayout, AvroLayouts, BatchRows, FileBuffer, new_buffer
+from conveyor.connectors.archive.jsonl_batches import JsonlRows
 from conveyor.connectors.archive.partitioner import TimeFolders
 from conveyor.connectors.archive.storage import TEMP_SUFFIX, Storage
 from conveyor.connectors.archive.value_formats import ValueFiles
@@ -206,7 +206,8 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
         self._rotate_s: float | None = None
         self._folders: TimeFolders | None = None
         self._values: ValueFiles | None = None
-        self._jsonl_batches = False
+        self._takes_batches = False
+        self._jsonl_rows = JsonlRows()
 
     @property
     def config(self) -> ArchiveSinkConfig:
@@ -235,8 +236,8 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
         self._values = ValueFiles(self._config) if self._config.format_class else None
         self._flush_size = self._config.flush_size
         self._rotate_s = self._config.rotate_interval_ms / 1000 if self._config.rotate_interval_ms > 0 else None
-        self._jsonl_batches = (self._config.format is ArchiveFormat.JSONL and self._folders is None
-                               and self._values is None)
+        self._takes_batches = (self._config.format in (ArchiveFormat.JSONL, ArchiveFormat.PARQUET)
+                               and self._folders is None and self._values is None)
 
     def open(self, partitions: Sequence[TopicPartition]) -> None:
         """Start state for newly assigned ``partitions`` (the consumer resumes at their
@@ -314,21 +315,23 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
             future.result()
 
     def takes_batches(self, key_type: pa.DataType, value_type: pa.DataType) -> bool:
-        """With ``format=jsonl``, the default partitioner and no ``format.class``: their
-        lines are made in Arrow. Other configurations take records."""
-        return self._jsonl_batches
+        """With ``format=jsonl`` or ``parquet``, the default partitioner and no
+        ``format.class``: their files are made from Arrow columns. Other configurations
+        take records."""
+        return self._takes_batches
 
     def put_batch(self, batch: pa.RecordBatch) -> None:
         """:meth:`put` for a record batch (:mod:`conveyor.api.batches`), with the same files,
-        offsets and errors. With ``format=jsonl``, the default partitioner and no
-        ``format.class``, lines are made by Arrow kernels (:mod:`.jsonl_batches`) and added
-        to the buffers a partition's run of rows at a time; any other configuration takes
-        the batch's records through :meth:`put`. Task runner thread.
+        offsets and errors. With ``format=jsonl`` or ``parquet``, the default partitioner and
+        no ``format.class``, a partition's run of rows goes into its buffer at once: ``jsonl``
+        lines made by Arrow kernels (:mod:`.jsonl_batches`), ``parquet`` columns taken from
+        the batch's (:mod:`.parquet_batches`). Any other configuration takes the batch's
+        records through :meth:`put`. Task runner thread.
 
         Raises:
             as :meth:`put`.
         """
-        if not self._jsonl_batches:
+        if not self._takes_batches:
             super().put_batch(batch)
             return
         now = time.monotonic()
@@ -338,11 +341,21 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
             return
         offsets = batch.column(OFFSET).to_pylist()
         for tp, start, stop in partition_runs(batch):
-            self._put_lines(tp, jsonl_lines(batch.slice(start, stop - start), tp), offsets[start:stop], now)
+            rows = batch.slice(start, stop - start)
+            if self.config.format is ArchiveFormat.JSONL:
+                self._put_rows(tp, rows, offsets[start:stop], now, self._jsonl_rows)
+                continue
+            from conveyor.connectors.archive.parquet_batches import ParquetRows, layout_runs
 
-    def _put_lines(self, tp: TopicPartition, lines: pa.Array, offsets: list[int], now: float) -> None:
-        """The ``jsonl`` lines of consecutive records of ``tp`` (at ``offsets``) into its buffer,
-        writing it whenever it holds ``flush.size`` records, as :meth:`put` does."""
+            for key_schema, value_schema, first, end in layout_runs(rows):
+                writer = ParquetRows(self._parquet_buffers(), self._parquet_buffers().layout(key_schema, value_schema))
+                self._put_rows(tp, rows.slice(first, end - first), offsets[start + first:start + end], now, writer)
+
+    def _put_rows(self, tp: TopicPartition, rows: pa.RecordBatch, offsets: list[int], now: float,
+                  writer: BatchRows) -> None:
+        """Consecutive rows of ``tp`` (at ``offsets``, one file layout) into its buffer through
+        ``writer``, writing the buffer first when it holds another layout and whenever it
+        holds ``flush.size`` records, as :meth:`put` does."""
         key = (tp.topic, tp.partition)
         part = self._partitions.get(key)
         if part is None:  # put without open (tests, or a runtime that skips open)
@@ -350,17 +363,17 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
         i = 0 if part.next_offset is None else bisect.bisect_left(offsets, part.next_offset)  # redelivered
         while i < len(offsets):
             buffer = part.buffer
+            if buffer is not None and (buffer.count >= self._flush_size or not writer.fits(buffer)):
+                self._write(part)
+                buffer = None
             if buffer is None:
                 part.buffer_dir = part.directory
-                buffer = part.buffer = JsonlBuffer(offsets[i], now)
-            assert isinstance(buffer, JsonlBuffer)
+                buffer = part.buffer = writer.new(offsets[i], now)
             take = min(len(offsets) - i, self._flush_size - buffer.count)
-            if take > 0:
-                data, ends = line_data(lines.slice(i, take), buffer.size)
-                buffer.extend(data, ends, offsets[i:i + take])
-                i += take
-                buffer.last = offsets[i - 1]
-                part.next_offset = buffer.last + 1
+            writer.add(buffer, rows.slice(i, take), offsets[i:i + take], tp)
+            i += take
+            buffer.last = offsets[i - 1]
+            part.next_offset = buffer.last + 1
             if buffer.count >= self._flush_size:
                 self._write(part)
 
@@ -435,16 +448,20 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
     def _new_partition(self, tp: TopicPartition) -> _Partition:
         return _Partition(tp, self.storage, self.config, self._folders is not None)
 
+    def _parquet_buffers(self) -> Any:
+        """The task's ``parquet_format.ParquetBuffers``, made on first use."""
+        if self._parquet is None:
+            from conveyor.connectors.archive.parquet_format import ParquetBuffers  # pyarrow.parquet: only when used
+
+            self._parquet = ParquetBuffers(self.config)
+        return self._parquet
+
     def _new_buffer(self, record: SinkRecord, offset: int, now: float) -> FileBuffer:
         if self._values is not None:
             return self._values.new(record, offset, now)
         layout: AvroLayout | None = None
         if self.config.format is ArchiveFormat.PARQUET:
-            if self._parquet is None:
-                from conveyor.connectors.archive.parquet_format import ParquetBuffers  # pyarrow: only when used
-
-                self._parquet = ParquetBuffers(self.config)
-            return self._parquet.new(record, offset, now)
+            return self._parquet_buffers().new(record, offset, now)
         if self.config.format is ArchiveFormat.AVRO:
             layout = self._layouts.get(record.key_schema, record.value_schema)
         return new_buffer(self.config.format, offset, now, layout, self.config.avro_codec)

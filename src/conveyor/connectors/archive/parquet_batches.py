@@ -1,0 +1,78 @@
+"""The archive's ``parquet`` files from record batches (:mod:`conveyor.api.batches`): the
+batch's columns become the file's, with no Python object per record, in the same files the
+record path writes.
+
+A file has one layout (:class:`~.parquet_format.ParquetLayout`, from the records' Connect
+schemas). On the record path a null key or value has no schema while the others of a
+``StringConverter`` or ``ByteArrayConverter`` column have one, so a partition's rows are
+cut into runs of one layout (:func:`layout_runs`), and a file ends where the layout
+changes, as it does there.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from conveyor.api import Schema, TopicPartition
+from conveyor.api.batches import HEADERS, JSON_TYPE, KEY, TIMESTAMP, VALUE, column_schema
+from conveyor.connectors.archive.formats import FileBuffer
+from conveyor.connectors.archive.parquet_format import HEADERS_TYPE, ParquetBuffer, ParquetBuffers, ParquetLayout
+
+
+def layout_runs(rows: pa.RecordBatch) -> list[tuple[Schema | None, Schema | None, int, int]]:
+    """``rows`` as runs of consecutive rows whose keys and values have the same Connect
+    schemas on the record path: ``(key schema, value schema, start, stop)``."""
+    n = rows.num_rows
+    sides = [rows.column(KEY), rows.column(VALUE)]
+    nulls = [pc.is_null(side) if side.type != JSON_TYPE and side.null_count else None for side in sides]
+    changes = None
+    for is_null in nulls:
+        if is_null is not None and n > 1:
+            changed = pc.not_equal(is_null.slice(1), is_null.slice(0, n - 1))
+            changes = changed if changes is None else pc.or_(changes, changed)
+    starts = [0] if changes is None else [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist())]
+    stops = [*starts[1:], n]
+
+    def schema(side: int, row: int) -> Schema | None:
+        is_null = nulls[side]
+        if is_null is not None and is_null[row].as_py():
+            return None
+        return column_schema(sides[side].type)
+
+    return [(schema(0, start), schema(1, start), start, stop) for start, stop in zip(starts, stops, strict=True)]
+
+
+def parquet_columns(rows: pa.RecordBatch, layout: ParquetLayout) -> list[pa.Array]:
+    """``[timestamp, key, value, headers]`` of ``rows`` (of one layout run) as the file's
+    columns of ``layout``."""
+    headers = rows.column(HEADERS)
+    if headers.null_count:
+        headers = pc.fill_null(headers, pa.scalar([], headers.type))
+    return [rows.column(TIMESTAMP), _cells(rows.column(KEY), layout.key.type),
+            _cells(rows.column(VALUE), layout.value.type), headers.cast(HEADERS_TYPE)]
+
+
+def _cells(column: pa.Array, type_: pa.DataType) -> pa.Array:
+    if column.type == JSON_TYPE:
+        column = column.storage  # JSON text: the schemaless column's cells
+    return column if column.type == type_ else column.cast(type_)  # a run of nulls (no schema: string)
+
+
+class ParquetRows:
+    """Rows of one layout into ``parquet`` buffers (the archive task's batch path)."""
+
+    def __init__(self, buffers: ParquetBuffers, layout: ParquetLayout) -> None:
+        self._buffers, self.layout = buffers, layout
+
+    def fits(self, buffer: FileBuffer) -> bool:
+        return isinstance(buffer, ParquetBuffer) and buffer.layout.matches(self.layout.key_schema,
+                                                                           self.layout.value_schema)
+
+    def new(self, start: int, opened: float) -> ParquetBuffer:
+        return self._buffers.new_for(self.layout, start, opened)
+
+    def add(self, buffer: FileBuffer, rows: pa.RecordBatch, offsets: list[int], tp: TopicPartition) -> None:
+        """Append ``rows`` (at ``offsets``) to ``buffer``, a :class:`ParquetBuffer` of this layout."""
+        assert isinstance(buffer, ParquetBuffer)
+        buffer.extend(parquet_columns(rows, self.layout), offsets)
