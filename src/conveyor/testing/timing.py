@@ -47,22 +47,19 @@ class TimedSinkTask(SinkTask):
         self.inner.open(partitions)
 
     def put(self, records: Sequence[SinkRecord]) -> None:
-        if records and self.first_put is None:
-            self.first_put, self.cpu_first_put = time.time(), time.process_time()
-        self.inner.put(records)
-        if records:
-            self.records += len(records)
-            self.last_put_end, self.cpu_last_put_end = time.time(), time.process_time()
+        self._timed(len(records), self.inner.put, records)
 
     def takes_batches(self, key_type: pa.DataType, value_type: pa.DataType) -> bool:
         return self.inner.takes_batches(key_type, value_type)
 
     def put_batch(self, batch: pa.RecordBatch) -> None:
         """The wrapped task's ``put_batch`` (its default hands the rows to its ``put``)."""
-        rows = batch.num_rows
+        self._timed(batch.num_rows, self.inner.put_batch, batch)
+
+    def _timed(self, rows: int, put: Any, argument: Any) -> None:
         if rows and self.first_put is None:
             self.first_put, self.cpu_first_put = time.time(), time.process_time()
-        self.inner.put_batch(batch)
+        put(argument)
         if rows:
             self.records += rows
             self.last_put_end, self.cpu_last_put_end = time.time(), time.process_time()

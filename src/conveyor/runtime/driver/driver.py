@@ -56,6 +56,7 @@ from conveyor.runtime.driver.spark_session import (
     spark_properties,
     start_spark_session,
 )
+from conveyor.runtime.driver.startup import SparkStarter, StartupClock, spark_context_running
 from conveyor.runtime.driver.stopping import DriverStopping
 from conveyor.runtime.driver.task_launcher import TaskLauncher
 from conveyor.runtime.herder.lifecycle import Lifecycle
@@ -134,6 +135,8 @@ class Driver(DriverOperations, DriverStopping):
         self.name = manifest.name
         self._spark = spark
         self._own_spark = spark is None
+        self._spark_starter: SparkStarter | None = None
+        self._spark_seconds: float | None = None
         self._master = master
         self._control_host = control_host
         self._control_port = control_port
@@ -165,8 +168,11 @@ class Driver(DriverOperations, DriverStopping):
 
     def start(self) -> None:
         """Validate, start the connector, start Spark (when the driver makes its own session)
-        and launch the tasks (unless ``spec.state`` is ``stopped``). The connector starts
-        before Spark, so a connector that cannot start fails in seconds, without a JVM.
+        and launch the tasks (unless ``spec.state`` is ``stopped``). Spark's JVM starts on a
+        thread beside validation, the Kafka checks and ``connector.start``
+        (:mod:`.startup`), and the driver waits for it only then: a connector that cannot
+        start fails in seconds, without waiting for a JVM. The phases' durations are logged
+        at debug level.
 
         Raises:
             DriverError: unknown connector class, invalid configuration (names the key),
@@ -186,34 +192,47 @@ class Driver(DriverOperations, DriverStopping):
 
     def _start(self) -> None:
         spec = self.manifest.spec
+        clock = StartupClock()
         log.info("starting connector %s (%s)", self.name, spec.connector_class)
-        cls, self.connector_type = connector_class(spec.connector_class)
-        connector = self._new_connector(cls)
-        validate_config(connector, self.connector_type, dict(spec.config), self.name, spec.tasks_max)
-        self.kafka = kafka_properties(spec)
-        check_kafka(self.kafka)
-        self._prepare_kafka()
-        self._start_control_api()
         try:
-            # The connector starts before Spark: one that cannot (an unreachable database, a
-            # refused login) fails before the driver pays for a JVM.
+            with clock.phase("connector class"):
+                cls, self.connector_type = connector_class(spec.connector_class)
+                connector = self._new_connector(cls)
+            self._begin_spark(spec.tasks_max)  # its JVM starts beside what follows (see .startup)
+            with clock.phase("validation"):
+                validate_config(connector, self.connector_type, dict(spec.config), self.name, spec.tasks_max)
+            with clock.phase("kafka checks and topics"):
+                self.kafka = kafka_properties(spec)
+                check_kafka(self.kafka)
+                self._prepare_kafka()
+            self._start_control_api()
+        except BaseException:
+            self._abandon_spark()
+            raise
+        try:
+            # The connector starts before the driver waits for Spark: one that cannot (an
+            # unreachable database, a refused login) fails without waiting for a JVM.
             configs = None
-            with self.operations:  # ordered against a stop that comes during start-up
+            with clock.phase("connector start"), self.operations:  # ordered against a stop during start-up
                 if self.target_state is ConnectorState.STOPPED or not self.lifecycle.may_start_connector():
                     self.connector_state = TaskState.STOPPED
                 else:
                     configs = self._unlaunched = self._begin_connector(connector)
-            self._ensure_spark(spec.tasks_max)
+            with clock.phase("waiting for spark"):
+                self._ensure_spark(spec.tasks_max)
             self._launcher = TaskLauncher(self._spark, self._spec_for, self._lock, lambda: self.lifecycle.stopping,
                                           self._resume_action, self.name)
-            with self.operations:  # a stop that came while Spark started has stopped the connector
+            with clock.phase("task launch"), self.operations:  # a stop while Spark started has stopped the connector
                 if configs is not None and self.connector is not None and self.lifecycle.may_start_connector():
                     self._run_tasks(configs)
         except BaseException:
+            self._abandon_spark()
             with self.operations:
                 self._stop_connector(False)
             self._stop_control_api()
             raise
+        log.debug("connector %s start-up: %s (spark started in %s s, beside the phases before it waited)",
+                  self.name, clock.summary(), f"{self._spark_seconds:.2f}" if self._spark_seconds is not None else "0")
 
     def cancel_start(self) -> None:
         """Do not start the connector if :meth:`start` has not got that far yet (a SIGTERM
@@ -341,17 +360,42 @@ class Driver(DriverOperations, DriverStopping):
         """The SparkSession the tasks run on (``None`` before :meth:`start` created it)."""
         return self._spark
 
+    def _begin_spark(self, task_count: int, beside: bool = True) -> None:
+        """Start the driver's own SparkSession on a thread (:class:`.startup.SparkStarter`),
+        unless it was given one. ``beside``: only when no SparkContext runs in this process
+        already (``getOrCreate`` would hand that one over, and a failed start-up must not
+        stop it); :meth:`_ensure_spark` then gets it.
+
+        Raises:
+            DriverError: ``spec.spark.sparkConf`` asks for what Conveyor does not allow.
+        """
+        if beside and spark_context_running():
+            return
+        if self._spark is None and self._spark_starter is None:
+            properties = spark_properties(self.name, task_count, self._master, self.manifest.spec.spark.spark_conf,
+                                          self._spark_conf)
+            self._spark_starter = SparkStarter(start_spark_session, properties)
+
+    def _abandon_spark(self) -> None:
+        """A failed start-up: the session being started is stopped once it is up."""
+        if self._spark_starter is not None:
+            self._spark_starter.abandon()
+            self._spark_starter = None
+
     def _ensure_spark(self, task_count: int) -> None:
         """Raises:
             DriverError: Spark did not start (its first line says why, e.g. executor pods refused)."""
         if self._spark is None:
-            properties = spark_properties(self.name, task_count, self._master, self.manifest.spec.spark.spark_conf,
-                                          self._spark_conf)
+            self._begin_spark(task_count, beside=False)
+            starter, self._spark_starter = self._spark_starter, None
+            assert starter is not None
             try:
-                self._spark = start_spark_session(properties)
+                self._spark = starter.session()
             except Exception as exc:
                 reason = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
                 raise DriverError(f"connector {self.name}: Spark did not start: {reason}") from exc
+            finally:
+                self._spark_seconds = starter.seconds
         sc = self._spark.sparkContext
         self.spark_info = {"master": sc.master, "app_name": sc.appName, "app_id": sc.applicationId}
 

@@ -82,7 +82,7 @@ class SinkPausing:
     def _unpause_leaving(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         """Resume what this task paused of ``partitions`` before they are unassigned (see the
         module docstring)."""
-        leaving = [p for p in partitions if self._tp(p.topic, p.partition) in self._consumer_paused]
+        leaving = [tp for tp in (self._tp(p.topic, p.partition) for p in partitions) if tp in self._consumer_paused]
         if leaving:
-            consumer.resume([KafkaTopicPartition(p.topic, p.partition) for p in leaving])
-            self._consumer_paused.difference_update(self._tp(p.topic, p.partition) for p in leaving)
+            consumer.resume([KafkaTopicPartition(tp.topic, tp.partition) for tp in leaving])
+            self._consumer_paused.difference_update(leaving)

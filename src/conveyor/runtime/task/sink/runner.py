@@ -134,6 +134,7 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
 
     def _start(self) -> None:
         spec = self.spec
+        self._started_at = time.monotonic()
         self.settings = parse_sink_settings(spec.connector_config)
         connector_cls = load_connector_class(spec.connector_class)
         task_cls = connector_cls().task_class()
@@ -170,6 +171,7 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
             self.settings.subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
         self.state = TaskState.RUNNING
+        log.debug("task %s: started and subscribed in %.2f s", self.where, time.monotonic() - self._started_at)
         self._next_commit = time.monotonic() + self.settings.offset_flush_interval_ms / 1000
 
     def _loop(self) -> tuple[TaskState, bool]:
@@ -192,6 +194,9 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
             self._apply_rewinds()
             msgs = self.consumer.consume(self.settings.max_poll_records, self._poll_timeout(now))
             self._raise_callback_error()
+            if msgs and not self.records_read:
+                log.debug("task %s: first records %.2f s after the runner began (task start, group join, first "
+                          "fetch)", self.where, time.monotonic() - self._started_at)
             if msgs and self._holding():
                 msgs = self._hold_back(msgs)
             if not msgs:
@@ -234,6 +239,7 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
 
     _callback_error: TaskFailed | None = None
     _cooperative = True
+    _started_at = 0.0
 
     # ------------------------------------------------------------------ rewinds
 
