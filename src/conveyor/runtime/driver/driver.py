@@ -49,6 +49,7 @@ from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState
 from conveyor.runtime.config.settings import parse_sink_settings, parse_source_settings
 from conveyor.runtime.config.validation import PreflightError, connector_class, validate_config
 from conveyor.runtime.deletion.offsets import sink_group
+from conveyor.runtime.driver.class_data import ArchiveTraining, with_class_data_sharing
 from conveyor.runtime.driver.operations import DriverOperations
 from conveyor.runtime.driver.spark_session import (
     decommission_executor,
@@ -136,6 +137,7 @@ class Driver(DriverOperations, DriverStopping):
         self._spark = spark
         self._own_spark = spark is None
         self._spark_starter: SparkStarter | None = None
+        self._class_data: ArchiveTraining | None = None
         self._spark_seconds: float | None = None
         self._master = master
         self._control_host = control_host
@@ -374,10 +376,15 @@ class Driver(DriverOperations, DriverStopping):
         if self._spark is None and self._spark_starter is None:
             properties = spark_properties(self.name, task_count, self._master, self.manifest.spec.spark.spark_conf,
                                           self._spark_conf)
+            if not spark_context_running():  # getOrCreate would hand over that one, started without
+                properties, self._class_data = with_class_data_sharing(properties)
             self._spark_starter = SparkStarter(start_spark_session, properties)
 
     def _abandon_spark(self) -> None:
         """A failed start-up: the session being started is stopped once it is up."""
+        if self._class_data is not None:
+            self._class_data.lock.unlink(missing_ok=True)  # its JVM's archive stays a temporary file
+            self._class_data = None
         if self._spark_starter is not None:
             self._spark_starter.abandon()
             self._spark_starter = None

@@ -177,8 +177,12 @@ class DriverStopping:
         if self._group_lag is not None:
             self._group_lag.close()
         if self._own_spark and self._spark is not None:
+            gateway = getattr(type(self._spark.sparkContext), "_gateway", None)
             self._spark.stop()
             self._spark = None
+            if self._class_data is not None:  # this run's JVM writes the class-data archive as it exits
+                self._class_data.finish(getattr(gateway, "proc", None))
+                self._class_data = None
 
     def fail_connector(self, error: BaseException) -> None:
         """The connector reported a fatal error: it shows FAILED and its tasks stop."""
