@@ -19,6 +19,11 @@ written back in one call. A message the converter cannot read is reported, not c
 its cell is null and ``failed`` is called with its index and the converter's
 :class:`~conveyor.api.DataError` (the only error these converters raise, never retried:
 ``errors.retry.timeout`` retries only ``RetriableError``, as KIP-298).
+
+One difference from the record path: a JSON string holding a lone surrogate escape
+(``"\\ud800"``) has no UTF-8 form, so it fails here, at the converter's stage, where the record
+path fails it later, when a sink writes it (another ``__connect.errors.stage`` in its
+dead-letter record).
 """
 
 from __future__ import annotations
