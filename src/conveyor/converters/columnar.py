@@ -21,9 +21,9 @@ its cell is null and ``failed`` is called with its index and the converter's
 ``errors.retry.timeout`` retries only ``RetriableError``, as KIP-298).
 
 One difference from the record path: a JSON string holding a lone surrogate escape
-(``"\\ud800"``) has no UTF-8 form, so it fails here, at the converter's stage, where the record
-path fails it later, when a sink writes it (another ``__connect.errors.stage`` in its
-dead-letter record).
+(``"\\ud800"``) has no UTF-8 form, so it fails here, at the converter's stage; on the record path it
+reaches the task, which may reject it later (the archive sink does: another
+``__connect.errors.stage`` in its dead-letter record).
 """
 
 from __future__ import annotations
