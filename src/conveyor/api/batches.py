@@ -33,7 +33,7 @@ for a task that handles some batches per record.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -97,23 +97,29 @@ def partition_runs(batch: pa.RecordBatch) -> list[tuple[TopicPartition, int, int
     """The batch's runs of consecutive rows of one partition, in order, as
     ``(partition, start, stop)`` row ranges (``stop`` exclusive). A partition's offsets
     ascend within a run and from one of its runs to the next."""
-    n = batch.num_rows
+    topics, partitions = batch.column(TOPIC), batch.column(PARTITION)
+    return [(TopicPartition(topics[start].as_py(), partitions[start].as_py()), start, stop)
+            for start, stop in row_runs([topics, partitions])]
+
+
+def row_runs(columns: Sequence[pa.Array]) -> list[tuple[int, int]]:
+    """``(start, stop)`` of each run of consecutive rows equal in every one of ``columns``
+    (arrays of one length, without nulls), in order; none for no rows."""
+    n = len(columns[0])
     if n == 0:
         return []
-    topics, partitions = batch.column(TOPIC), batch.column(PARTITION)
-    changes = pc.or_(pc.not_equal(partitions.slice(1), partitions.slice(0, n - 1)),
-                     pc.not_equal(topics.slice(1), topics.slice(0, n - 1)))
+    changes = None
+    for column in columns:
+        changed = pc.not_equal(column.slice(1), column.slice(0, n - 1))
+        changes = changed if changes is None else pc.or_(changes, changed)
     starts = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist())]
-    stops = [*starts[1:], n]
-    return [(TopicPartition(topics[start].as_py(), partitions[start].as_py()), start, stop)
-            for start, stop in zip(starts, stops, strict=True)]
+    return list(zip(starts, [*starts[1:], n], strict=True))
 
 
 def _values(column: pa.Array) -> list[Any]:
     if column.type != JSON_TYPE:
         return column.to_pylist()
-    parse: Callable[[str], Any] = json.loads
-    return [None if text is None else parse(text) for text in column.storage.to_pylist()]
+    return [None if text is None else json.loads(text) for text in column.storage.to_pylist()]
 
 
 def _headers(headers: Sequence[dict] | None) -> tuple[Header, ...]:

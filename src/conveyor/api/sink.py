@@ -152,8 +152,9 @@ class SinkTask(Task, abc.ABC):
         :meth:`put` whenever the batch path applies (converters with a columnar form:
         ``StringConverter``, ``ByteArrayConverter``, ``JsonConverter`` without schemas; no
         transformation chain, no ``header.converter``, ``conveyor.batch.path.enable``
-        true) and :meth:`takes_batches` says yes, and through :meth:`put` otherwise. Every other contract is the same on both paths: the offsets
-        ``pre_commit`` sees, ``is_closing()``, rewinds, pause and resume, retries.
+        true) and :meth:`takes_batches` says yes, and through :meth:`put` otherwise.
+        Every other contract is the same on both paths: the offsets ``pre_commit`` sees,
+        ``is_closing()``, rewinds, pause and resume, retries.
         The default hands the rows to :meth:`put` as records.
 
         Raises:

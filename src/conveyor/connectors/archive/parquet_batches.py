@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from conveyor.api import Schema, TopicPartition
-from conveyor.api.batches import HEADERS, JSON_TYPE, KEY, TIMESTAMP, VALUE, column_schema
+from conveyor.api.batches import HEADERS, JSON_TYPE, KEY, TIMESTAMP, VALUE, column_schema, row_runs
 from conveyor.connectors.archive.formats import FileBuffer
 from conveyor.connectors.archive.parquet_format import HEADERS_TYPE, ParquetBuffer, ParquetBuffers, ParquetLayout
 
@@ -23,16 +23,10 @@ from conveyor.connectors.archive.parquet_format import HEADERS_TYPE, ParquetBuff
 def layout_runs(rows: pa.RecordBatch) -> list[tuple[Schema | None, Schema | None, int, int]]:
     """``rows`` as runs of consecutive rows whose keys and values have the same Connect
     schemas on the record path: ``(key schema, value schema, start, stop)``."""
-    n = rows.num_rows
     sides = [rows.column(KEY), rows.column(VALUE)]
     nulls = [pc.is_null(side) if side.type != JSON_TYPE and side.null_count else None for side in sides]
-    changes = None
-    for is_null in nulls:
-        if is_null is not None and n > 1:
-            changed = pc.not_equal(is_null.slice(1), is_null.slice(0, n - 1))
-            changes = changed if changes is None else pc.or_(changes, changed)
-    starts = [0] if changes is None else [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist())]
-    stops = [*starts[1:], n]
+    marks = [is_null for is_null in nulls if is_null is not None]
+    runs = row_runs(marks) if marks else [(0, rows.num_rows)]
 
     def schema(side: int, row: int) -> Schema | None:
         is_null = nulls[side]
@@ -40,7 +34,7 @@ def layout_runs(rows: pa.RecordBatch) -> list[tuple[Schema | None, Schema | None
             return None
         return column_schema(sides[side].type)
 
-    return [(schema(0, start), schema(1, start), start, stop) for start, stop in zip(starts, stops, strict=True)]
+    return [(schema(0, start), schema(1, start), start, stop) for start, stop in runs]
 
 
 def parquet_columns(rows: pa.RecordBatch, layout: ParquetLayout) -> list[pa.Array]:

@@ -48,10 +48,11 @@ Delivery (exactly once in the archive, built on at-least-once consumption):
 * Records redelivered at or below an offset already processed (a batch retried after a
   :class:`~conveyor.api.RetriableError`, a rewind) are skipped.
 
-The batch path (``SinkTask.put_batch``, :mod:`conveyor.api.batches`): with ``format=jsonl``,
-the default partitioner and no ``format.class``, the task takes Arrow record batches and
-makes each partition's lines in Arrow kernels (:mod:`.jsonl_batches`), byte for byte the
-lines ``put`` writes; files, offsets and errors are the same on both paths.
+The batch path (``SinkTask.put_batch``, :mod:`conveyor.api.batches`): with ``format=jsonl``
+or ``parquet``, the default partitioner and no ``format.class``, the task takes Arrow record
+batches: ``jsonl`` lines made by Arrow kernels (:mod:`.jsonl_batches`), ``parquet`` columns
+taken from the batch's (:mod:`.parquet_batches`), byte for byte the files ``put`` writes;
+offsets and errors are the same on both paths.
 
 Memory: the buffers hold the encoded records (JSON text, Avro binary) of every assigned
 partition, up to ``flush.size`` each; see :mod:`.formats`.
@@ -347,8 +348,9 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
                 continue
             from conveyor.connectors.archive.parquet_batches import ParquetRows, layout_runs
 
+            buffers = self._parquet_buffers()
             for key_schema, value_schema, first, end in layout_runs(rows):
-                writer = ParquetRows(self._parquet_buffers(), self._parquet_buffers().layout(key_schema, value_schema))
+                writer = ParquetRows(buffers, buffers.layout(key_schema, value_schema))
                 self._put_rows(tp, rows.slice(first, end - first), offsets[start + first:start + end], now, writer)
 
     def _put_rows(self, tp: TopicPartition, rows: pa.RecordBatch, offsets: list[int], now: float,

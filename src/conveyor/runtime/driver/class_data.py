@@ -39,8 +39,8 @@ _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 class ArchiveTraining:
-    """A JVM that writes the archive as it exits: :meth:`finish` waits for it and renames
-    the archive into place."""
+    """A JVM that writes the archive as it exits: :meth:`finish` ends it and leaves a
+    detached process to :meth:`install` the archive once written."""
 
     def __init__(self, temporary: Path, final: Path, lock: Path) -> None:
         self.temporary, self.final, self.lock = temporary, final, lock

@@ -371,12 +371,13 @@ class Driver(DriverOperations, DriverStopping):
         Raises:
             DriverError: ``spec.spark.sparkConf`` asks for what Conveyor does not allow.
         """
-        if beside and spark_context_running():
+        running = spark_context_running()
+        if beside and running:
             return
         if self._spark is None and self._spark_starter is None:
             properties = spark_properties(self.name, task_count, self._master, self.manifest.spec.spark.spark_conf,
                                           self._spark_conf)
-            if not spark_context_running():  # getOrCreate would hand over that one, started without
+            if not running:  # getOrCreate would hand over the running one, its JVM started long ago
                 properties, self._class_data = with_class_data_sharing(properties)
             self._spark_starter = SparkStarter(start_spark_session, properties)
 

@@ -125,7 +125,8 @@ class SinkConversion:
                 self._consume_error(m.error())
             msgs = [m for m in msgs if m.error() is None]
         last = {(m.topic(), m.partition()): m.offset() for m in msgs}
-        return self._batches.build(msgs, self._unconvertible), {self._tp(t, p): off + 1 for (t, p), off in last.items()}
+        batch = self._batches.build(msgs, self._unconvertible)
+        return batch, {self._tp(t, p): off + 1 for (t, p), off in last.items()}
 
     def _unconvertible(self, msg: Message, stage: Stage, error: Exception) -> None:
         """A message the batch path's converters could not read: tolerated, or the task fails."""
