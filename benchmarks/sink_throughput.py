@@ -112,7 +112,8 @@ def run_connector(bootstrap: str, topic: str, records: int, cls: str, tasks: int
             "spec": {"class": "conveyor.testing.timing:TimedSinkConnector", "tasksMax": tasks, "state": "paused",
                      "kafka": {"bootstrapServers": bootstrap},
                      "config": {"topics": topic, "offset.flush.interval.ms": "1000", "timed.connector.class": cls,
-                                "timed.path": timings_path, **config}},
+                                "timed.path": timings_path,
+                                **({"timed.records": str(records)} if tasks == 1 else {}), **config}},
         })
         driver = Driver(manifest, spark=spark, control_port=0)
         driver.start()

@@ -56,7 +56,8 @@ def _build(builder: BatchBuilder, msgs: list[Message], failures: list | None = N
             raise AssertionError(f"unexpected failure at offset {msg.offset()}: {error}")
         failures.append((msg.offset(), stage, error))
 
-    return builder.build(msgs, unconvertible)
+    batch, _last = builder.build(msgs, unconvertible)
+    return batch
 
 
 def test_a_batch_holds_every_message_in_order_with_the_converters_values():
@@ -71,6 +72,17 @@ def test_a_batch_holds_every_message_in_order_with_the_converters_values():
     assert batch.column("headers").to_pylist()[:2] == [None, [{"key": "h", "value": b"1"}, {"key": "n", "value": None}]]
     raw = _build(_builder(pa.binary(), pa.binary()), _messages())
     assert raw.column("value").to_pylist() == VALUES
+
+
+@pytest.mark.parametrize("topics", [("t",), ("t", "u")])
+def test_a_batch_gives_the_last_offset_of_each_partition_unconvertible_messages_included(topics):
+    msgs = [Message(topic=topics[i % len(topics)], partition=i % 3, offset=100 + i, key=None,
+                    value=b"{bad" if i >= 10 else b"1", timestamp=(1, 1)) for i in range(12)]
+    failures: list = []
+    batch, last = _builder(JSON_TYPE, JSON_TYPE).build(msgs, lambda msg, stage, error: failures.append(msg.offset()))
+    assert batch.num_rows == 10 and failures == [110, 111]
+    assert last == {(m.topic(), m.partition()): m.offset() for m in msgs}
+    assert _builder(pa.binary(), pa.binary()).build([], lambda *a: None) == (_builder(pa.binary(), pa.binary()).empty, {})
 
 
 def test_sink_records_gives_what_put_would_have_had():

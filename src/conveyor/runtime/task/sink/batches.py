@@ -11,6 +11,7 @@ object is made per record beyond what librdkafka's messages are and what JSON pa
 from __future__ import annotations
 
 from array import array
+from operator import itemgetter
 from collections.abc import Callable, Iterable
 
 import pyarrow as pa
@@ -26,6 +27,8 @@ Unconvertible = Callable[[Message, Stage, Exception], None]
 """``unconvertible(message, stage, error)``: the message's key (``Stage.KEY_CONVERTER``) or
 value (``Stage.VALUE_CONVERTER``) could not be converted; it is left out of the batch."""
 
+_TYPE, _MS = itemgetter(0), itemgetter(1)
+
 
 class BatchBuilder:
     """Record batches of one schema from lists of Kafka messages (none with an error)."""
@@ -35,11 +38,16 @@ class BatchBuilder:
         self.empty = pa.RecordBatch.from_pylist([], schema=self.schema)
         self._key, self._value = key, value
 
-    def build(self, msgs: list[Message], unconvertible: Unconvertible) -> pa.RecordBatch:
+    def build(self, msgs: list[Message], unconvertible: Unconvertible) -> tuple[pa.RecordBatch, dict[tuple[str, int], int]]:
         """One row per message, in order, but for those whose key or value cannot be
         converted: each goes to ``unconvertible``, in the order of the messages (a message
-        whose key failed is not reported again for its value), as on the record path."""
+        whose key failed is not reported again for its value), as on the record path.
+
+        Returns the batch and, per ``(topic, partition)`` of ``msgs``, the offset of its last
+        message (whether converted or not)."""
         n = len(msgs)
+        if not n:
+            return self.empty, {}
         failed: dict[int, tuple[Stage, Exception]] = {}
 
         def key_failed(i: int, error: Exception) -> None:
@@ -49,13 +57,21 @@ class BatchBuilder:
             failed.setdefault(i, (Stage.VALUE_CONVERTER, error))
 
         topics = list(map(Message.topic, msgs))
+        partitions = list(map(Message.partition, msgs))
+        offsets = list(map(Message.offset, msgs))
         headers = list(map(Message.headers, msgs))
+        topic = topics[0]
+        if topics.count(topic) == n:
+            topic_column = pa.repeat(topic, n).cast(pa.string())
+            last = {(topic, p): off for p, off in dict(zip(partitions, offsets)).items()}
+        else:
+            topic_column = pa.array(topics, pa.string())
+            last = dict(zip(zip(topics, partitions), offsets))  # a later offset of a partition replaces an earlier
         columns = [
-            pa.repeat(topics[0], n).cast(pa.string()) if n and topics.count(topics[0]) == n
-            else pa.array(topics, pa.string()),
-            _fixed_width(pa.int32(), "i", list(map(Message.partition, msgs))),
-            _fixed_width(pa.int64(), "q", list(map(Message.offset, msgs))),
-            _timestamps([ts if kind else -1 for kind, ts in map(Message.timestamp, msgs)]),
+            topic_column,
+            _fixed_width(pa.int32(), "i", partitions),
+            _fixed_width(pa.int64(), "q", offsets),
+            _timestamps(list(map(Message.timestamp, msgs))),
             self._key.to_column(list(map(Message.key, msgs)), key_failed),
             self._value.to_column(list(map(Message.value, msgs)), value_failed),
             pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in headers], HEADERS_TYPE)
@@ -66,7 +82,7 @@ class BatchBuilder:
             for i in sorted(failed):
                 unconvertible(msgs[i], *failed[i])
             batch = batch.filter(pa.array([i not in failed for i in range(n)], pa.bool_()))
-        return batch
+        return batch, last
 
 
 def _fixed_width(type_: pa.DataType, code: str, values: list[int]) -> pa.Array:
@@ -74,11 +90,13 @@ def _fixed_width(type_: pa.DataType, code: str, values: list[int]) -> pa.Array:
     return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(array(code, values))])
 
 
-def _timestamps(stamps: list[int]) -> pa.Array:
-    """librdkafka's timestamps (ms; -1: none) as a timestamp column (null: none)."""
-    column = _fixed_width(TIMESTAMP_TYPE, "q", stamps)
-    if -1 in stamps:
-        column = pc.if_else(pc.equal(column.cast(pa.int64()), -1), pa.scalar(None, TIMESTAMP_TYPE), column)
+def _timestamps(stamps: list[tuple[int, int]]) -> pa.Array:
+    """librdkafka's ``(type, ms)`` timestamps as a timestamp column: null where the type is
+    ``TIMESTAMP_NOT_AVAILABLE`` (0), as the record path's ``None``."""
+    column = _fixed_width(TIMESTAMP_TYPE, "q", list(map(_MS, stamps)))
+    if 0 in map(_TYPE, stamps):
+        column = pc.if_else(pa.array([kind != 0 for kind, _ in stamps], pa.bool_()), column,
+                            pa.scalar(None, TIMESTAMP_TYPE))
     return column
 
 

@@ -119,13 +119,12 @@ class SinkConversion:
     def _convert_batch(self, msgs: list[Message]) -> tuple[pa.RecordBatch, dict[TopicPartition, int]]:
         """Messages → one Arrow record batch (the batch path, :mod:`.batches`); offsets as
         :meth:`_convert`'s."""
-        errors = [m for m in msgs if m.error() is not None]
-        if errors:
-            for m in errors:
-                self._consume_error(m.error())
+        if any(map(Message.error, msgs)):
+            for m in msgs:
+                if m.error() is not None:
+                    self._consume_error(m.error())
             msgs = [m for m in msgs if m.error() is None]
-        last = {(m.topic(), m.partition()): m.offset() for m in msgs}
-        batch = self._batches.build(msgs, self._unconvertible)
+        batch, last = self._batches.build(msgs, self._unconvertible)
         return batch, {self._tp(t, p): off + 1 for (t, p), off in last.items()}
 
     def _unconvertible(self, msg: Message, stage: Stage, error: Exception) -> None:
