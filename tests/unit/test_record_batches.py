@@ -9,6 +9,9 @@ from confluent_kafka import Message
 
 from conveyor.api import SinkTask, TimestampType, TopicPartition
 from conveyor.api.batches import batch_schema, sink_records
+from conveyor.connectors.archive.formats import JsonlBuffer
+from conveyor.connectors.archive.jsonl_batches import jsonl_lines, line_data
+from conveyor.connectors.archive.sink import ArchiveSinkTask
 from conveyor.connectors.file.sink import FileSinkTask
 from conveyor.connectors.noop import NoopSinkTask
 from conveyor.converters.bytearray_converter import ByteArrayConverter
@@ -16,9 +19,6 @@ from conveyor.converters.columnar import JSON_TYPE, JsonColumns, columnar, json_
 from conveyor.converters.json_converter import JsonConverter
 from conveyor.converters.string_converter import StringConverter
 from conveyor.runtime.errors.tolerance import Stage
-from conveyor.connectors.archive.formats import JsonlBuffer
-from conveyor.connectors.archive.jsonl_batches import jsonl_lines, line_data
-from conveyor.connectors.archive.sink import ArchiveSinkTask
 from conveyor.runtime.task.sink.batches import BatchBuilder, drop_partitions
 from conveyor.runtime.task.sink.context import InternalSinkRecord
 from conveyor.testing.recording import RecordingBatchSinkTask, RecordingSinkTask

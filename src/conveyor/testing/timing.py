@@ -23,7 +23,6 @@ import pyarrow as pa
 
 from conveyor.api import SinkConnector, SinkRecord, SinkTask, Task, TopicPartition
 
-
 CPU_READ_INTERVAL_S = 0.01
 """The process's CPU time is read at the end of a ``put`` at most this often (and at the end
 of the ``put`` that reaches ``timed.records``): reading it costs a system call that sums every

@@ -11,8 +11,8 @@ object is made per record beyond what librdkafka's messages are and what JSON pa
 from __future__ import annotations
 
 from array import array
-from operator import itemgetter
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 
 import pyarrow as pa
 import pyarrow.compute as pc
