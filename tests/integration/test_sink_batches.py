@@ -169,3 +169,30 @@ def _events(journal, name: str) -> list[dict]:
 
 def _put(journal) -> list[int]:
     return [int(r["value"]) for e in _events(journal, "put") for r in e["records"]]
+
+
+def test_rows_a_task_reports_from_a_batch_reach_the_dead_letter_queue_with_their_original_bytes(
+    kafka_bootstrap, topic_factory, spark, tmp_path
+):
+    topic = topic_factory(partitions=2)
+    items = [(f"k{i}", "bad" if i % 9 == 4 else f"{i}") for i in range(90)]
+    produce(kafka_bootstrap, topic, items, headers=[("h", b"\x00\xff"), ("n", None)])
+    dead = {}
+    for path in ("records", "batches"):
+        dlq, name = f"dlq-{uuid.uuid4().hex[:8]}", _name()
+        config = {"topics": topic, "journal.path": str(tmp_path / f"{path}.jsonl"), "report.errant.values": "bad",
+                  "value.converter": STRING, "key.converter": STRING, "errors.tolerance": "all",
+                  "errors.deadletterqueue.topic.name": dlq, "errors.deadletterqueue.topic.replication.factor": "1",
+                  "errors.deadletterqueue.context.headers.enable": "true",
+                  "conveyor.batch.path.enable": str(path == "batches").lower()}
+        with running_connector(connector_manifest(name, RECORDING_BATCH, kafka_bootstrap, config), spark) as d:
+            task = wait_until(lambda: next((t for t in d.status()["tasks"]  # noqa: B023
+                                            if t.get("records_put") == 90 and t.get("dlq_records") == 10), None),
+                              message=f"90 records put and 10 dead letters through {path}")
+            assert task["batch_path"] is (path == "batches")
+        dead[path] = sorted((m.partition(), m.offset(), m.key(), m.value(), m.headers()[:2], _context(m.headers()[2:]))
+                            for m in consume_all(kafka_bootstrap, dlq, expected=10))
+    assert dead["batches"] == dead["records"]
+    assert {(key, value, tuple(headers)) for _, _, key, value, headers, _ in dead["records"]} == {
+        (f"k{i}".encode(), b"bad", (("h", b"\x00\xff"), ("n", None))) for i in range(90) if i % 9 == 4}
+    assert {h["__connect.errors.stage"] for *_, h in dead["records"]} == {"TASK_PUT"}

@@ -154,7 +154,11 @@ class SinkTask(Task, abc.ABC):
         transformation chain, no ``header.converter``, ``conveyor.batch.path.enable``
         true) and :meth:`takes_batches` says yes, and through :meth:`put` otherwise.
         Every other contract is the same on both paths: the offsets ``pre_commit`` sees,
-        ``is_closing()``, rewinds, pause and resume, retries.
+        ``is_closing()``, rewinds, pause and resume, retries, and the errant record
+        reporter: a row reported as a record with its coordinates (as
+        :func:`~conveyor.api.batches.sink_records` makes it) reaches the dead-letter queue with
+        its original message's key, value and headers while the runtime still holds that
+        message (the last 100,000 messages, up to 64 MiB of keys and values).
         The default hands the rows to :meth:`put` as records.
 
         Raises:

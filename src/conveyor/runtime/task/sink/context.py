@@ -3,7 +3,7 @@ errant record reporter (KIP-610)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -145,12 +145,20 @@ class RunnerSinkContext(SinkTaskContext):
 class RunnerErrantRecordReporter(ErrantRecordReporter):
     """Routes ``report(record, error)`` through the task's tolerance settings."""
 
-    def __init__(self, tolerance: ToleranceOperator, task: object) -> None:
+    def __init__(self, tolerance: ToleranceOperator, task: object,
+                 find_message: Callable[[str, int, int], Message | None] | None = None) -> None:
         self._tolerance = tolerance
         self._task_class = class_name(task)
+        self.find_message = find_message
 
     def report(self, record: SinkRecord, error: BaseException) -> Future[None]:
+        """Hand ``record`` to ``errors.tolerance`` at stage ``TASK_PUT``: with its original
+        message's bytes when the record came from one (the record path's records, and rows of
+        the batch path found through ``find_message``), else as the task made it."""
         raw = getattr(record, "raw", None)
+        if raw is None and self.find_message is not None and record.original_kafka_offset is not None:
+            raw = self.find_message(record.original_topic, record.original_kafka_partition,  # type: ignore[arg-type]
+                                    record.original_kafka_offset)
         failed = (
             failed_record(raw)
             if raw is not None

@@ -49,6 +49,7 @@ from conveyor.runtime.task.sink.context import (
     RunnerSinkContext,
 )
 from conveyor.runtime.task.sink.conversion import SinkConversion
+from conveyor.runtime.task.sink.held_messages import HeldMessages
 from conveyor.runtime.task.sink.pausing import SinkPausing
 from conveyor.runtime.task.sink.rebalance import SinkRebalance
 from conveyor.transforms.chain import TransformationChain
@@ -113,6 +114,7 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         self._tps: dict[tuple[str, int], TopicPartition] = {}
         self._retry_batch: list[InternalSinkRecord] | pa.RecordBatch | None = None
         self._batches: BatchBuilder | None = None
+        self._held_messages: HeldMessages | None = None  # the batch path's messages, for the dead-letter queue
         self._retry_offsets: dict[TopicPartition, int] = {}
         self._retry_at = 0.0
         self._paused_for_retry = False
@@ -153,7 +155,8 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
                 )
             )
         self.tolerance = ToleranceOperator(self.settings, reporters)
-        self.context = RunnerSinkContext(spec.task_config, RunnerErrantRecordReporter(self.tolerance, self.task))
+        self._errant_reporter = RunnerErrantRecordReporter(self.tolerance, self.task)
+        self.context = RunnerSinkContext(spec.task_config, self._errant_reporter)
         self.key_converter = load_converter(spec.connector_config, "key", self.settings.key_converter)
         self.value_converter = load_converter(spec.connector_config, "value", self.settings.value_converter)
         self.header_converter = load_header_converter(spec.connector_config)
@@ -161,6 +164,9 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         self.task.initialize(self.context)
         self.task.start(spec.task_config)
         self._batches = self._batch_builder()
+        if self._batches is not None and (self.settings.dlq_topic or self.settings.errors_log_include_messages):
+            self._held_messages = HeldMessages()
+            self._errant_reporter.find_message = self._held_messages.find
         self._put = self.task.put_batch if self._batches is not None else self.task.put
         self._no_records = self._batches.empty if self._batches is not None else []
         config = consumer_config(spec)
