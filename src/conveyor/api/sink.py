@@ -27,6 +27,7 @@ from concurrent.futures import Future
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from conveyor.api.errors import ConnectError
 from conveyor.api.records import SinkRecord, TopicPartition
 
 if TYPE_CHECKING:
@@ -133,9 +134,12 @@ class SinkTask(Task, abc.ABC):
         assignor only the *newly* assigned partitions are passed. A task storing its
         offsets externally reads them here and calls ``context.offset(...)``."""
 
-    @abc.abstractmethod
     def put(self, records: Sequence[SinkRecord]) -> None:
         """Write (or buffer) a batch of records; may be empty.
+
+        A task implements this, :meth:`put_batch`, or both. One that implements only
+        :meth:`put_batch` fails at start wherever its records could not come as batches
+        (the runtime says why), and this default raises :class:`ConnectError`.
 
         Raises:
             RetriableError: the runtime pauses consumption and redelivers the same
@@ -143,6 +147,7 @@ class SinkTask(Task, abc.ABC):
             Exception: anything else fails the task after a closing commit of the
                 records already processed by earlier ``put`` calls.
         """
+        raise ConnectError(f"{type(self).__name__} takes records as batches only (put_batch); it has no put()")
 
     def put_batch(self, batch: pa.RecordBatch) -> None:
         """Write (or buffer) records in columnar form: an Arrow record batch, one row per

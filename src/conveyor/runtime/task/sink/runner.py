@@ -224,8 +224,13 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         """A builder of Arrow record batches when the batch path applies and the task takes
         its batches (``SinkTask.takes_batches``), else ``None`` (records through ``put``)."""
         assert self.settings and self.task
-        if not self.settings.batch_path or type(self.task).put_batch is SinkTask.put_batch:
+        cls = type(self.task)
+        if cls.put is SinkTask.put and cls.put_batch is SinkTask.put_batch:
+            raise TaskFailed(f"{cls.__name__} implements neither put() nor put_batch()")
+        if cls.put_batch is SinkTask.put_batch:
             return None
+        if not self.settings.batch_path:
+            return self._records_only("conveyor.batch.path.enable is false")
         key, value = columnar(self.key_converter), columnar(self.value_converter)
         why = ("the batch path does not take a transformation chain yet" if not self.chain.is_empty
                else "the batch path does not take a header.converter yet" if self.header_converter is not None
@@ -234,9 +239,16 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         if why is None and not self.task.takes_batches(key.type, value.type):
             why = f"the task takes no batches of {key.type} keys and {value.type} values"
         if why is not None:
-            log.info("task %s: records go to put(), not put_batch(): %s", self.where, why)
-            return None
+            return self._records_only(why)
         return BatchBuilder(key, value)
+
+    def _records_only(self, why: str) -> None:
+        """The records go to ``put``, for ``why``; a task that has only ``put_batch`` fails."""
+        assert self.task
+        if type(self.task).put is SinkTask.put:
+            raise TaskFailed(f"{type(self.task).__name__} takes batches only (put_batch), but its records cannot come "
+                             f"as batches: {why}")
+        log.info("task %s: records go to put(), not put_batch(): %s", self.where, why)
 
     def _poll_timeout(self, now: float) -> float:
         if self._retry_batch is not None:
