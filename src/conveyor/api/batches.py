@@ -33,13 +33,14 @@ for a task that handles some batches per record.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from conveyor.api.records import Header, SinkRecord, TimestampType, TopicPartition
+from conveyor.api.records import Header, SinkRecord, SourceRecord, TimestampType, TopicPartition
 from conveyor.api.schema import Schema, SchemaType
 
 TOPIC, PARTITION, OFFSET, TIMESTAMP, KEY, VALUE, HEADERS = (
@@ -91,6 +92,42 @@ def sink_records(batch: pa.RecordBatch) -> list[SinkRecord]:
             headers=_headers(headers), key_schema=key_schema if key is not None else None,
             value_schema=value_schema if value is not None else None))
     return records
+
+
+@dataclass(frozen=True)
+class SourceBatch:
+    """Records a source task returns at once from ``SourceTask.poll_batch``: rows for one
+    topic, read from one source partition, in order.
+
+    Attributes:
+        topic: the Kafka topic every row goes to.
+        values: the rows' values, ``string`` (written as UTF-8 under ``StringConverter``, as a
+            ``STRING`` value would be) or ``binary``; nulls allowed.
+        source_partition: where the rows were read (Kafka Connect's ``sourcePartition``).
+        source_offset: the offset after the last row (``sourceOffset``): committed once every
+            row is written, and where a restarted task resumes.
+        keys: the rows' keys (``string`` or ``binary``, as ``values``), or ``None``: no keys.
+    """
+
+    topic: str
+    values: pa.Array
+    source_partition: Mapping[str, Any]
+    source_offset: Mapping[str, Any]
+    keys: pa.Array | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def records(self) -> list[SourceRecord]:
+        """The rows as source records, as ``poll`` would have returned them (each with the
+        batch's source offset: only the last row's is the batch's own)."""
+        value_schema = _OPTIONAL.get(self.values.type)
+        key_schema = _OPTIONAL.get(self.keys.type) if self.keys is not None else None
+        keys = self.keys.to_pylist() if self.keys is not None else [None] * len(self.values)
+        return [SourceRecord(source_partition=self.source_partition, source_offset=self.source_offset,
+                             topic=self.topic, key=key, key_schema=key_schema if key is not None else None,
+                             value=value, value_schema=value_schema if value is not None else None)
+                for key, value in zip(keys, self.values.to_pylist(), strict=True)]
 
 
 def partition_runs(batch: pa.RecordBatch) -> list[tuple[TopicPartition, int, int]]:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conveyor.api.records import RecordMetadata, SourceRecord
 from conveyor.api.tasks import Task
+
+if TYPE_CHECKING:
+    from conveyor.api.batches import SourceBatch
 
 SourcePartition = Mapping[str, Any]
 SourceOffset = Mapping[str, Any]
@@ -94,6 +97,25 @@ class SourceTask(Task, abc.ABC):
             RetriableError: ``poll`` is called again after the error's delay.
             Exception: anything else fails the task.
         """
+
+    def poll_batch(self) -> SourceBatch | None:
+        """Optional: :meth:`poll`, but rows in columnar form (:class:`SourceBatch`), which the
+        runtime writes without a Python object per record; ``None`` when there are none yet.
+
+        The runtime calls it instead of :meth:`poll` when the task overrides it and the batch
+        path applies: ``value.converter`` is ``StringConverter`` (UTF-8) for ``string`` rows
+        (and ``key.converter`` too, for ``string`` keys), no transformation chain, no
+        ``exactly.once.support``, and :meth:`commit_record` not overridden (a batch has no
+        records to hand it). Otherwise :meth:`poll` is called. The batch's source offset is
+        committed once every one of its rows is written; the offsets are flushed every
+        ``offset.flush.interval.ms``, after the producer has written everything sent before.
+
+        Called on the task's thread; should block briefly, as :meth:`poll`.
+
+        Raises:
+            As :meth:`poll`.
+        """
+        return None
 
     def commit(self) -> None:  # noqa: B027 - optional hook
         """Source offsets up to the last acknowledged records were just committed to the

@@ -127,7 +127,8 @@ class TaskReport:
     ``errors_logged``, ``dlq_failures`` and ``last_error_ms`` (epoch milliseconds, 0: none)
     come from the task's error handling (:mod:`conveyor.runtime.errors.tolerance`).
     ``batch_path`` is whether a sink task takes its records as Arrow record batches
-    (``SinkTask.put_batch``) rather than through ``put``.
+    (``SinkTask.put_batch``) rather than through ``put``, or a source task returns them as
+    batches (``SourceTask.poll_batch``) rather than from ``poll``.
     """
 
     task_id: int

@@ -67,3 +67,19 @@ class LineSplitter:
         self._position += end - self._start
         self._start = end
         return line, self._position
+
+    def next_lines(self, limit: int) -> list[bytes]:
+        """Up to ``limit`` complete lines (undecoded, without terminators), as :meth:`next_line`
+        would hand them out one by one; :attr:`position` moves past the last one."""
+        buffer = self._buffer
+        last = max(buffer.rfind(b"\n"), buffer.rfind(b"\r"))
+        if last < self._start:
+            return []
+        parts = bytes(buffer[self._start: last + 1]).splitlines(keepends=True)  # each ends in one terminator
+        if last == len(buffer) - 1 and buffer[last] == 0x0D:  # "\r" last: it may be the start of "\r\n"
+            parts.pop()
+        del parts[limit:]
+        consumed = sum(map(len, parts))
+        self._position += consumed
+        self._start += consumed
+        return [part.rstrip(b"\r\n") for part in parts]

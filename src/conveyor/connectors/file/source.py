@@ -40,6 +40,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
+import pyarrow as pa
+
 from conveyor.api import (
     ConnectError,
     ExactlyOnceSupport,
@@ -49,6 +51,7 @@ from conveyor.api import (
     SourceRecord,
     SourceTask,
 )
+from conveyor.api.batches import SourceBatch
 from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.file.config import FileSourceConfig, load_source_config
 from conveyor.connectors.file.lines import LineSplitter
@@ -215,6 +218,34 @@ class FileSourceTask(BuiltIn, SourceTask):
         self._stopping.wait(IDLE_WAIT_S)
         return None
 
+    def poll_batch(self) -> SourceBatch | None:
+        """:meth:`poll` as one :class:`~conveyor.api.batches.SourceBatch`: up to ``batch.size``
+        lines as a ``string`` column (UTF-8, a malformed sequence becoming U+FFFD, as
+        :meth:`poll`'s records) and the position after the last as the batch's offset; no
+        timestamps (the producer stamps the records when it takes them).
+
+        Raises:
+            As :meth:`poll`.
+        """
+        cfg = self._require()
+        if self._file is None and not self._open(cfg):
+            self._stopping.wait(IDLE_WAIT_S)
+            return None
+        lines: list[bytes] = []
+        while True:
+            lines += self._lines.next_lines(cfg.records_per_poll - len(lines))
+            if len(lines) >= cfg.records_per_poll:
+                break
+            chunk = self._read(cfg)
+            if not chunk:
+                break
+            self._lines.feed(chunk)
+        if not lines:
+            self._stopping.wait(IDLE_WAIT_S)
+            return None
+        return SourceBatch(topic=cfg.topic, values=_utf8(lines), source_partition=self._partition,
+                           source_offset={POSITION_FIELD: self._lines.position})
+
     def stop(self, connector_deleted: bool = False) -> None:
         """Close the file. The task created nothing, so ``connector_deleted`` changes nothing."""
         self._stopping.set()
@@ -259,3 +290,13 @@ class FileSourceTask(BuiltIn, SourceTask):
         if self._cfg is None:
             raise RuntimeError("FileSourceTask used before start()")
         return self._cfg
+
+
+def _utf8(lines: list[bytes]) -> pa.Array:
+    """``lines`` as a ``string`` column, decoded as :class:`~.lines.LineSplitter` decodes a line."""
+    column = pa.array(lines, pa.binary()).view(pa.string())
+    try:
+        column.validate(full=True)
+        return column
+    except pa.ArrowInvalid:
+        return pa.array([line.decode("utf-8", "replace") for line in lines], pa.string())

@@ -39,6 +39,13 @@ class CommonSettings(ConnectorConfig):
     errors_log_include_messages: bool = Field(False, alias="errors.log.include.messages")
     key_converter: str = Field("org.apache.kafka.connect.storage.StringConverter", alias="key.converter")
     value_converter: str = Field("org.apache.kafka.connect.json.JsonConverter", alias="value.converter")
+    batch_path: bool = Field(
+        True,
+        alias="conveyor.batch.path.enable",
+        description="Move records as Arrow batches where the batch path applies (conveyor.api.batches): to a sink "
+        "task that implements put_batch(), from a source task that implements poll_batch(); false gives every "
+        "sink task records through put() and calls every source task's poll().",
+    )
 
     @property
     def offset_flush_interval(self) -> timedelta:
@@ -58,12 +65,6 @@ class SinkSettings(CommonSettings):
         alias="conveyor.closing.aware.commits",
         description="is_closing() is true in closing pre_commit calls (KIP-275). false reproduces Kafka Connect, "
         "where it does not exist; for comparisons only.",
-    )
-    batch_path: bool = Field(
-        True,
-        alias="conveyor.batch.path.enable",
-        description="Hand records to a task that implements put_batch() as Arrow record batches where the batch "
-        "path applies (conveyor.api.batches); false gives every task records through put().",
     )
     max_poll_records: int = Field(
         500, alias="consumer.override.max.poll.records", ge=1, description="Largest batch handed to put()."

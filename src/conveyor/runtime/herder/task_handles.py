@@ -70,8 +70,8 @@ class TaskHandle:
         """This task in the driver's status document: Kafka Connect's ``{"id", "state",
         "worker_id", "trace"}`` with Conveyor's ``attempt`` and, once the task has reported,
         its ``pod``, ``assignment``, ``committed`` / ``lag`` (``{"topic:partition": int}``)
-        and counters; ``source`` adds the source task's counters and ``source_offsets``, a
-        sink task says whether it takes record batches (``batch_path``)."""
+        and counters, and whether its records move as Arrow batches (``batch_path``); ``source``
+        adds the source task's counters and ``source_offsets``."""
         r = self.report
         entry: dict[str, Any] = {"id": self.task_id, "state": self.state.value,
                                  "worker_id": r.worker_id if r else "", "attempt": self.attempt}
@@ -80,12 +80,11 @@ class TaskHandle:
         if r is not None:
             entry.update(pod=r.pod, assignment=r.assignment, committed=r.committed, lag=r.lag,
                          records_read=r.records_read, records_put=r.records_put, records_skipped=r.records_skipped,
-                         dlq_records=r.dlq_records, commits=r.commits, closing_commits=r.closing_commits)
+                         dlq_records=r.dlq_records, commits=r.commits, closing_commits=r.closing_commits,
+                         batch_path=r.batch_path)
             if source:
                 entry.update(records_written=r.records_written, transactions=r.transactions,
                              source_offsets=r.source_offsets)
-            else:
-                entry.update(batch_path=r.batch_path)
         return entry
 
     def take_report(self, report: TaskReport) -> bool:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -52,12 +52,14 @@ from conveyor.runtime.kafka.fencing import read_task_count, transactional_id
 from conveyor.runtime.kafka.offsets_topic import TopicOffsetReader, offset_key, offset_value, read_offsets
 from conveyor.runtime.kafka.topic_creation import TopicCreator
 from conveyor.runtime.task.runner import TaskFailed, TaskFenced, TaskRunner
+from conveyor.runtime.task.source.batches import SourceBatches
 from conveyor.runtime.task.source.context import RunnerSourceContext, RunnerTransactionContext
 from conveyor.runtime.task.source.partitions import PartitionOffset, SourcePartitions
 from conveyor.transforms.chain import TransformationChain
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 DEFAULT_RETRY_BACKOFF_S = 1.0
 IDLE_SLEEP_S = 0.05
 
@@ -89,7 +91,7 @@ class _Pending:
         return self.record.source_offset
 
 
-class SourceTaskRunner(TaskRunner):
+class SourceTaskRunner(SourceBatches, TaskRunner):
     """One run of one source task; ``run()`` returns its final report."""
 
     def __init__(self, spec: TaskSpec) -> None:
@@ -105,6 +107,7 @@ class SourceTaskRunner(TaskRunner):
         self._acked: collections.deque[_Pending] = collections.deque()
         self._send_error: BaseException | None = None
         self._wants_commit_record = True
+        self._batches_on = False  # records come from poll_batch() (.batches)
         self._in_txn = False
         self._next_flush = 0.0
         self._next_txn_commit = 0.0
@@ -134,6 +137,7 @@ class SourceTaskRunner(TaskRunner):
         self.value_converter = load_converter(spec.connector_config, "value", self.settings.value_converter)
         self.header_converter = load_header_converter(spec.connector_config)
         self.chain = TransformationChain.from_config(spec.connector_config)
+        self._batches_on = self._batch_path()
         groups = topic_groups(spec.connector_config)
         self.topic_creator = None if groups is None else TopicCreator(AdminClient(client_config(spec.kafka)), groups)
         began = time.monotonic()
@@ -170,6 +174,8 @@ class SourceTaskRunner(TaskRunner):
             "linger.ms": 5,
             "partitioner": "murmur2_random",
         }
+        if self._batches_on:
+            settings.update(self._batch_producer_settings())
         if self.exactly_once:
             settings["transactional.id"] = transactional_id(spec.namespace, spec.connector, spec.task_id)
             settings["transaction.timeout.ms"] = self.settings.transaction_timeout_ms
@@ -200,7 +206,11 @@ class SourceTaskRunner(TaskRunner):
                 return leaving
             paused = self.link.directive.action is Action.PAUSE
             self.state = TaskState.PAUSED if paused else TaskState.RUNNING
-            if not paused:
+            if not paused and self._batches_on:
+                batch = self._poll_batch()
+                if batch is not None:
+                    self._send_batch(batch)
+            elif not paused:
                 records = self._poll()
                 if records:
                     self._send(records)
@@ -210,7 +220,11 @@ class SourceTaskRunner(TaskRunner):
             self._raise_send_error()
             self._deliver_commit_records()
             now = time.monotonic()
-            if not self.exactly_once:
+            if self._batches_on:
+                if now >= self._next_flush:
+                    self._flush_batches(self.settings.offset_flush_timeout_ms / 1000)
+                    self._next_flush = now + self.settings.offset_flush_interval_ms / 1000
+            elif not self.exactly_once:
                 self._complete_offset_flush()
                 if now >= self._next_flush:
                     self._flush_offsets()
@@ -225,21 +239,28 @@ class SourceTaskRunner(TaskRunner):
     def _poll(self) -> list[SourceRecord]:
         assert self.task is not None
         started = time.monotonic()
-        try:
-            records = self.task.poll()
-        except RetriableError as exc:
-            delay = exc.delay.total_seconds() if exc.delay is not None else DEFAULT_RETRY_BACKOFF_S
-            log.info("task %s-%d: poll() asked for a retry in %.3fs: %s", self.spec.connector, self.spec.task_id,
-                     delay, exc)
-            time.sleep(delay)
-            return []
-        except Exception as exc:  # noqa: BLE001 - the task fails
-            raise TaskFailed(f"poll() failed: {exc}") from exc
+        records = self._call_poll(self.task.poll)
         if records is not None:  # as Connect, a poll that returned a (maybe empty) batch
             self.meter.batch(len(records), time.monotonic() - started)
         records = records or []
         self.records_polled += len(records)
         return records
+
+    def _call_poll(self, poll: Callable[[], T]) -> T | None:
+        """``poll()`` (or ``poll_batch()``); ``None`` after sleeping out a ``RetriableError``.
+
+        Raises:
+            TaskFailed: it raised anything else.
+        """
+        try:
+            return poll()
+        except RetriableError as exc:
+            delay = exc.delay.total_seconds() if exc.delay is not None else DEFAULT_RETRY_BACKOFF_S
+            log.info("task %s: %s() asked for a retry in %.3fs: %s", self.where, poll.__name__, delay, exc)
+            time.sleep(delay)
+            return None
+        except Exception as exc:  # noqa: BLE001 - the task fails
+            raise TaskFailed(f"{poll.__name__}() failed: {exc}") from exc
 
     def _send(self, records: list[SourceRecord]) -> None:
         assert self.producer is not None
@@ -515,6 +536,9 @@ class SourceTaskRunner(TaskRunner):
             else:
                 self._abort_transaction()
             return
+        if self._batches_on:
+            self._flush_batches(self.spec.closing_timeout_s)
+            return
         self.producer.flush(self.spec.closing_timeout_s)
         self._raise_send_error()
         self._deliver_commit_records()
@@ -535,4 +559,5 @@ class SourceTaskRunner(TaskRunner):
             commits=self.commits,
             transactions=self.transactions,
             source_offsets=self._offsets.recently_committed(),
+            batch_path=self._batches_on,
         )

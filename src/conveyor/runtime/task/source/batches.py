@@ -1,0 +1,148 @@
+"""A source task's batch path (``SourceTask.poll_batch``): rows written to Kafka from Arrow
+arrays, with no Python object per record but the bytes the producer takes
+(:class:`SourceBatches`, a part of :class:`~conveyor.runtime.task.source.runner.SourceTaskRunner`).
+Runs on the task's thread.
+
+Delivery is tracked per batch, not per record: the producer reports only failed deliveries
+(``delivery.report.only.error``; a per-record delivery callback costs about as much as the
+write itself). Every ``offset.flush.interval.ms``, and when the task stops, the producer is
+flushed; once nothing is left in flight and nothing failed, the latest source offset of every
+batch sent is written to the offsets topic, and ``commit()`` runs once those are acknowledged.
+This is how Kafka Connect's ``WorkerSourceTask`` committed offsets before KIP-618 and KAFKA-12226
+tracked them per record. A failed write fails the task, as on the record path.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException
+
+from conveyor.api import SourceTask
+from conveyor.api.batches import SourceBatch
+from conveyor.converters.columnar import Utf8Columns, columnar
+from conveyor.runtime.kafka.offsets_topic import offset_key, offset_value
+from conveyor.runtime.task.runner import TaskFailed
+from conveyor.runtime.task.source.partitions import PartitionOffset
+
+log = logging.getLogger("conveyor.runtime.task.source.runner")
+
+
+class SourceBatches:
+    """Sends the batches ``poll_batch`` returns and commits their offsets; uses the runner's
+    task, producer, settings, converters and offsets."""
+
+    _batch_offsets: dict[str, PartitionOffset]
+    _unflushed_rows = 0
+
+    def _batch_path(self) -> bool:
+        """Whether the task's records come through ``poll_batch`` (see
+        ``SourceTask.poll_batch`` for when); says why not in the log when the task has one."""
+        task = self.task
+        if type(task).poll_batch is SourceTask.poll_batch:
+            return False
+        why = ("conveyor.batch.path.enable is false" if not self.settings.batch_path
+               else "exactly.once.support is on" if self.exactly_once
+               else "a transformation chain is configured" if not self.chain.is_empty
+               else "the task has commit_record(), which takes records" if self._wants_commit_record
+               else "value.converter is not StringConverter with UTF-8"
+               if not isinstance(columnar(self.value_converter), Utf8Columns)
+               else None)
+        if why is not None:
+            log.info("task %s: records come from poll(), not poll_batch(): %s", self.where, why)
+            return False
+        self._batch_offsets = {}
+        return True
+
+    def _batch_producer_settings(self) -> dict[str, Any]:
+        """Producer settings of the batch path: failed deliveries only, to one callback."""
+        return {"delivery.report.only.error": True, "on_delivery": self._on_failed_delivery}
+
+    def _on_failed_delivery(self, err: KafkaError | None, _msg: Any) -> None:
+        if err is not None and self._send_error is None:
+            self._send_error = KafkaException(err)
+
+    def _poll_batch(self) -> SourceBatch | None:
+        started = time.monotonic()
+        batch = self._call_poll(self.task.poll_batch)
+        if batch is not None:
+            self.meter.batch(len(batch), time.monotonic() - started)
+            self.records_polled += len(batch)
+        return batch
+
+    def _send_batch(self, batch: SourceBatch) -> None:
+        """Hand every row of ``batch`` to the producer (keys and values as UTF-8 bytes)."""
+        if not len(batch):
+            self._batch_offsets[self._offsets.id_of(batch.source_partition)] = (batch.source_partition,
+                                                                                 batch.source_offset)
+            return
+        values = _utf8_bytes(batch.values, "values")
+        keys = None
+        if batch.keys is not None:
+            if not isinstance(columnar(self.key_converter), Utf8Columns):
+                raise TaskFailed("poll_batch() returned keys, but key.converter is not StringConverter with UTF-8")
+            keys = _utf8_bytes(batch.keys, "keys")
+        if self.topic_creator is not None:
+            self.topic_creator.ensure(batch.topic)
+        produce, topic, sent = self.producer.produce, batch.topic, 0
+        while sent < len(values):
+            try:
+                if keys is None:
+                    for value in values[sent:] if sent else values:
+                        produce(topic, value)
+                        sent += 1
+                else:
+                    for key, value in zip(keys[sent:], values[sent:], strict=True):
+                        produce(topic, value, key)
+                        sent += 1
+            except BufferError:  # the producer's queue is full: let it drain
+                self.producer.poll(0.05)
+                self._raise_send_error()
+        self._unflushed_rows += sent
+        self._batch_offsets[self._offsets.id_of(batch.source_partition)] = (batch.source_partition,
+                                                                             batch.source_offset)
+
+    def _flush_batches(self, timeout_s: float) -> None:
+        """Flush the producer; when everything sent is written, write the batches' offsets
+        to the offsets topic, and once those are written run ``commit()``."""
+        assert self.producer and self.settings
+        if self.producer.flush(timeout_s):
+            self._raise_send_error()
+            log.warning("task %s: records still in flight after %.1f s; offsets are committed later",
+                        self.where, timeout_s)
+            return
+        self._raise_send_error()
+        self.records_written += self._unflushed_rows
+        self._unflushed_rows = 0
+        offsets, self._batch_offsets = self._batch_offsets, {}
+        if not offsets:
+            return
+        started = time.monotonic()
+        for partition, offset in offsets.values():
+            self.producer.produce(self.settings.offsets_storage_topic, key=offset_key(self.spec.connector, partition),
+                                  value=offset_value(offset))
+        left = self.producer.flush(self.settings.offset_flush_timeout_ms / 1000)
+        error, self._send_error = self._send_error, None
+        if left or error is not None:
+            log.warning("task %s: writing offsets failed, will retry: %s", self.where,
+                        error or f"{left} offset record(s) not acknowledged in time")
+            self._batch_offsets = {**offsets, **self._batch_offsets}
+            return
+        self._committed(offsets)
+        self.commits += 1
+        self.meter.commit(time.monotonic() - started)
+        self._call_commit()
+
+
+def _utf8_bytes(column: pa.Array, what: str) -> list[bytes | None]:
+    """The UTF-8 bytes of a ``string`` column, as ``StringConverter`` writes each string.
+
+    Raises:
+        TaskFailed: the column is not ``string`` (a batch that does not fit its converter).
+    """
+    if column.type != pa.string():
+        raise TaskFailed(f"poll_batch() returned {column.type} {what}; under StringConverter they must be string")
+    return column.view(pa.binary()).to_pylist()
