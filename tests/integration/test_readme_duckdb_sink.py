@@ -63,7 +63,7 @@ def test_the_readme_duckdb_sink_writes_each_record_once_across_a_restart(kafka_b
             assert task["batch_path"] is True
     with duckdb.connect(str(path), read_only=True) as db:
         rows = db.execute("SELECT part, off, value FROM events ORDER BY part, off").fetchall()
-        stored = dict(((t, p), n) for t, p, n in db.execute("SELECT topic, part, next FROM kafka_offsets").fetchall())
+        stored = {(t, p): n for t, p, n in db.execute("SELECT topic, part, next FROM kafka_offsets").fetchall()}
     assert len(rows) == 180 and len({(p, o) for p, o, _ in rows}) == 180, "each record once"
     assert sorted(json.loads(v)["id"] for *_, v in rows) == list(range(180))
     assert sum(stored.values()) == 180 and set(stored) == {(topic, 0), (topic, 1)}
@@ -83,4 +83,4 @@ def test_a_batch_only_task_fails_at_start_saying_why_its_records_cannot_come_as_
         task = wait_until(lambda: next((t for t in d.status()["tasks"] if t["state"] == "FAILED"), None),  # noqa: B023
                           message="the task FAILED")
     assert "DuckDBTask takes batches only (put_batch)" in task["trace"]
-    assert "transformation chain" in task["trace"]
+    assert "transformation 'route' (org.apache.kafka.connect.transforms.RegexRouter) has no batch form" in task["trace"]

@@ -22,6 +22,7 @@ from conveyor.runtime.errors.tolerance import Stage
 from conveyor.runtime.task.sink.batches import BatchBuilder, drop_partitions
 from conveyor.runtime.task.sink.context import InternalSinkRecord
 from conveyor.testing.recording import RecordingBatchSinkTask, RecordingSinkTask
+from conveyor.transforms.chain import TransformationChain
 
 VALUES = [b"a", None, "é".encode(), b"x\xffy", b"", b'{"a": 1}']
 
@@ -277,3 +278,44 @@ def test_the_archive_writes_the_same_files_from_batches_as_from_records(tmp_path
         written[path] = {str(f.relative_to(tmp_path / path)): f.read_bytes() for f in (tmp_path / path).rglob("*.*")}
     assert written["batches"] == written["records"]
     assert len(written["records"]) > 2 * 60 // 7
+
+
+FILTERS = {
+    "filter-all": {"transforms": "f", "transforms.f.type": "Filter"},
+    "tombstones": {"transforms": "f", "transforms.f.type": "Filter", "transforms.f.predicate": "t",
+                   "predicates": "t", "predicates.t.type": "RecordIsTombstone"},
+    "keep-tombstones": {"transforms": "f", "transforms.f.type": "Filter", "transforms.f.predicate": "t",
+                        "transforms.f.negate": "true", "predicates": "t", "predicates.t.type": "RecordIsTombstone"},
+    "topic": {"transforms": "f", "transforms.f.type": "org.apache.kafka.connect.transforms.Filter",
+              "transforms.f.predicate": "p", "predicates": "p",
+              "predicates.p.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+              "predicates.p.pattern": "orders-.*"},
+    "header-then-tombstones": {"transforms": "h,t", "transforms.h.type": "Filter", "transforms.h.predicate": "hk",
+                               "transforms.t.type": "Filter", "transforms.t.predicate": "ts",
+                               "predicates": "hk,ts", "predicates.hk.type": "HasHeaderKey", "predicates.hk.name": "drop",
+                               "predicates.ts.type": "RecordIsTombstone"},
+}
+
+
+@pytest.mark.parametrize("name", FILTERS)
+def test_filters_and_predicates_leave_the_rows_whose_records_the_chain_keeps(name):
+    msgs = [Message(topic="orders-eu" if i % 3 else "refunds", partition=i % 2, offset=i, key=f"k{i}".encode(),
+                    value=None if i % 4 == 0 else f"v{i}".encode(), timestamp=(1, 1_700_000_000_000 + i),
+                    headers=[("drop", b"1")] if i % 5 == 0 else [("keep", None), ("x", b"")] if i % 5 == 1 else None)
+            for i in range(40)]
+    chain = TransformationChain.from_config(FILTERS[name])
+    assert chain.batch_unsupported() is None
+    batch = chain.apply_batch(_build(_builder(pa.string(), pa.string()), msgs))
+    kept = [r for r in sink_records(_build(_builder(pa.string(), pa.string()), msgs)) if chain.apply(r) is not None]
+    assert [(r.topic, r.kafka_offset, r.value, r.headers) for r in sink_records(batch)] == \
+        [(r.topic, r.kafka_offset, r.value, r.headers) for r in kept]
+    assert name == "filter-all" or 0 < len(kept) < len(msgs)
+
+
+def test_a_chain_with_a_stage_without_a_batch_form_says_which():
+    chain = TransformationChain.from_config({
+        "transforms": "f,route", "transforms.f.type": "Filter", "transforms.f.predicate": "t", "predicates": "t",
+        "predicates.t.type": "RecordIsTombstone", "transforms.route.type": "RegexRouter",
+        "transforms.route.regex": "(.*)", "transforms.route.replacement": "$1-x"})
+    assert chain.batch_unsupported() == (
+        "transformation 'route' (org.apache.kafka.connect.transforms.RegexRouter) has no batch form")

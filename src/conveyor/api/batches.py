@@ -22,8 +22,8 @@ headers    ``list<struct<key: string, value:          the headers, in order (raw
 ``ByteArrayConverter`` and ``arrow.json`` (Arrow's canonical JSON extension type over
 ``string``: compact JSON text, see :mod:`conveyor.converters.columnar`) under
 ``JsonConverter`` with ``schemas.enable=false``; these are the converters the batch path
-takes today (any other, a transformation chain or a ``header.converter`` gives the task
-records through ``put``). A record its converter cannot read never reaches the batch: it
+takes today (any other, a transformation without a batch form or a ``header.converter``
+gives the task records through ``put``). A record its converter cannot read never reaches the batch: it
 takes the ``errors.tolerance`` path alone, as on the record path.
 
 :func:`sink_records` turns a batch back into :class:`~conveyor.api.records.SinkRecord` objects,

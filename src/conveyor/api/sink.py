@@ -155,9 +155,10 @@ class SinkTask(Task, abc.ABC):
 
         Optional: a task that overrides it gets its records here instead of through
         :meth:`put` whenever the batch path applies (converters with a columnar form:
-        ``StringConverter``, ``ByteArrayConverter``, ``JsonConverter`` without schemas; no
-        transformation chain, no ``header.converter``, ``conveyor.batch.path.enable``
-        true) and :meth:`takes_batches` says yes, and through :meth:`put` otherwise.
+        ``StringConverter``, ``ByteArrayConverter``, ``JsonConverter`` without schemas; a
+        transformation chain whose every stage has a batch form
+        (``TransformationChain.batch_unsupported``); no ``header.converter``;
+        ``conveyor.batch.path.enable`` true) and :meth:`takes_batches` says yes, and through :meth:`put` otherwise.
         Every other contract is the same on both paths: the offsets ``pre_commit`` sees,
         ``is_closing()``, rewinds, pause and resume, retries, and the errant record
         reporter: a row reported as a record with its coordinates (as

@@ -29,6 +29,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from conveyor.api.errors import ConfigError, DataError, RetriableError
 from conveyor.api.transforms import Predicate, Transformation
 from conveyor.converters._config import as_text, get_bool, missing, parse_list, prefixed_error, sub_config
@@ -88,6 +91,22 @@ class TransformationStage:
             return self.transformation.apply(record)
         return record
 
+    def batch_unsupported(self) -> str | None:
+        """Why this stage has no batch form, or ``None`` when it has one."""
+        if not hasattr(self.transformation, "apply_batch"):
+            return f"transformation '{self.alias}' ({self.transformation_class}) has no batch form"
+        if self.predicate is not None and not hasattr(self.predicate, "test_batch"):
+            return f"predicate '{self.predicate_alias}' ({reported_class_name(self.predicate)}) has no batch form"
+        return None
+
+    def apply_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        where = None
+        if self.predicate is not None:
+            where = self.predicate.test_batch(batch)  # type: ignore[attr-defined]
+            if self.negate:
+                where = pc.invert(where)
+        return self.transformation.apply_batch(batch, where)  # type: ignore[attr-defined]
+
     def close(self) -> None:
         for part in (self.transformation, self.predicate):
             if part is None:
@@ -143,6 +162,26 @@ class TransformationChain:
             if record is None:
                 return None
         return record
+
+    def batch_unsupported(self) -> str | None:
+        """Why the chain cannot run on record batches (the first stage without a batch form),
+        or ``None`` when every stage has one."""
+        return next((why for stage in self.stages if (why := stage.batch_unsupported()) is not None), None)
+
+    def apply_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """:meth:`apply` on a record batch (``conveyor.api.batches``): every stage in order on
+        the rows the previous left; each row as :meth:`apply` would leave its record (a
+        dropped record's row is gone). Only for a chain :meth:`batch_unsupported` accepts.
+
+        Stages with a batch form: ``Filter``, with or without a predicate among
+        ``TopicNameMatches``, ``HasHeaderKey`` and ``RecordIsTombstone``. A batch form
+        transforms only the rows its predicate selects (``where``; ``None``: all rows).
+        """
+        for stage in self.stages:
+            batch = stage.apply_batch(batch)
+            if not batch.num_rows:
+                break
+        return batch
 
     def close(self) -> None:
         """Close every transformation and predicate (once; later calls do nothing)."""

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from conveyor.api.transforms import Transformation
 
 
@@ -24,3 +27,8 @@ class Filter(Transformation):  # type: ignore[type-arg]
 
     def apply(self, record: Any) -> None:
         return None
+
+    def apply_batch(self, batch: pa.RecordBatch, where: pa.BooleanArray | None) -> pa.RecordBatch:
+        """The batch form (:meth:`~conveyor.transforms.chain.TransformationChain.apply_batch`):
+        the rows ``where`` is false for (none without ``where``)."""
+        return batch.slice(0, 0) if where is None else batch.filter(pc.invert(where))

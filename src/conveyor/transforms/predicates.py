@@ -20,6 +20,10 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from conveyor.api.batches import HEADERS, TOPIC, VALUE
 from conveyor.api.errors import ConfigError
 from conveyor.api.transforms import Predicate
 from conveyor.converters._config import get_string, invalid
@@ -42,7 +46,16 @@ class TopicNameMatches(Predicate):  # type: ignore[type-arg]
         self._results: dict[str, bool] = {}
 
     def test(self, record: Any) -> bool:
-        topic = record.topic
+        return self._matches(record.topic)
+
+    def test_batch(self, batch: pa.RecordBatch) -> pa.BooleanArray:
+        """:meth:`test` of every row of a record batch (``conveyor.api.batches``)."""
+        topics = batch.column(TOPIC)
+        uniques = pc.unique(topics)
+        matching = pa.array([self._matches(t) for t in uniques.to_pylist()], pa.bool_())
+        return pc.take(matching, pc.index_in(topics, value_set=uniques))
+
+    def _matches(self, topic: str | None) -> bool:
         if topic is None:
             return False
         result = self._results.get(topic)
@@ -69,6 +82,16 @@ class HasHeaderKey(Predicate):  # type: ignore[type-arg]
         name = self.name
         return any(header.key == name for header in record.headers or ())
 
+    def test_batch(self, batch: pa.RecordBatch) -> pa.BooleanArray:
+        """:meth:`test` of every row of a record batch (``conveyor.api.batches``)."""
+        headers = batch.column(HEADERS)
+        mask = [False] * batch.num_rows
+        if headers.null_count < len(headers):
+            hits = pc.equal(pc.struct_field(pc.list_flatten(headers), "key"), self.name)
+            for row in pc.filter(pc.list_parent_indices(headers), hits).to_pylist():
+                mask[row] = True
+        return pa.array(mask, pa.bool_())
+
 
 class RecordIsTombstone(Predicate):  # type: ignore[type-arg]
     """True when the record's value is null."""
@@ -77,3 +100,7 @@ class RecordIsTombstone(Predicate):  # type: ignore[type-arg]
 
     def test(self, record: Any) -> bool:
         return record.value is None
+
+    def test_batch(self, batch: pa.RecordBatch) -> pa.BooleanArray:
+        """:meth:`test` of every row of a record batch (``conveyor.api.batches``)."""
+        return pc.is_null(batch.column(VALUE))

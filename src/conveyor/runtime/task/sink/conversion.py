@@ -125,6 +125,8 @@ class SinkConversion:
                     self._consume_error(m.error())
             msgs = [m for m in msgs if m.error() is None]
         batch, last = self._batches.build(msgs, self._unconvertible)
+        if not self.chain.is_empty:
+            batch = self.chain.apply_batch(batch)
         if self._held_messages is not None:
             self._held_messages.hold(msgs)
         return batch, {self._tp(t, p): off + 1 for (t, p), off in last.items()}

@@ -232,10 +232,10 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         if not self.settings.batch_path:
             return self._records_only("conveyor.batch.path.enable is false")
         key, value = columnar(self.key_converter), columnar(self.value_converter)
-        why = ("the batch path does not take a transformation chain yet" if not self.chain.is_empty
-               else "the batch path does not take a header.converter yet" if self.header_converter is not None
+        why = (self.chain.batch_unsupported()
+               or ("the batch path does not take a header.converter yet" if self.header_converter is not None
                else "the batch path does not take its converters yet" if key is None or value is None
-               else None)
+               else None))
         if why is None and not self.task.takes_batches(key.type, value.type):
             why = f"the task takes no batches of {key.type} keys and {value.type} values"
         if why is not None:
