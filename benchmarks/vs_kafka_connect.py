@@ -46,10 +46,9 @@ How each figure is measured, the same way on both sides:
 Settings that differ, none tuned here for this benchmark (each side at its own defaults):
 
 * Conveyor's ``offset.flush.interval.ms`` is set to 1000 to match the worker's (the
-  harness's; Kafka Connect's stock default is 60000). Conveyor's ``file-sink`` buffers lines
-  (1 MiB) and flushes them at every commit (``pre_commit``), so its last lines reach the file
-  up to one flush interval after the last ``put``; Connect's ``PrintStream`` writes each line
-  as it is printed. Both are measured at the file, so this is in Conveyor's figures.
+  harness's; Kafka Connect's stock default is 60000). Conveyor's ``file-sink`` writes each
+  ``put``'s lines in one write; Connect's ``PrintStream`` writes each line as it is printed.
+  Both are measured at the file.
 * Consumers: Connect's worker consumer defaults (``max.poll.records=500``, eager range
   assignor first); Conveyor's runtime defaults (librdkafka, ``max.poll.records`` 500,
   ``fetch.queue.backoff.ms=10``, cooperative-sticky). Producers: Connect's worker producer

@@ -319,3 +319,19 @@ def test_a_chain_with_a_stage_without_a_batch_form_says_which():
         "transforms.route.regex": "(.*)", "transforms.route.replacement": "$1-x"})
     assert chain.batch_unsupported() == (
         "transformation 'route' (org.apache.kafka.connect.transforms.RegexRouter) has no batch form")
+
+
+@pytest.mark.parametrize("columns", [frozenset(), frozenset({"value"}), frozenset({"key", "headers"}), None])
+def test_a_task_gets_only_the_columns_it_reads_and_conversion_failures_still_count(columns):
+    msgs = [Message(topic="t", partition=0, offset=i, key=b"{bad" if i == 2 else b'"k"', value=b"[%d]" % i,
+                    timestamp=(1, 1), headers=[("h", b"1")]) for i in range(5)]
+    failures: list = []
+    full = _build(_builder(JSON_TYPE, JSON_TYPE), msgs, [])
+    builder = BatchBuilder(columnar(_json()), columnar(_json()), columns)
+    batch, last = builder.build(msgs, lambda msg, stage, error: failures.append((msg.offset(), stage)))
+    expected = [name for name in full.schema.names if columns is None or name in {"topic", "partition", "offset"}
+                or name in columns]
+    assert batch.schema.names == expected == builder.schema.names
+    assert batch.equals(full.select(expected))
+    assert failures == [(2, Stage.KEY_CONVERTER)], "a key that cannot be read leaves the batch, built or not"
+    assert last == {("t", 0): 4}

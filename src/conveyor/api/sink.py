@@ -22,7 +22,7 @@ All hooks run on the task's runner thread. Offsets are "next offset to consume".
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -182,6 +182,15 @@ class SinkTask(Task, abc.ABC):
         would only turn such batches back into records says no, and gets :meth:`put`.
         The default: whether the task's class overrides :meth:`put_batch`."""
         return type(self).put_batch is not SinkTask.put_batch
+
+    def batch_columns(self) -> Collection[str] | None:
+        """The columns of :mod:`conveyor.api.batches` this task reads, of ``timestamp``,
+        ``key``, ``value`` and ``headers``; the batches it gets then hold only those, besides
+        ``topic``, ``partition`` and ``offset``, which always come (the runtime does not
+        build what no one reads). ``None`` (the default): every column. Asked once, after
+        :meth:`takes_batches` says yes, on the task's thread. A batch without every column
+        cannot go through :func:`~conveyor.api.batches.sink_records`."""
+        return None
 
     def flush(self, offsets: Offsets) -> None:  # noqa: B027 - optional hook
         """Make everything up to ``offsets`` durable; called by the default ``pre_commit``."""

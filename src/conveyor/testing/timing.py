@@ -61,6 +61,9 @@ class TimedSinkTask(SinkTask):
     def takes_batches(self, key_type: pa.DataType, value_type: pa.DataType) -> bool:
         return self.inner.takes_batches(key_type, value_type)
 
+    def batch_columns(self) -> Any:
+        return self.inner.batch_columns()
+
     def put_batch(self, batch: pa.RecordBatch) -> None:
         """The wrapped task's ``put_batch`` (its default hands the rows to its ``put``)."""
         self._timed(batch.num_rows, self.inner.put_batch, batch)

@@ -13,11 +13,11 @@
 * The file is opened for appending (created if missing, its directory is not) in ``start``;
   failing that, the task fails with Kafka Connect's "Couldn't find or create file ..." message.
   Without ``file`` lines go to the task's standard output.
-* Lines are buffered (1 MiB) and flushed by ``flush``, which the default ``pre_commit``
-  calls before every commit: offsets are committed only for lines already handed to the
-  operating system (not fsynced: a machine crash can lose lines whose offsets were committed,
-  as with Kafka Connect). Kafka Connect's unbuffered ``PrintStream`` writes each line at once;
-  either way a task failure before a commit redelivers, and may duplicate, lines.
+* The lines of each ``put`` reach the file in one write before ``put`` returns (Kafka
+  Connect's unbuffered ``PrintStream`` writes each line at once), so offsets, committed after
+  the default ``pre_commit`` calls ``flush``, never run ahead of the file (not fsynced: a
+  machine crash can lose lines whose offsets were committed, as with Kafka Connect). A task
+  failure before a commit redelivers, and may duplicate, lines.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.file.config import FileSinkConfig
 from conveyor.connectors.file.java_text import java_string
 
-#: Size of the file object's buffer: lines reach the file when it fills, and at every ``flush``.
+#: Size of the file object's buffer; every ``put`` flushes it.
 WRITE_BUFFER = 1 << 20
 
 log = logging.getLogger(__name__)
@@ -114,8 +114,7 @@ class FileSinkTask(BuiltIn, SinkTask):
             raise ConnectError(f"Couldn't find or create file '{self._path}' for FileStreamSinkTask: {exc}") from exc
 
     def put(self, records: Sequence[SinkRecord]) -> None:
-        """Write the records' lines to the file object (buffered: they reach the file when its
-        1 MiB buffer fills, and at ``flush``).
+        """Write the records' lines to the file, in one write.
 
         Raises:
             ConnectError: writing failed.
@@ -126,6 +125,10 @@ class FileSinkTask(BuiltIn, SinkTask):
         """String values only: their lines are made in Arrow. Other values would be turned
         back into records."""
         return value_type == pa.string()
+
+    def batch_columns(self) -> frozenset[str]:
+        """Only the values: they are all a line holds."""
+        return frozenset({VALUE})
 
     def put_batch(self, batch: pa.RecordBatch) -> None:
         """:meth:`put` for a record batch: string values (``StringConverter``) are written
@@ -145,6 +148,7 @@ class FileSinkTask(BuiltIn, SinkTask):
         try:
             for chunk in chunks:
                 self._file.write(chunk)
+            self._file.flush()  # a put's lines reach the file at once, as Connect's unbuffered PrintStream's
         except OSError as exc:
             raise ConnectError(f"writing to {self._describe()} failed: {exc}") from exc
         self.lines_written += lines

@@ -11,7 +11,7 @@ object is made per record beyond what librdkafka's messages are and what JSON pa
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from operator import itemgetter
 
 import pyarrow as pa
@@ -19,8 +19,19 @@ import pyarrow.compute as pc
 from confluent_kafka import Message
 
 from conveyor.api import TopicPartition
-from conveyor.api.batches import HEADERS_TYPE, PARTITION, TIMESTAMP_TYPE, TOPIC, batch_schema
-from conveyor.converters.columnar import ColumnarConverter
+from conveyor.api.batches import (
+    HEADERS,
+    HEADERS_TYPE,
+    KEY,
+    OFFSET,
+    PARTITION,
+    TIMESTAMP,
+    TIMESTAMP_TYPE,
+    TOPIC,
+    VALUE,
+    batch_schema,
+)
+from conveyor.converters.columnar import ColumnarConverter, JsonColumns
 from conveyor.runtime.errors.tolerance import Stage
 
 Unconvertible = Callable[[Message, Stage, Exception], None]
@@ -28,15 +39,27 @@ Unconvertible = Callable[[Message, Stage, Exception], None]
 value (``Stage.VALUE_CONVERTER``) could not be converted; it is left out of the batch."""
 
 _TYPE, _MS = itemgetter(0), itemgetter(1)
+ALWAYS = frozenset((TOPIC, PARTITION, OFFSET))
+"""The columns every batch has, whatever the task asks for (``SinkTask.batch_columns``)."""
 
 
 class BatchBuilder:
     """Record batches of one schema from lists of Kafka messages (none with an error)."""
 
-    def __init__(self, key: ColumnarConverter, value: ColumnarConverter) -> None:
-        self.schema = batch_schema(key.type, value.type)
+    def __init__(self, key: ColumnarConverter, value: ColumnarConverter,
+                 columns: Collection[str] | None = None) -> None:
+        """``columns``: of ``timestamp``, ``key``, ``value`` and ``headers``, those to build
+        (``SinkTask.batch_columns``; ``None``: all); ``topic``, ``partition`` and ``offset``
+        always come. A key or value its converter may fail to read is converted whether
+        its column is built or not, so that failures take the tolerance path as always."""
+        full = batch_schema(key.type, value.type)
+        self.schema = pa.schema([f for f in full if columns is None or f.name in ALWAYS or f.name in columns])
         self.empty = pa.RecordBatch.from_pylist([], schema=self.schema)
         self._key, self._value = key, value
+        built = set(self.schema.names)
+        self._timestamps, self._headers = TIMESTAMP in built, HEADERS in built
+        self._keys = KEY in built or type(key) is JsonColumns
+        self._values = VALUE in built or type(value) is JsonColumns
 
     def build(self, msgs: list[Message], unconvertible: Unconvertible) -> tuple[pa.RecordBatch, dict[tuple[str, int], int]]:
         """One row per message, in order, but for those whose key or value cannot be
@@ -59,7 +82,6 @@ class BatchBuilder:
         topics = list(map(Message.topic, msgs))
         partitions = list(map(Message.partition, msgs))
         offsets = list(map(Message.offset, msgs))
-        headers = list(map(Message.headers, msgs))
         topic = topics[0]
         if topics.count(topic) == n:
             topic_column = pa.repeat(topic, n).cast(pa.string())
@@ -67,17 +89,19 @@ class BatchBuilder:
         else:
             topic_column = pa.array(topics, pa.string())
             last = dict(zip(zip(topics, partitions), offsets))  # a later offset of a partition replaces an earlier
-        columns = [
-            topic_column,
-            _fixed_width(pa.int32(), "i", partitions),
-            _fixed_width(pa.int64(), "q", offsets),
-            _timestamps(list(map(Message.timestamp, msgs))),
-            self._key.to_column(list(map(Message.key, msgs)), key_failed),
-            self._value.to_column(list(map(Message.value, msgs)), value_failed),
-            pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in headers], HEADERS_TYPE)
-            if any(headers) else pa.nulls(n, HEADERS_TYPE),
-        ]
-        batch = pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        columns = {TOPIC: topic_column, PARTITION: _fixed_width(pa.int32(), "i", partitions),
+                   OFFSET: _fixed_width(pa.int64(), "q", offsets)}
+        if self._timestamps:
+            columns[TIMESTAMP] = _timestamps(list(map(Message.timestamp, msgs)))
+        if self._keys:
+            columns[KEY] = self._key.to_column(list(map(Message.key, msgs)), key_failed)
+        if self._values:
+            columns[VALUE] = self._value.to_column(list(map(Message.value, msgs)), value_failed)
+        if self._headers:
+            headers = list(map(Message.headers, msgs))
+            columns[HEADERS] = pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in headers],
+                                        HEADERS_TYPE) if any(headers) else pa.nulls(n, HEADERS_TYPE)
+        batch = pa.RecordBatch.from_arrays([columns[name] for name in self.schema.names], schema=self.schema)
         if failed:
             for i in sorted(failed):
                 unconvertible(msgs[i], *failed[i])

@@ -240,7 +240,7 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
             why = f"the task takes no batches of {key.type} keys and {value.type} values"
         if why is not None:
             return self._records_only(why)
-        return BatchBuilder(key, value)
+        return BatchBuilder(key, value, self.task.batch_columns())
 
     def _records_only(self, why: str) -> None:
         """The records go to ``put``, for ``why``; a task that has only ``put_batch`` fails."""
