@@ -236,6 +236,8 @@ def _assert_closing_commits(result: dict[str, Any], target: Any, bootstrap: str,
     last record the sink holds from it; the stop result shows them per task, and what each
     task's last closing commit wrote."""
     assert [t["state"] for t in result["tasks"]] == ["STOPPED", "STOPPED"], result
+    batches = isinstance(target, ArchiveTarget)  # the archive (jsonl, JSON values) takes record batches
+    assert [t.get("batch_path") for t in result["tasks"]] == [batches, batches], result
     held = target.offsets()
     assert len(held) == len(set(held)), "a record written twice"
     written: dict[int, int] = {}

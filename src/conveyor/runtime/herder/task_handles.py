@@ -53,9 +53,10 @@ class TaskHandle:
 
     def stop_entry(self) -> dict[str, Any]:
         """This task in a stop report: ``{"id", "state", "committed", "last_closing_commit",
-        "closing_commit_error", "trace", "cleaned_up", "cleanup_error"}``."""
+        "closing_commit_error", "trace", "cleaned_up", "cleanup_error", "batch_path"}``."""
         report = self.report
         return {"id": self.task_id, "state": self.state.value, "committed": report.committed if report else {},
+                "batch_path": report.batch_path if report else False,
                 "last_closing_commit": report.last_closing_commit if report else None,
                 "closing_commit_error": report.closing_commit_error if report else None, "trace": self.trace,
                 "cleaned_up": self.cleaned_up, "cleanup_error": self.cleanup_error}
