@@ -12,7 +12,8 @@ import pytest
 
 from conveyor.api import DataError, Header, Schema, SchemaType, SinkRecord
 from conveyor.connectors.archive import parquet_format
-from conveyor.connectors.archive.parquet_format import ParquetBuffer, ParquetLayout, arrow_type
+from conveyor.api.arrow_types import arrow_type
+from conveyor.connectors.archive.parquet_format import ParquetBuffer, ParquetLayout
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
 DATE = "org.apache.kafka.connect.data.Date"

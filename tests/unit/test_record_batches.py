@@ -15,7 +15,7 @@ from conveyor.connectors.archive.sink import ArchiveSinkTask
 from conveyor.connectors.file.sink import FileSinkTask
 from conveyor.connectors.noop import NoopSinkTask
 from conveyor.converters.bytearray_converter import ByteArrayConverter
-from conveyor.converters.columnar import JSON_TYPE, JsonColumns, columnar, json_text
+from conveyor.converters.columnar import JSON_TYPE, JsonColumns, TypedColumns, columnar, json_text
 from conveyor.converters.json_converter import JsonConverter
 from conveyor.converters.string_converter import StringConverter
 from conveyor.runtime.errors.tolerance import Stage
@@ -57,8 +57,9 @@ def _build(builder: BatchBuilder, msgs: list[Message], failures: list | None = N
             raise AssertionError(f"unexpected failure at offset {msg.offset()}: {error}")
         failures.append((msg.offset(), stage, error))
 
-    batch, _last = builder.build(msgs, unconvertible)
-    return batch
+    batches, _last = builder.build(msgs, unconvertible)
+    assert len(batches) == 1, "keys and values without schemas: one batch per poll"
+    return batches[0]
 
 
 def test_a_batch_holds_every_message_in_order_with_the_converters_values():
@@ -80,10 +81,10 @@ def test_a_batch_gives_the_last_offset_of_each_partition_unconvertible_messages_
     msgs = [Message(topic=topics[i % len(topics)], partition=i % 3, offset=100 + i, key=None,
                     value=b"{bad" if i >= 10 else b"1", timestamp=(1, 1)) for i in range(12)]
     failures: list = []
-    batch, last = _builder(JSON_TYPE, JSON_TYPE).build(msgs, lambda msg, stage, error: failures.append(msg.offset()))
+    [batch], last = _builder(JSON_TYPE, JSON_TYPE).build(msgs, lambda msg, stage, error: failures.append(msg.offset()))
     assert batch.num_rows == 10 and failures == [110, 111]
     assert last == {(m.topic(), m.partition()): m.offset() for m in msgs}
-    assert _builder(pa.binary(), pa.binary()).build([], lambda *a: None) == (_builder(pa.binary(), pa.binary()).empty, {})
+    assert _builder(pa.binary(), pa.binary()).build([], lambda *a: None) == ([_builder(pa.binary(), pa.binary()).empty], {})
 
 
 def test_sink_records_gives_what_put_would_have_had():
@@ -112,7 +113,7 @@ def test_the_batch_path_takes_bytes_utf8_strings_and_schemaless_json():
     assert columnar(_string()).type == pa.string()
     assert columnar(_string({"converter.encoding": "ISO-8859-1"})) is None
     assert columnar(_json()).type == JSON_TYPE
-    assert columnar(_json(schemas=True)) is None
+    assert isinstance(columnar(_json(schemas=True)), TypedColumns) and columnar(_json(schemas=True)).type is None
     with pytest.raises(ValueError, match="value column is string, binary or arrow.json"):
         batch_schema(pa.string(), pa.int64())
 
@@ -328,7 +329,7 @@ def test_a_task_gets_only_the_columns_it_reads_and_conversion_failures_still_cou
     failures: list = []
     full = _build(_builder(JSON_TYPE, JSON_TYPE), msgs, [])
     builder = BatchBuilder(columnar(_json()), columnar(_json()), columns)
-    batch, last = builder.build(msgs, lambda msg, stage, error: failures.append((msg.offset(), stage)))
+    [batch], last = builder.build(msgs, lambda msg, stage, error: failures.append((msg.offset(), stage)))
     expected = [name for name in full.schema.names if columns is None or name in {"topic", "partition", "offset"}
                 or name in columns]
     assert batch.schema.names == expected == builder.schema.names

@@ -21,10 +21,17 @@ headers    ``list<struct<key: string, value:          the headers, in order (raw
 ``key`` and ``value`` are ``string`` under ``StringConverter`` (UTF-8), ``binary`` under
 ``ByteArrayConverter`` and ``arrow.json`` (Arrow's canonical JSON extension type over
 ``string``: compact JSON text, see :mod:`conveyor.converters.columnar`) under
-``JsonConverter`` with ``schemas.enable=false``; these are the converters the batch path
-takes today (any other, a transformation without a batch form or a ``header.converter``
-gives the task records through ``put``). A record its converter cannot read never reaches the batch: it
-takes the ``errors.tolerance`` path alone, as on the record path.
+``JsonConverter`` with ``schemas.enable=false``. Under a converter that gives Connect
+schemas (``JsonConverter`` with schemas, Avro, Protobuf, JSON Schema, the number converters)
+they are **typed**: the column has the Arrow type of the records' schema
+(:mod:`conveyor.api.arrow_types`) and carries that schema (:func:`column_schema`), so one
+batch holds records of one key schema and one value schema (and nulls), and a change of
+schema starts another batch; records without a schema get an ``arrow.json`` column. A null
+has no schema in a batch, as a tombstone has none on the record path (a null read with an
+optional schema, which has that schema on the record path, is the one difference). Another converter, a
+transformation without a batch form or a ``header.converter`` gives the task records through
+``put``. A record its converter cannot read never reaches the batch: it takes the
+``errors.tolerance`` path alone, as on the record path.
 
 :func:`sink_records` turns a batch back into :class:`~conveyor.api.records.SinkRecord` objects,
 for a task that handles some batches per record.
@@ -40,6 +47,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from conveyor.api.arrow_types import connect_values, field_schema
 from conveyor.api.records import Header, SinkRecord, SourceRecord, TimestampType, TopicPartition
 from conveyor.api.schema import Schema, SchemaType
 
@@ -68,21 +76,21 @@ def batch_schema(key_type: pa.DataType, value_type: pa.DataType) -> pa.Schema:
                       (TIMESTAMP, TIMESTAMP_TYPE), (KEY, key_type), (VALUE, value_type), (HEADERS, HEADERS_TYPE)])
 
 
-def column_schema(type_: pa.DataType) -> Schema | None:
-    """The Connect schema a non-null key or value of a column of ``type_`` has on the
-    record path (``OPTIONAL_STRING``, ``OPTIONAL_BYTES``, ``None`` for schemaless JSON). A
-    null key or value has none."""
-    return _OPTIONAL[type_]
+def column_schema(field: pa.Field) -> Schema | None:
+    """The Connect schema the non-null keys or values of a batch's ``key`` or ``value`` field
+    have on the record path (a null has none): a typed column's own; ``OPTIONAL_STRING`` or
+    ``OPTIONAL_BYTES`` for a ``string`` or ``binary`` column; ``None`` for JSON."""
+    return field_schema(field) or _OPTIONAL.get(field.type)
 
 
 def sink_records(batch: pa.RecordBatch) -> list[SinkRecord]:
     """The batch's rows as records, as ``put`` would have received them (a null value has
-    no schema, as under Kafka Connect's converters, and so has JSON; JSON text is parsed as
-    ``json.loads`` does; a record without a timestamp has ``TimestampType.NO_TIMESTAMP_TYPE``).
+    no schema, as under Kafka Connect's converters, and JSON has none; JSON text is parsed as ``json.loads`` does; a record without a timestamp has
+    ``TimestampType.NO_TIMESTAMP_TYPE``).
     One Python object per row: for a task's fallback, not its hot path."""
-    key_schema = _OPTIONAL[batch.schema.field(KEY).type]
-    value_schema = _OPTIONAL[batch.schema.field(VALUE).type]
-    columns = [_values(batch.column(name)) for name in (TOPIC, PARTITION, OFFSET, KEY, VALUE, HEADERS)]
+    key_schema, value_schema = column_schema(batch.schema.field(KEY)), column_schema(batch.schema.field(VALUE))
+    columns = [_values(batch.column(name), column_schema(batch.schema.field(name)) if name in (KEY, VALUE) else None)
+               for name in (TOPIC, PARTITION, OFFSET, KEY, VALUE, HEADERS)]
     stamps = batch.column(TIMESTAMP).cast(pa.int64()).to_pylist()
     records = []
     for (topic, partition, offset, key, value, headers), stamp in zip(zip(*columns), stamps, strict=True):
@@ -153,7 +161,9 @@ def row_runs(columns: Sequence[pa.Array]) -> list[tuple[int, int]]:
     return list(zip(starts, [*starts[1:], n], strict=True))
 
 
-def _values(column: pa.Array) -> list[Any]:
+def _values(column: pa.Array, schema: Schema | None = None) -> list[Any]:
+    if schema is not None and schema.type in (SchemaType.MAP, SchemaType.ARRAY, SchemaType.STRUCT):
+        return list(map(connect_values(schema), column.to_pylist()))
     if column.type != JSON_TYPE:
         return column.to_pylist()
     return [None if text is None else json.loads(text) for text in column.storage.to_pylist()]

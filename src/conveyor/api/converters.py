@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from conveyor.api.records import Header
 from conveyor.api.schema import Schema, SchemaAndValue
@@ -29,6 +29,12 @@ class Converter(abc.ABC):
     Called on the task's thread. Raises :class:`~conveyor.api.errors.DataError` for
     bytes or data it cannot convert; ``errors.tolerance`` decides what follows.
     """
+
+    #: Whether what ``to_connect_data`` reads comes with a Connect schema (a value without
+    #: one is then JSON-like data, or null): a sink's batch path gives such keys or values
+    #: typed columns (:mod:`conveyor.api.arrow_types`), per record through ``to_connect_data``
+    #: with empty headers. Read after ``configure``.
+    gives_schemas: ClassVar[bool] = False
 
     def configure(self, config: Mapping[str, Any], is_key: bool) -> None:  # noqa: B027
         """Receive the converter's own keys, prefix removed, and which side it serves."""

@@ -13,6 +13,12 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+#: Kafka Connect's logical types (``org.apache.kafka.connect.data``): their schema names.
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+DATE = "org.apache.kafka.connect.data.Date"
+TIME = "org.apache.kafka.connect.data.Time"
+TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
+
 
 class SchemaType(str, enum.Enum):
     """Kafka Connect's ``Schema.Type``, spelled as in its JSON schemas."""

@@ -155,8 +155,8 @@ class SinkTask(Task, abc.ABC):
 
         Optional: a task that overrides it gets its records here instead of through
         :meth:`put` whenever the batch path applies (converters with a columnar form:
-        ``StringConverter``, ``ByteArrayConverter``, ``JsonConverter`` without schemas; a
-        transformation chain whose every stage has a batch form
+        ``StringConverter``, ``ByteArrayConverter``, ``JsonConverter``, and those that give
+        Connect schemas, whose columns are typed; a transformation chain whose every stage has a batch form
         (``TransformationChain.batch_unsupported``); no ``header.converter``;
         ``conveyor.batch.path.enable`` true) and :meth:`takes_batches` says yes, and through :meth:`put` otherwise.
         Every other contract is the same on both paths: the offsets ``pre_commit`` sees,
@@ -167,17 +167,22 @@ class SinkTask(Task, abc.ABC):
         message (the last 100,000 messages, up to 64 MiB of keys and values).
         The default hands the rows to :meth:`put` as records.
 
+        Records read in one poll come as one batch, or with typed columns as one batch per
+        run of records of one key schema and value schema, called in order.
+
         Raises:
-            RetriableError: as from :meth:`put`: the same batch is delivered again.
+            RetriableError: as from :meth:`put`: the same batch is delivered again (and the
+                poll's batches after it).
             Exception: as from :meth:`put`: the task fails.
         """
         from conveyor.api.batches import sink_records
 
         self.put(sink_records(batch))
 
-    def takes_batches(self, key_type: pa.DataType, value_type: pa.DataType) -> bool:
+    def takes_batches(self, key_type: pa.DataType | None, value_type: pa.DataType | None) -> bool:
         """Whether the task wants :meth:`put_batch` for batches whose ``key`` and ``value``
-        columns have these Arrow types (:mod:`conveyor.api.batches`); asked once, after
+        columns have these Arrow types (:mod:`conveyor.api.batches`; ``None``: typed by
+        the records' Connect schemas, one type per batch); asked once, after
         :meth:`start`, on the task's thread, when the batch path applies. A task that
         would only turn such batches back into records says no, and gets :meth:`put`.
         The default: whether the task's class overrides :meth:`put_batch`."""

@@ -7,6 +7,10 @@ converter                           Arrow type            a cell holds
 ``ByteArrayConverter``              ``binary``            the bytes as they are
 ``StringConverter`` (UTF-8)         ``string``            the text; malformed UTF-8 replaced (U+FFFD)
 ``JsonConverter``, no schemas       ``arrow.json``        the JSON text, compact (see below)
+one that ``gives_schemas``          the schema's type     the Connect value, typed
+(``JsonConverter`` with schemas,    (:mod:`conveyor.api.  (:class:`TypedColumns`)
+Avro, Protobuf, JSON Schema,        arrow_types`)
+``IntegerConverter``…)
 =================================== ===================== ==========================================
 
 A ``null`` cell is a null key or value (for JSON also an empty message and the literal
@@ -35,7 +39,9 @@ from typing import Any, Protocol
 import orjson
 import pyarrow as pa
 
+from conveyor.api.arrow_types import arrow_type
 from conveyor.api.errors import DataError
+from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters.bytearray_converter import ByteArrayConverter
 from conveyor.converters.json_converter import JsonConverter
 from conveyor.converters.string_converter import StringConverter
@@ -60,10 +66,12 @@ class ColumnarConverter(Protocol):
         ...
 
 
-def columnar(converter: Any) -> ColumnarConverter | None:
+def columnar(converter: Any) -> ColumnarConverter | TypedColumns | None:
     """The columnar form of ``converter``, or ``None`` when it has none (records then take
     the record path)."""
     kind = type(converter)
+    if getattr(converter, "gives_schemas", False):
+        return TypedColumns(converter)
     if kind is ByteArrayConverter:
         return BytesColumns()
     if kind is StringConverter and converter.encoding.lower() in _UTF8:
@@ -144,6 +152,72 @@ class JsonColumns:
                 failed(i, exc)
                 texts.append(None)
         return texts
+
+
+NULL_CELL: Any = Schema(SchemaType.STRING, optional=True, name="conveyor.null")
+"""The schema :meth:`TypedColumns.cells` gives a null: it fits a run of any schema."""
+
+
+class TypedColumns:
+    """A converter whose keys or values come with Connect schemas (``Converter.gives_schemas``):
+    each message through ``to_connect_data`` (with its topic and empty headers), as on the record path. A
+    batch's rows are typed by their schemas, so the caller cuts them into runs of one schema
+    (:meth:`cells`); a null joins any run (a null cell, without a schema, as a tombstone has
+    on the record path: also for an optional schema's null, which has its schema there); a
+    value without a schema (``JsonConverter``'s envelope with a null schema) is held as JSON
+    text, as :class:`JsonColumns` holds it.
+
+    A message is reported to ``failed`` when the converter cannot read it, when its value
+    does not match its schema, or when its schema has no Arrow form (a struct without fields,
+    a decimal of more than 76 digits: :func:`~conveyor.api.arrow_types.arrow_type`).
+    """
+
+    type = None  # one per batch: the records' schema's
+
+    def __init__(self, converter: Any) -> None:
+        self._converter = converter
+        self._types: dict[Schema, tuple[pa.DataType, Callable[[Any], Any]]] = {}
+
+    def cells(self, topics: list[str], data: list[bytes | None],
+              failed: Failed) -> tuple[list[Schema | None], list[Any]]:  # NULL_CELL is a Schema
+        """Per message (read from ``topics``, one per message): its Connect schema (:data:`NULL_CELL`
+        for a null) (``None``: schemaless or null) and its cell, ready
+        for ``pa.array`` of the schema's Arrow type (``None`` schemas: compact JSON text)."""
+        to_connect = self._converter.to_connect_data
+        schemas: list[Schema | None] = []
+        cells: list[Any] = []
+        last: Schema | None = None
+        check: Callable[[Any], Any] | None = None
+        for i, (topic, raw) in enumerate(zip(topics, data, strict=True)):
+            try:
+                schema, value = to_connect(topic, (), raw)
+                if value is None:
+                    schema = NULL_CELL
+                    cell = None
+                elif schema is None:
+                    cell = json_text(value)
+                else:
+                    if schema is not last:
+                        check = self._check(schema)
+                        last = schema
+                    cell = check(value)  # type: ignore[misc]
+            except Exception as exc:  # noqa: BLE001 - the caller's tolerance decides
+                failed(i, exc)
+                schema = cell = None
+            schemas.append(schema)
+            cells.append(cell)
+        return schemas, cells
+
+    def _check(self, schema: Schema) -> Callable[[Any], Any]:
+        try:
+            found = self._types.get(schema)
+        except TypeError:  # a default that cannot be hashed
+            return arrow_type(schema)[1]
+        if found is None:
+            if len(self._types) >= 64:
+                self._types.clear()
+            found = self._types[schema] = arrow_type(schema)
+        return found[1]
 
 
 def json_text(value: Any) -> bytes:

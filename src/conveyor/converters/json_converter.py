@@ -219,6 +219,10 @@ class JsonConverter(Converter):
         self._write_cache = _Cache(cache_size)
         self._write_last = None
 
+    @property  # type: ignore[override]
+    def gives_schemas(self) -> bool:  # the envelope's schema may still be null: the value is then schemaless
+        return self.schemas_enabled
+
     # --- bytes → Connect ------------------------------------------------------------
 
     def to_connect_data(self, topic: str, headers: Sequence[Header], data: bytes | None) -> SchemaAndValue:

@@ -25,12 +25,8 @@ import decimal as _decimal
 from typing import Any
 
 from conveyor.api.errors import DataError
-from conveyor.api.schema import Schema, SchemaType
+from conveyor.api.schema import DATE, DECIMAL, TIME, TIMESTAMP, Schema, SchemaType
 
-DECIMAL = "org.apache.kafka.connect.data.Decimal"
-DATE = "org.apache.kafka.connect.data.Date"
-TIME = "org.apache.kafka.connect.data.Time"
-TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
 SCALE_FIELD = "scale"
 LOGICAL_NAMES = frozenset({DECIMAL, DATE, TIME, TIMESTAMP})
 

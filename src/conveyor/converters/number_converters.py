@@ -29,6 +29,7 @@ from conveyor.api.schema import NULL, Schema, SchemaAndValue, SchemaType
 
 
 class _NumberConverter(Converter):
+    gives_schemas = True
     type_name: ClassVar[str]
     deserializer: ClassVar[str]
     schema: ClassVar[Schema]
@@ -116,6 +117,7 @@ class BooleanConverter(Converter):
     """``org.apache.kafka.connect.converters.BooleanConverter``: one byte, 0x01 or 0x00."""
 
     schema = Schema(SchemaType.BOOLEAN, optional=True)
+    gives_schemas = True
 
     def to_connect_data(self, topic: str, headers: Sequence[Header], data: bytes | None) -> SchemaAndValue:
         if data is None:

@@ -110,6 +110,7 @@ class SchemaRegistryConverter(Converter, Generic[W], abc.ABC):
     """
 
     FORMAT = "?"
+    gives_schemas = True
 
     def __init__(self) -> None:
         self._client: SchemaRegistryClient | None = None

@@ -58,7 +58,7 @@ class TimedSinkTask(SinkTask):
     def put(self, records: Sequence[SinkRecord]) -> None:
         self._timed(len(records), self.inner.put, records)
 
-    def takes_batches(self, key_type: pa.DataType, value_type: pa.DataType) -> bool:
+    def takes_batches(self, key_type: pa.DataType | None, value_type: pa.DataType | None) -> bool:
         return self.inner.takes_batches(key_type, value_type)
 
     def batch_columns(self) -> Any:

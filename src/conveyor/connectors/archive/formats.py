@@ -73,16 +73,13 @@ import orjson
 from fastavro.write import Writer
 
 from conveyor.api import DataError, Schema, SchemaType, SinkRecord, TopicPartition
+from conveyor.api.schema import DATE, DECIMAL, TIME, TIMESTAMP
 from conveyor.connectors.archive.config import ArchiveFormat, AvroCodec
 from conveyor.converters._avro_data import PRIMITIVE_TO_AVRO
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-DECIMAL = "org.apache.kafka.connect.data.Decimal"
-DATE = "org.apache.kafka.connect.data.Date"
-TIME = "org.apache.kafka.connect.data.Time"
-TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
 DEFAULT_DECIMAL_PRECISION = 64
 RECORD_NAME = "ConveyorArchiveRecord"
 HEADER_NAME = "ConveyorArchiveHeader"

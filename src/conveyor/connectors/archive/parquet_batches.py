@@ -6,7 +6,8 @@ A file has one layout (:class:`~.parquet_format.ParquetLayout`, from the records
 schemas). On the record path a null key or value has no schema while the others of a
 ``StringConverter`` or ``ByteArrayConverter`` column have one, so a partition's rows are
 cut into runs of one layout (:func:`layout_runs`), and a file ends where the layout
-changes, as it does there.
+changes, as it does there. So does a typed column's (a converter with schemas): one schema
+for the batch's non-null cells.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def layout_runs(rows: pa.RecordBatch) -> list[tuple[Schema | None, Schema | None
     """``rows`` as runs of consecutive rows whose keys and values have the same Connect
     schemas on the record path: ``(key schema, value schema, start, stop)``."""
     sides = [rows.column(KEY), rows.column(VALUE)]
+    fields = [rows.schema.field(KEY), rows.schema.field(VALUE)]
+    schemas = [column_schema(field) for field in fields]
     nulls = [pc.is_null(side) if side.type != JSON_TYPE and side.null_count else None for side in sides]
     marks = [is_null for is_null in nulls if is_null is not None]
     runs = row_runs(marks) if marks else [(0, rows.num_rows)]
@@ -32,7 +35,7 @@ def layout_runs(rows: pa.RecordBatch) -> list[tuple[Schema | None, Schema | None
         is_null = nulls[side]
         if is_null is not None and is_null[row].as_py():
             return None
-        return column_schema(sides[side].type)
+        return schemas[side]
 
     return [(schema(0, start), schema(1, start), start, stop) for start, stop in runs]
 
@@ -50,7 +53,9 @@ def parquet_columns(rows: pa.RecordBatch, layout: ParquetLayout) -> list[pa.Arra
 def _cells(column: pa.Array, type_: pa.DataType) -> pa.Array:
     if column.type == JSON_TYPE:
         column = column.storage  # JSON text: the schemaless column's cells
-    return column if column.type == type_ else column.cast(type_)  # a run of nulls (no schema: string)
+    if column.type == type_:
+        return column
+    return pa.nulls(len(column), type_)  # a run of nulls: no schema, so the layout's column is a string
 
 
 class ParquetRows:

@@ -53,237 +53,24 @@ Lower ``flush.size`` for tasks with many partitions.
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import io
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conveyor.api import ConnectError, DataError, Schema, SchemaType, SinkRecord
+from conveyor.api.arrow_types import TIMESTAMP_TYPE, Convert, arrow_type, required_arrow_type, value_mismatch
 from conveyor.connectors.archive.config import ArchiveSinkConfig
-from conveyor.connectors.archive.formats import DATE, DECIMAL, TIME, TIMESTAMP, FileBuffer, json_bytes
+from conveyor.connectors.archive.formats import FileBuffer, json_bytes
 
-DEFAULT_DECIMAL_PRECISION = 38
-MAX_DECIMAL_PRECISION = 76
 ROW_GROUP_MAX_RECORDS = 100_000
 #: records a buffer holds as Python values before converting them to Arrow arrays
 CHUNK_RECORDS = 8192
 
-Convert = Callable[[Any], Any]
-
-TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
 HEADERS_TYPE = pa.list_(
     pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
 )
-_INT_RANGES = {
-    SchemaType.INT8: (pa.int8(), 7),
-    SchemaType.INT16: (pa.int16(), 15),
-    SchemaType.INT32: (pa.int32(), 31),
-    SchemaType.INT64: (pa.int64(), 63),
-}
-
-
-# -- Connect schema -> Arrow type and a checking converter -----------------------------------
-
-
-def _bad(expected: str, value: Any) -> DataError:
-    if value is None:
-        return DataError("null for a required (non-optional) field")
-    shown = repr(value)
-    if len(shown) > 60:
-        shown = shown[:57] + "..."
-    return DataError(f"expected {expected}, got {type(value).__name__} {shown}")
-
-
-def _int_conv(bits: int) -> Convert:
-    low, high = -(1 << bits), (1 << bits) - 1
-
-    def conv(v: Any) -> Any:
-        if type(v) is not int and (not isinstance(v, int) or isinstance(v, bool)):
-            raise _bad(f"an int{bits + 1}", v)
-        if not low <= v <= high:
-            raise DataError(f"{v} is out of the range of int{bits + 1}")
-        return v
-
-    return conv
-
-
-def _float_conv(v: Any) -> Any:
-    if type(v) is float:
-        return v
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
-    raise _bad("a float", v)
-
-
-def _bool_conv(v: Any) -> Any:
-    if v is True or v is False:
-        return v
-    raise _bad("a boolean", v)
-
-
-def _str_conv(v: Any) -> Any:
-    if type(v) is not str and not isinstance(v, str):
-        raise _bad("a string", v)
-    if not v.isascii():
-        try:
-            v.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise DataError(f"string is not valid Unicode: {exc.reason}") from None
-    return v
-
-
-def _bytes_conv(v: Any) -> Any:
-    if type(v) is bytes:
-        return v
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v)
-    raise _bad("bytes", v)
-
-
-def _decimal_conv(precision: int, scale: int) -> Convert:
-    def conv(v: Any) -> Any:
-        if isinstance(v, int) and not isinstance(v, bool):
-            v = decimal.Decimal(v)
-        elif not isinstance(v, decimal.Decimal):
-            raise _bad("a Decimal", v)
-        if not v.is_finite():
-            raise DataError(f"decimal {v} is not finite")
-        t = v.as_tuple()
-        exponent = int(t.exponent)
-        if exponent < -scale and v != v.quantize(decimal.Decimal(1).scaleb(-scale)):
-            raise DataError(f"decimal {v} has more than {scale} digits after the point (the column's scale)")
-        digits = len(t.digits) + exponent + scale if v else 1
-        if digits > precision:
-            raise DataError(f"decimal {v} has more than {precision} digits (the column's precision)")
-        return v
-
-    return conv
-
-
-def _date_conv(v: Any) -> Any:
-    if isinstance(v, dt.date) and not isinstance(v, dt.datetime):
-        return v
-    if isinstance(v, int) and not isinstance(v, bool) and -(1 << 31) <= v < (1 << 31):
-        return v
-    raise _bad("a date (datetime.date or days since the epoch)", v)
-
-
-def _time_conv(v: Any) -> Any:
-    if isinstance(v, dt.time) or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 86_400_000):
-        return v
-    raise _bad("a time (datetime.time or milliseconds since midnight)", v)
-
-
-def _timestamp_conv(v: Any) -> Any:
-    if isinstance(v, dt.datetime) or (isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63)):
-        return v
-    raise _bad("a timestamp (datetime.datetime or milliseconds since the epoch)", v)
-
-
-def _optional(conv: Convert) -> Convert:
-    return lambda v: None if v is None else conv(v)
-
-
-def arrow_type(schema: Schema) -> tuple[pa.DataType, Convert]:
-    """``(Arrow type, converter)`` of a Connect schema (see the module docstring).
-
-    The converter takes a Python value shaped like ``schema`` and returns what pyarrow
-    builds the column from; it accepts ``None`` exactly when ``schema.optional``.
-
-    Raises:
-        DataError: the schema cannot be expressed in Arrow (a decimal of more than 76
-            digits, a struct without fields, an array or map without element schemas, an
-            unknown type); from the
-            converter: a value that does not match the schema.
-    """
-    atype, conv = _arrow_required(schema)  # every converter refuses None (see _bad)
-    return atype, (_optional(conv) if schema.optional else conv)
-
-
-def _arrow_required(schema: Schema) -> tuple[pa.DataType, Convert]:
-    t = schema.type
-    params = schema.parameters or {}
-    if schema.name == DECIMAL and t is SchemaType.BYTES:
-        try:
-            scale = int(params.get("scale", "0"))
-            precision = int(params.get("connect.decimal.precision", DEFAULT_DECIMAL_PRECISION))
-        except (TypeError, ValueError):
-            raise DataError(f"a Decimal schema with unusable parameters {dict(params)!r}") from None
-        if scale < 0:
-            raise DataError(f"a Decimal of negative scale {scale} (Arrow decimals need a scale >= 0)")
-        precision = max(precision, scale, 1)
-        if precision > MAX_DECIMAL_PRECISION:
-            raise DataError(f"a decimal of precision {precision} does not fit Arrow's decimal256 (76 digits)")
-        atype = pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
-        return atype, _decimal_conv(precision, scale)
-    if schema.name == DATE and t is SchemaType.INT32:
-        return pa.date32(), _date_conv
-    if schema.name == TIME and t is SchemaType.INT32:
-        return pa.time32("ms"), _time_conv
-    if schema.name == TIMESTAMP and t is SchemaType.INT64:
-        return TIMESTAMP_TYPE, _timestamp_conv
-    if t in _INT_RANGES:
-        atype, bits = _INT_RANGES[t]
-        return atype, _int_conv(bits)
-    if t is SchemaType.FLOAT32:
-        return pa.float32(), _float_conv
-    if t is SchemaType.FLOAT64:
-        return pa.float64(), _float_conv
-    if t is SchemaType.BOOLEAN:
-        return pa.bool_(), _bool_conv
-    if t is SchemaType.STRING:
-        return pa.string(), _str_conv
-    if t is SchemaType.BYTES:
-        return pa.binary(), _bytes_conv
-    if t is SchemaType.ARRAY:
-        if schema.value_schema is None:
-            raise DataError("ARRAY schema without an element schema")
-        item_type, item_conv = arrow_type(schema.value_schema)
-
-        def array_conv(v: Any, c: Convert = item_conv) -> Any:
-            if not isinstance(v, (list, tuple)):
-                raise _bad("a list", v)
-            return [c(x) for x in v]
-
-        return pa.list_(pa.field("element", item_type, nullable=schema.value_schema.optional)), array_conv
-    if t is SchemaType.MAP:
-        if schema.key_schema is None or schema.value_schema is None:
-            raise DataError("MAP schema without key and value schemas")
-        key_type, key_conv = _arrow_required(schema.key_schema)  # map keys are never null
-        value_type, value_conv = arrow_type(schema.value_schema)
-
-        def map_conv(v: Any, kc: Convert = key_conv, vc: Convert = value_conv) -> Any:
-            if not isinstance(v, Mapping):
-                raise _bad("a mapping", v)
-            return [(kc(k), vc(x)) for k, x in v.items()]
-
-        atype = pa.map_(
-            pa.field("key", key_type, nullable=False),
-            pa.field("value", value_type, nullable=schema.value_schema.optional),
-        )
-        return atype, map_conv
-    if t is SchemaType.STRUCT:
-        if not schema.fields:
-            raise DataError("a STRUCT without fields (Parquet has no empty groups)")
-        fields: list[pa.Field] = []
-        plan: list[tuple[str, Convert]] = []
-        for field in schema.fields:
-            ftype, fconv = arrow_type(field.schema)
-            fields.append(pa.field(field.name, ftype, nullable=True))
-            plan.append((field.name, fconv))
-
-        def struct_conv(v: Any, plan: list[tuple[str, Convert]] = plan) -> Any:
-            get = getattr(v, "get", None)
-            if get is None:
-                raise _bad("a struct (mapping)", v)
-            return {name: conv(get(name)) for name, conv in plan}
-
-        return pa.struct(fields), struct_conv
-    raise DataError(f"unsupported Connect schema type {t!r}")
 
 
 # -- layout: the columns of files with one pair of Connect schemas ----------------------------
@@ -300,11 +87,11 @@ class _Side:
             self.type: pa.DataType = pa.string()
             self.conv: Convert = lambda v: None if v is None else json_bytes(v).decode("utf-8")
             return
-        self.type, conv = _arrow_required(schema)
+        self.type, conv = required_arrow_type(schema)
         if schema.type is SchemaType.STRUCT:
             self.struct_fields = list(self.type)
             for field in schema.fields:
-                ftype, fconv = arrow_type(field.schema)
+                _, fconv = arrow_type(field.schema)
                 self.plan.append((field.name, fconv))
         self.conv = lambda v, c=conv: None if v is None else c(v)
 
@@ -321,7 +108,7 @@ class _Side:
             return [True] + [None] * len(self.plan)
         get = getattr(v, "get", None)
         if get is None:
-            raise _bad("a struct (mapping)", v)
+            raise value_mismatch("a struct (mapping)", v)
         try:
             return [False] + [conv(get(name)) for name, conv in self.plan]
         except DataError as exc:

@@ -315,10 +315,13 @@ class ArchiveSinkTask(BuiltIn, SinkTask):
         for future in reports:
             future.result()
 
-    def takes_batches(self, key_type: pa.DataType, value_type: pa.DataType) -> bool:
+    def takes_batches(self, key_type: pa.DataType | None, value_type: pa.DataType | None) -> bool:
         """With ``format=jsonl`` or ``parquet``, the default partitioner and no
-        ``format.class``: their files are made from Arrow columns. Other configurations
+        ``format.class``: their files are made from Arrow columns (for ``jsonl``, of keys
+        and values without Connect schemas: typed ones take records). Other configurations
         take records."""
+        if self.config.format is ArchiveFormat.JSONL and (key_type is None or value_type is None):
+            return False
         return self._takes_batches
 
     def put_batch(self, batch: pa.RecordBatch) -> None:

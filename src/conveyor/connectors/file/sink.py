@@ -121,7 +121,7 @@ class FileSinkTask(BuiltIn, SinkTask):
         """
         self._write([render_lines(records)], len(records))
 
-    def takes_batches(self, key_type: pa.DataType, value_type: pa.DataType) -> bool:
+    def takes_batches(self, key_type: pa.DataType | None, value_type: pa.DataType | None) -> bool:
         """String values only: their lines are made in Arrow. Other values would be turned
         back into records."""
         return value_type == pa.string()

@@ -13,15 +13,18 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Collection, Iterable
 from operator import itemgetter
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Message
 
-from conveyor.api import TopicPartition
+from conveyor.api import Schema, TopicPartition
+from conveyor.api.arrow_types import required_arrow_type, schema_field, schema_text
 from conveyor.api.batches import (
     HEADERS,
     HEADERS_TYPE,
+    JSON_TYPE,
     KEY,
     OFFSET,
     PARTITION,
@@ -31,7 +34,7 @@ from conveyor.api.batches import (
     VALUE,
     batch_schema,
 )
-from conveyor.converters.columnar import ColumnarConverter, JsonColumns
+from conveyor.converters.columnar import NULL_CELL, ColumnarConverter, JsonColumns, TypedColumns
 from conveyor.runtime.errors.tolerance import Stage
 
 Unconvertible = Callable[[Message, Stage, Exception], None]
@@ -44,33 +47,49 @@ ALWAYS = frozenset((TOPIC, PARTITION, OFFSET))
 
 
 class BatchBuilder:
-    """Record batches of one schema from lists of Kafka messages (none with an error)."""
+    """Record batches from lists of Kafka messages (none with an error).
 
-    def __init__(self, key: ColumnarConverter, value: ColumnarConverter,
+    Keys and values of converters without schemas (``ByteArrayConverter``,
+    ``StringConverter``, ``JsonConverter`` without schemas) give one batch schema for every
+    batch. Those of a converter that gives schemas (:class:`~conveyor.converters.columnar.TypedColumns`)
+    are typed by the records' Connect schemas: a list of messages gives one batch per run of
+    records with the same key and value schemas, each field carrying its schema
+    (:func:`~conveyor.api.arrow_types.schema_field`); a run of records without a schema has
+    a JSON column, as ``JsonConverter`` without schemas gives.
+    """
+
+    def __init__(self, key: ColumnarConverter | TypedColumns, value: ColumnarConverter | TypedColumns,
                  columns: Collection[str] | None = None) -> None:
         """``columns``: of ``timestamp``, ``key``, ``value`` and ``headers``, those to build
         (``SinkTask.batch_columns``; ``None``: all); ``topic``, ``partition`` and ``offset``
         always come. A key or value its converter may fail to read is converted whether
         its column is built or not, so that failures take the tolerance path as always."""
-        full = batch_schema(key.type, value.type)
+        self._typed_key, self._typed_value = isinstance(key, TypedColumns), isinstance(value, TypedColumns)
+        full = batch_schema(JSON_TYPE if self._typed_key else key.type, JSON_TYPE if self._typed_value else value.type)
         self.schema = pa.schema([f for f in full if columns is None or f.name in ALWAYS or f.name in columns])
         self.empty = pa.RecordBatch.from_pylist([], schema=self.schema)
         self._key, self._value = key, value
         built = set(self.schema.names)
         self._timestamps, self._headers = TIMESTAMP in built, HEADERS in built
-        self._keys = KEY in built or type(key) is JsonColumns
-        self._values = VALUE in built or type(value) is JsonColumns
+        self._keys = KEY in built or type(key) in _MAY_FAIL
+        self._values = VALUE in built or type(value) in _MAY_FAIL
+        self._typed = [(name, side) for name, side, typed in ((KEY, key, self._typed_key),
+                                                              (VALUE, value, self._typed_value))
+                       if typed and name in built]
+        self._schemas: dict[tuple[bytes | None, ...], pa.Schema] = {}
 
-    def build(self, msgs: list[Message], unconvertible: Unconvertible) -> tuple[pa.RecordBatch, dict[tuple[str, int], int]]:
-        """One row per message, in order, but for those whose key or value cannot be
-        converted: each goes to ``unconvertible``, in the order of the messages (a message
-        whose key failed is not reported again for its value), as on the record path.
+    def build(self, msgs: list[Message],
+              unconvertible: Unconvertible) -> tuple[list[pa.RecordBatch], dict[tuple[str, int], int]]:
+        """Batches of the messages' rows, in order (one unless typed columns change schema),
+        but for those whose key or value cannot be converted: each goes to
+        ``unconvertible``, in the order of the messages (a message whose key failed is not
+        reported again for its value), as on the record path.
 
-        Returns the batch and, per ``(topic, partition)`` of ``msgs``, the offset of its last
+        Returns the batches and, per ``(topic, partition)`` of ``msgs``, the offset of its last
         message (whether converted or not)."""
         n = len(msgs)
         if not n:
-            return self.empty, {}
+            return [self.empty], {}
         failed: dict[int, tuple[Stage, Exception]] = {}
 
         def key_failed(i: int, error: Exception) -> None:
@@ -93,10 +112,14 @@ class BatchBuilder:
                    OFFSET: _fixed_width(pa.int64(), "q", offsets)}
         if self._timestamps:
             columns[TIMESTAMP] = _timestamps(list(map(Message.timestamp, msgs)))
-        if self._keys:
-            columns[KEY] = self._key.to_column(list(map(Message.key, msgs)), key_failed)
-        if self._values:
-            columns[VALUE] = self._value.to_column(list(map(Message.value, msgs)), value_failed)
+        typed: dict[str, tuple[list[Schema | None], list[Any]]] = {}
+        for name, side, wanted, get, on_failure in ((KEY, self._key, self._keys, Message.key, key_failed),
+                                                    (VALUE, self._value, self._values, Message.value, value_failed)):
+            if isinstance(side, TypedColumns):
+                typed[name] = side.cells(topics, list(map(get, msgs)), on_failure)
+                columns[name] = pa.nulls(n, JSON_TYPE)  # each run's column replaces it
+            elif wanted:
+                columns[name] = side.to_column(list(map(get, msgs)), on_failure)
         if self._headers:
             headers = list(map(Message.headers, msgs))
             columns[HEADERS] = pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in headers],
@@ -105,8 +128,74 @@ class BatchBuilder:
         if failed:
             for i in sorted(failed):
                 unconvertible(msgs[i], *failed[i])
-            batch = batch.filter(pa.array([i not in failed for i in range(n)], pa.bool_()))
-        return batch, last
+            keep = [i not in failed for i in range(n)]
+            batch = batch.filter(pa.array(keep, pa.bool_()))
+            typed = {name: ([s for s, k in zip(schemas, keep) if k], [c for c, k in zip(cells, keep) if k])
+                     for name, (schemas, cells) in typed.items()}
+        if not self._typed:
+            return [batch], last
+        return self._typed_runs(batch, typed), last
+
+    def _typed_runs(self, batch: pa.RecordBatch,
+                    typed: dict[str, tuple[list[Schema | None], list[Any]]]) -> list[pa.RecordBatch]:
+        """``batch`` cut into runs of rows of one key schema and value schema, their typed
+        columns built."""
+        names = [name for name, _ in self._typed]
+        rows = list(zip(*(typed[name][0] for name in names)))
+        runs: list[tuple[int, int, tuple[Schema | None, ...]]] = []
+        start, current = 0, rows[0] if rows else ()
+        for i, row in enumerate(rows):
+            merged = _merge(current, row)
+            if merged is None:
+                runs.append((start, i, current))
+                start, current = i, row
+            else:
+                current = merged
+        if rows:
+            runs.append((start, len(rows), current))
+        batches = []
+        for start, stop, run in runs:
+            schemas = tuple(None if schema is NULL_CELL else schema for schema in run)
+            arrays = {name: _typed_column(schema, typed[name][1][start:stop]) for name, schema in zip(names, schemas)}
+            texts = tuple(None if schema is None else schema_text(schema) for schema in schemas)
+            run_schema = self._schemas.get(texts)
+            if run_schema is None:
+                if len(self._schemas) >= 64:
+                    self._schemas.clear()
+                run_schema = self.schema
+                for name, schema in zip(names, schemas):
+                    if schema is not None:
+                        run_schema = run_schema.set(run_schema.get_field_index(name), schema_field(name, schema))
+                self._schemas[texts] = run_schema
+            part = batch.slice(start, stop - start)
+            batches.append(pa.RecordBatch.from_arrays(
+                [arrays.get(name, part.column(name)) for name in run_schema.names], schema=run_schema))
+        return batches or [batch]
+
+
+_MAY_FAIL = (JsonColumns, TypedColumns)
+
+
+def _merge(run: tuple[Schema | None, ...], row: tuple[Schema | None, ...]) -> tuple[Schema | None, ...] | None:
+    """The schemas of ``run`` with ``row`` added, or ``None`` when ``row`` does not fit it
+    (a null fits any schema; a run of nulls so far takes the row's)."""
+    merged = []
+    for have, new in zip(run, row, strict=True):
+        if new is NULL_CELL or new is have:
+            merged.append(have)
+        elif have is NULL_CELL:
+            merged.append(new)
+        elif have == new:
+            merged.append(have)
+        else:
+            return None
+    return tuple(merged)
+
+
+def _typed_column(schema: Schema | None, cells: list[Any]) -> pa.Array:
+    if schema is None:
+        return pa.ExtensionArray.from_storage(JSON_TYPE, pa.array(cells, pa.binary()).view(pa.string()))
+    return pa.array(cells, required_arrow_type(schema)[0])
 
 
 def _fixed_width(type_: pa.DataType, code: str, values: list[int]) -> pa.Array:

@@ -116,20 +116,32 @@ class SinkConversion:
             last[run_topic, run_partition] = run_offset
         return records, {self._tp(t, p): off + 1 for (t, p), off in last.items()}
 
-    def _convert_batch(self, msgs: list[Message]) -> tuple[pa.RecordBatch, dict[TopicPartition, int]]:
-        """Messages → one Arrow record batch (the batch path, :mod:`.batches`); offsets as
-        :meth:`_convert`'s."""
+    def _convert_batch(self, msgs: list[Message]) -> tuple[list[pa.RecordBatch], dict[TopicPartition, int]]:
+        """Messages → Arrow record batches (the batch path, :mod:`.batches`: one, or one per
+        run of records of one schema for typed columns); offsets as :meth:`_convert`'s."""
         if any(map(Message.error, msgs)):
             for m in msgs:
                 if m.error() is not None:
                     self._consume_error(m.error())
             msgs = [m for m in msgs if m.error() is None]
-        batch, last = self._batches.build(msgs, self._unconvertible)
+        batches, last = self._batches.build(msgs, self._unconvertible)
         if not self.chain.is_empty:
-            batch = self.chain.apply_batch(batch)
+            batches = [self.chain.apply_batch(batch) for batch in batches]
+            if len(batches) > 1:
+                batches = [batch for batch in batches if batch.num_rows] or batches[:1]
         if self._held_messages is not None:
             self._held_messages.hold(msgs)
-        return batch, {self._tp(t, p): off + 1 for (t, p), off in last.items()}
+        return batches, {self._tp(t, p): off + 1 for (t, p), off in last.items()}
+
+    def _put_batches(self, batches: list[pa.RecordBatch]) -> None:
+        """``put_batch`` of each batch in turn. On a ``RetriableError`` the batches already
+        taken leave the list (it is what is delivered again) and the error goes on."""
+        for i, batch in enumerate(batches):
+            try:
+                self.task.put_batch(batch)
+            except RetriableError:
+                del batches[:i]
+                raise
 
     def _unconvertible(self, msg: Message, stage: Stage, error: Exception) -> None:
         """A message the batch path's converters could not read: tolerated, or the task fails."""
@@ -186,9 +198,10 @@ class SinkConversion:
             raise TaskFailed(f"fatal consumer error: {err}") from KafkaException(err)
         log.warning("task %s-%d: consumer error: %s", self.spec.connector, self.spec.task_id, err)
 
-    def _deliver(self, batch: list[InternalSinkRecord] | pa.RecordBatch, offsets: dict[TopicPartition, int]) -> None:
-        """``put`` (or ``put_batch``) a batch; on RetriableError keep it for redelivery with
-        consumption paused."""
+    def _deliver(self, batch: list[InternalSinkRecord] | list[pa.RecordBatch],
+                 offsets: dict[TopicPartition, int]) -> None:
+        """``put`` a batch of records (or ``put_batch`` each record batch); on RetriableError
+        keep what is left of it for redelivery with consumption paused."""
         assert self.task and self.context
         started = time.monotonic()
         try:
@@ -205,12 +218,13 @@ class SinkConversion:
             return
         except Exception as exc:  # noqa: BLE001 - the task fails
             raise TaskFailed(f"put() failed: {exc}") from exc
-        self.meter.batch(len(batch), time.monotonic() - started)
+        count = len(batch) if self._batches is None else sum(b.num_rows for b in batch)  # type: ignore[union-attr]
+        self.meter.batch(count, time.monotonic() - started)
         if self._retry_batch is not None:
             self._retry_batch, self._retry_offsets = None, {}
             self._pause_for_retry(False)
         self.current.update(offsets)
-        self.records_put += len(batch)
+        self.records_put += count
         if self.context.commit_requested:
             self.context.commit_requested = False
             self._commit(closing=False)

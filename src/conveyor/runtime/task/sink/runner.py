@@ -112,7 +112,7 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         self.committed: dict[TopicPartition, int] = {}
         self._committed_assigned: dict[TopicPartition, int] = {}
         self._tps: dict[tuple[str, int], TopicPartition] = {}
-        self._retry_batch: list[InternalSinkRecord] | pa.RecordBatch | None = None
+        self._retry_batch: list[InternalSinkRecord] | list[pa.RecordBatch] | None = None
         self._batches: BatchBuilder | None = None
         self._held_messages: HeldMessages | None = None  # the batch path's messages, for the dead-letter queue
         self._retry_offsets: dict[TopicPartition, int] = {}
@@ -167,8 +167,8 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         if self._batches is not None and (self.settings.dlq_topic or self.settings.errors_log_include_messages):
             self._held_messages = HeldMessages()
             self._errant_reporter.find_message = self._held_messages.find
-        self._put = self.task.put_batch if self._batches is not None else self.task.put
-        self._no_records = self._batches.empty if self._batches is not None else []
+        self._put = self._put_batches if self._batches is not None else self.task.put
+        self._no_records = [self._batches.empty] if self._batches is not None else []
         config = consumer_config(spec)
         config["on_commit"] = self._on_commit
         self._cooperative = "cooperative" in str(config.get("partition.assignment.strategy", ""))
@@ -237,7 +237,8 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
                else "the batch path does not take its converters yet" if key is None or value is None
                else None))
         if why is None and not self.task.takes_batches(key.type, value.type):
-            why = f"the task takes no batches of {key.type} keys and {value.type} values"
+            why = (f"the task takes no batches of {key.type or 'typed'} keys and {value.type or 'typed'} values "
+                   "(typed: by their Connect schemas)")
         if why is not None:
             return self._records_only(why)
         return BatchBuilder(key, value, self.task.batch_columns())
@@ -284,7 +285,7 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         if self._retry_batch is None or not partitions:
             return
         if self._batches is not None:
-            self._retry_batch = drop_partitions(self._retry_batch, partitions)
+            self._retry_batch = [drop_partitions(batch, partitions) for batch in self._retry_batch]
         else:
             self._retry_batch = [r for r in self._retry_batch
                                  if self._tp(r.original_topic, r.original_kafka_partition)  # type: ignore[arg-type]

@@ -1,0 +1,211 @@
+"""Typed columns on the sink's batch path: keys and values of converters that give Connect
+schemas (``JsonConverter`` with schemas here; Avro, Protobuf and JSON Schema in
+``tests/integration/test_typed_batches_registry.py``) become Arrow columns of their schema's
+type, one batch per run of one schema, and the archive writes the same Parquet files from
+them as from records."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Message
+
+from conveyor.api import Schema, SchemaType, TopicPartition
+from conveyor.api.arrow_types import field_schema, schema_field, schema_from_text, schema_text
+from conveyor.api.batches import JSON_TYPE, column_schema, sink_records
+from conveyor.connectors.archive.sink import ArchiveSinkTask
+from conveyor.converters import load_converter
+from conveyor.converters.columnar import TypedColumns, columnar
+from conveyor.converters.json_converter import JsonConverter
+from conveyor.converters.logical import decimal_schema, timestamp_schema
+from conveyor.converters.number_converters import IntegerConverter
+from conveyor.runtime.errors.tolerance import Stage
+from conveyor.runtime.task.sink.batches import BatchBuilder
+
+ORDER = {"type": "struct", "name": "shop.Order", "version": 2, "optional": False, "fields": [
+    {"field": "id", "type": "int64", "optional": False},
+    {"field": "note", "type": "string", "optional": True, "doc": "free text"},
+    {"field": "price", "type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
+     "version": 1, "parameters": {"scale": "2"}},
+    {"field": "at", "type": "int64", "optional": True, "name": "org.apache.kafka.connect.data.Timestamp", "version": 1},
+    {"field": "day", "type": "int32", "optional": True, "name": "org.apache.kafka.connect.data.Date", "version": 1},
+    {"field": "tags", "type": "array", "optional": True, "items": {"type": "string", "optional": False}},
+    {"field": "attrs", "type": "map", "optional": True, "keys": {"type": "string", "optional": False},
+     "values": {"type": "int32", "optional": True}},
+    {"field": "ratio", "type": "float", "optional": True},
+    {"field": "line", "type": "struct", "optional": True, "fields": [
+        {"field": "sku", "type": "string", "optional": False}, {"field": "qty", "type": "int16", "optional": True}]},
+]}
+ORDER_V3 = {**ORDER, "version": 3, "fields": [*ORDER["fields"], {"field": "extra", "type": "boolean", "optional": True}]}
+KEY = {"type": "int32", "optional": False}
+
+
+def _price(cents: int) -> str:
+    return base64.b64encode(cents.to_bytes(4, "big", signed=True)).decode()
+
+
+def _envelope(schema, payload) -> bytes:
+    return json.dumps({"schema": schema, "payload": payload}).encode()
+
+
+def _order(i: int, schema=ORDER) -> bytes:
+    payload = {"id": i, "note": None if i % 3 else f"n{i}", "price": _price(i * 101 - 500), "at": 1_700_000_000_000 + i,
+               "day": 19_000 + i, "tags": [f"t{i}"] * (i % 3), "attrs": {"a": i, "b": None} if i % 2 else None,
+               "ratio": 0.5 + i, "line": {"sku": f"s{i}", "qty": i} if i % 4 else None}
+    if schema is ORDER_V3:
+        payload["extra"] = bool(i % 2)
+    return _envelope(schema, payload)
+
+
+def _json(schemas: bool = True) -> JsonConverter:
+    converter = JsonConverter()
+    converter.configure({"schemas.enable": str(schemas).lower()}, False)
+    return converter
+
+
+def _msgs(values: list[bytes | None], partitions: int = 1) -> list[Message]:
+    return [Message(topic="orders", partition=i % partitions, offset=i, key=_envelope(KEY, i) if i % 5 else None,
+                    value=v, timestamp=(1, 1_700_000_000_000 + i), headers=[("h", b"%d" % i)] if i % 7 == 0 else None)
+            for i, v in enumerate(values)]
+
+
+STREAM = [*(_order(i) for i in range(6)), None, _order(7), _envelope(None, {"free": [1, 2]}), _order(9),
+          *(_order(i, ORDER_V3) for i in range(10, 14)), b"{broken", _envelope(ORDER, {"id": "not a number"}),
+          _order(16)]
+
+
+def _build(msgs: list[Message], builder: BatchBuilder | None = None) -> tuple[list[pa.RecordBatch], list]:
+    failures: list = []
+    builder = builder or BatchBuilder(columnar(_json()), columnar(_json()))
+    batches, _last = builder.build(msgs, lambda msg, stage, error: failures.append((msg.offset(), stage)))
+    return batches, failures
+
+
+def test_typed_columns_carry_the_records_schemas_one_batch_per_run_of_one_schema():
+    batches, failures = _build(_msgs(STREAM))
+    assert failures == [(14, Stage.VALUE_CONVERTER), (15, Stage.VALUE_CONVERTER)]
+    runs = [(b.column("offset").to_pylist(), column_schema(b.schema.field("value"))) for b in batches]
+    order = schema_from_text(schema_text(_json().to_connect_data("t", (), _order(0)).schema))
+    # nulls (keys at 0 and 5, the value at 6) join the run they are in; the value's schema changes from
+    # ORDER to none (8: an envelope with a null schema) and back, to ORDER_V3 (10-13) and back
+    assert [offsets for offsets, _ in runs] == [[0, 1, 2, 3, 4, 5, 6, 7], [8], [9], [10, 11, 12, 13], [16]]
+    assert runs[0][1] == order and runs[1][1] is None and runs[2][1] == order
+    v3 = runs[3][1]
+    assert [f.name for f in v3.fields][-1] == "extra" and v3.version == 3
+    assert batches[1].schema.field("value").type == JSON_TYPE, "a run without a schema is JSON text"
+    assert batches[0].schema.field("key").type == pa.int32()
+    assert batches[0].column("key").to_pylist()[:6] == [None, 1, 2, 3, 4, None]
+    assert batches[0].column("value").null_count == 1
+    value_type = batches[0].schema.field("value").type
+    assert value_type.field("price").type == pa.decimal128(38, 2)
+    assert value_type.field("at").type == pa.timestamp("ms", tz="UTC")
+    assert value_type.field("day").type == pa.date32()
+    assert value_type.field("attrs").type == pa.map_(pa.string(), pa.int32())
+    assert value_type.field("ratio").type == pa.float32()
+
+
+def test_sink_records_of_typed_batches_are_the_record_paths_records():
+    converter = _json()
+    batches, _ = _build(_msgs(STREAM))
+    records = [r for b in batches for r in sink_records(b)]
+    assert [r.kafka_offset for r in records] == [i for i in range(len(STREAM)) if i not in (14, 15)]
+    for record in records:
+        expected = converter.to_connect_data("orders", (), STREAM[record.kafka_offset])
+        value = expected.value
+        if isinstance(value, dict) and value.get("ratio") is not None:  # float32 in Arrow, as in Kafka Connect
+            value = {**value, "ratio": float(pa.scalar(value["ratio"], pa.float32()).as_py())}
+        assert record.value == value, record.kafka_offset
+        assert record.value_schema == (None if expected.schema is None else schema_from_text(schema_text(expected.schema)))
+        key = converter.to_connect_data("orders", (), _envelope(KEY, record.kafka_offset) if record.kafka_offset % 5 else None)
+        assert (record.key, record.key_schema) == (key.value, key.schema)
+    by_offset = {r.kafka_offset: r for r in records}
+    assert by_offset[1].value["price"] == decimal.Decimal("-3.99")
+    assert by_offset[1].value["at"] == dt.datetime(2023, 11, 14, 22, 13, 20, 1000, tzinfo=dt.timezone.utc)
+    assert by_offset[1].value["attrs"] == {"a": 1, "b": None}
+    assert by_offset[6].value is None and by_offset[6].value_schema is None
+
+
+def test_a_schemas_text_round_trips_without_its_default():
+    schema = Schema(SchemaType.STRUCT, name="x.Y", version=7, doc="d", parameters={"p": "1"}, fields=(
+        *Schema.struct(("a", decimal_schema(3, optional=True)), ("b", timestamp_schema())).fields,))
+    field = schema_field("value", schema)
+    assert field_schema(field) == schema
+    assert field_schema(pa.field("value", pa.string())) is None
+    with_default = Schema(SchemaType.INT32, optional=True, default=5)
+    assert schema_from_text(schema_text(with_default)) == Schema(SchemaType.INT32, optional=True)
+
+
+def test_projection_leaves_out_typed_columns_the_task_does_not_read_and_does_not_cut_runs_for_them():
+    builder = BatchBuilder(columnar(_json()), columnar(_json()), columns=("value",))
+    batches, failures = _build(_msgs(STREAM[:6]), builder)
+    assert len(batches) == 1 and "key" not in batches[0].schema.names and not failures
+    assert batches[0].column("offset").to_pylist() == list(range(6))
+
+
+def test_number_converters_give_typed_columns():
+    converter = load_converter({}, "value", "org.apache.kafka.connect.converters.IntegerConverter")
+    assert isinstance(converter, IntegerConverter) and isinstance(columnar(converter), TypedColumns)
+    msgs = [Message(topic="t", partition=0, offset=i, key=None, value=v, timestamp=(1, 1))
+            for i, v in enumerate([(5).to_bytes(4, "big"), None, b"\x01", (7).to_bytes(4, "big")])]
+    builder = BatchBuilder(columnar(load_converter({}, "key", "org.apache.kafka.connect.storage.StringConverter")),
+                           columnar(converter))
+    batches, failures = _build(msgs, builder)
+    assert failures == [(2, Stage.VALUE_CONVERTER)]
+    assert [b.column("value").to_pylist() for b in batches] == [[5, None, 7]]
+    assert [b.schema.field("value").type for b in batches] == [pa.int32()]
+    nulls, _ = _build(msgs[1:2], builder)
+    assert nulls[0].schema.field("value").type == JSON_TYPE and nulls[0].column("value").to_pylist() == [None]
+
+
+class _ClosingContext:
+    def is_closing(self) -> bool:
+        return True
+
+    def errant_record_reporter(self):
+        return None
+
+
+def test_the_archive_writes_the_same_parquet_files_from_typed_batches_as_from_records(tmp_path):
+    msgs = _msgs([*STREAM, *(_order(i) for i in range(17, 40))], partitions=2)
+    batches = [b for i in range(0, len(msgs), 9) for b in _build(msgs[i:i + 9])[0]]
+    written = {}
+    for path in ("records", "batches"):
+        task = ArchiveSinkTask()
+        task.initialize(_ClosingContext())
+        task.start({"archive.url": str(tmp_path / path), "format": "parquet", "flush.size": "5"})
+        assert task.takes_batches(None, None)
+        task.open([TopicPartition("orders", 0), TopicPartition("orders", 1)])
+        for batch in [*batches, batches[2]]:  # the third again: redelivered, skipped
+            task.put_batch(batch) if path == "batches" else task.put(sink_records(batch))
+        task.pre_commit({TopicPartition("orders", 0): 40, TopicPartition("orders", 1): 40})
+        written[path] = {str(f.relative_to(tmp_path / path)): f.read_bytes() for f in (tmp_path / path).rglob("*.*")}
+    assert written["batches"] == written["records"]
+    assert len(written["records"]) >= 10
+
+
+def test_the_archive_takes_typed_batches_for_parquet_only(tmp_path):
+    task = ArchiveSinkTask()
+    task.initialize(_ClosingContext())
+    task.start({"archive.url": str(tmp_path), "format": "jsonl"})
+    assert not task.takes_batches(None, None) and task.takes_batches(pa.string(), JSON_TYPE)
+
+
+@pytest.mark.parametrize("bad", [Schema(SchemaType.STRUCT), Schema(SchemaType.BYTES, name=decimal_schema(0).name,
+                                                                    parameters={"scale": "-1"})])
+def test_a_schema_without_an_arrow_form_takes_the_tolerance_path(bad):
+    class Gives(JsonConverter):
+        def to_connect_data(self, topic, headers, data):
+            return (bad, {}) if data == b"bad" else super().to_connect_data(topic, headers, data)
+
+    converter = Gives()
+    converter.configure({}, False)
+    msgs = [Message(topic="t", partition=0, offset=i, key=None, value=v, timestamp=(1, 1))
+            for i, v in enumerate([_order(0), b"bad", _order(2)])]
+    batches, failures = _build(msgs, BatchBuilder(columnar(_json()), columnar(converter)))
+    assert failures == [(1, Stage.VALUE_CONVERTER)]
+    assert [b.column("offset").to_pylist() for b in batches] == [[0, 2]]
