@@ -298,19 +298,40 @@ FILTERS = {
 }
 
 
-@pytest.mark.parametrize("name", FILTERS)
-def test_filters_and_predicates_leave_the_rows_whose_records_the_chain_keeps(name):
+HEADER_TRANSFORMS = {
+    "insert": {"transforms": "i", "transforms.i.type": "InsertHeader", "transforms.i.header": "from",
+               "transforms.i.value.literal": "conveyor é"},
+    "drop": {"transforms": "d", "transforms.d.type": "org.apache.kafka.connect.transforms.DropHeaders",
+             "transforms.d.headers": "drop,x"},
+    "insert-where-topic": {"transforms": "i", "transforms.i.type": "InsertHeader", "transforms.i.header": "drop",
+                           "transforms.i.value.literal": "", "transforms.i.predicate": "p", "predicates": "p",
+                           "predicates.p.type": "TopicNameMatches", "predicates.p.pattern": "refunds"},
+    "drop-unless-tombstone-then-insert-then-filter": {
+        "transforms": "d,i,f", "transforms.d.type": "DropHeaders", "transforms.d.headers": "keep",
+        "transforms.d.predicate": "t", "transforms.d.negate": "true", "transforms.i.type": "InsertHeader",
+        "transforms.i.header": "keep", "transforms.i.value.literal": "1", "transforms.f.type": "Filter",
+        "transforms.f.predicate": "h", "predicates": "t,h", "predicates.t.type": "RecordIsTombstone",
+        "predicates.h.type": "HasHeaderKey", "predicates.h.name": "drop"},
+}
+
+
+@pytest.mark.parametrize("name", [*FILTERS, *HEADER_TRANSFORMS])
+def test_batch_transforms_leave_the_rows_as_the_chain_leaves_the_records(name):
     msgs = [Message(topic="orders-eu" if i % 3 else "refunds", partition=i % 2, offset=i, key=f"k{i}".encode(),
                     value=None if i % 4 == 0 else f"v{i}".encode(), timestamp=(1, 1_700_000_000_000 + i),
                     headers=[("drop", b"1")] if i % 5 == 0 else [("keep", None), ("x", b"")] if i % 5 == 1 else None)
             for i in range(40)]
-    chain = TransformationChain.from_config(FILTERS[name])
+    chain = TransformationChain.from_config({**FILTERS, **HEADER_TRANSFORMS}[name])
     assert chain.batch_unsupported() is None
-    batch = chain.apply_batch(_build(_builder(pa.string(), pa.string()), msgs))
-    kept = [r for r in sink_records(_build(_builder(pa.string(), pa.string()), msgs)) if chain.apply(r) is not None]
+    batch = chain.apply_batch(_build(_builder(pa.string(), pa.string()), msgs).slice(3))
+    msgs = msgs[3:]  # a batch's slice: its lists' offsets do not start at 0
+    kept = [out for r in sink_records(_build(_builder(pa.string(), pa.string()), msgs))
+            if (out := chain.apply(r)) is not None]
     assert [(r.topic, r.kafka_offset, r.value, r.headers) for r in sink_records(batch)] == \
         [(r.topic, r.kafka_offset, r.value, r.headers) for r in kept]
-    assert name == "filter-all" or 0 < len(kept) < len(msgs)
+    assert name == "filter-all" or name in HEADER_TRANSFORMS or 0 < len(kept) < len(msgs)
+    assert [r.headers for r in sink_records(batch)] != [r.headers for r in sink_records(
+        _build(_builder(pa.string(), pa.string()), msgs)) if chain.apply(r) is not None] or name in FILTERS
 
 
 def test_a_chain_with_a_stage_without_a_batch_form_says_which():
