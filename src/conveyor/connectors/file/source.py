@@ -55,6 +55,7 @@ from conveyor.api.batches import SourceBatch
 from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.file.config import FileSourceConfig, load_source_config
 from conveyor.connectors.file.lines import LineSplitter
+from conveyor.converters.columnar import Utf8Columns
 
 #: Kafka Connect's ``FileStreamSourceTask.FILENAME_FIELD`` / ``POSITION_FIELD``.
 FILENAME_FIELD = "filename"
@@ -293,10 +294,10 @@ class FileSourceTask(BuiltIn, SourceTask):
 
 
 def _utf8(lines: list[bytes]) -> pa.Array:
-    """``lines`` as a ``string`` column, decoded as :class:`~.lines.LineSplitter` decodes a line."""
-    column = pa.array(lines, pa.binary()).view(pa.string())
-    try:
-        column.validate(full=True)
-        return column
-    except pa.ArrowInvalid:
-        return pa.array([line.decode("utf-8", "replace") for line in lines], pa.string())
+    """``lines`` as a ``string`` column, decoded as :class:`~.lines.LineSplitter` decodes a line
+    (malformed UTF-8 replaced, as ``StringConverter`` does)."""
+    return Utf8Columns().to_column(lines, _never_fails)  # type: ignore[arg-type]
+
+
+def _never_fails(index: int, error: Exception) -> None:  # pragma: no cover - UTF-8 text never fails
+    raise AssertionError(error)

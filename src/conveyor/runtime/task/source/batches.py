@@ -74,11 +74,14 @@ class SourceBatches:
         return batch
 
     def _send_batch(self, batch: SourceBatch) -> None:
-        """Hand every row of ``batch`` to the producer (keys and values as UTF-8 bytes)."""
-        if not len(batch):
-            self._batch_offsets[self._offsets.id_of(batch.source_partition)] = (batch.source_partition,
-                                                                                 batch.source_offset)
-            return
+        """Hand every row of ``batch`` to the producer (keys and values as UTF-8 bytes); its
+        offset is committed once they are written."""
+        if len(batch):
+            self._produce_rows(batch)
+        self._batch_offsets[self._offsets.id_of(batch.source_partition)] = (batch.source_partition,
+                                                                             batch.source_offset)
+
+    def _produce_rows(self, batch: SourceBatch) -> None:
         values = _utf8_bytes(batch.values, "values")
         keys = None
         if batch.keys is not None:
@@ -102,8 +105,6 @@ class SourceBatches:
                 self.producer.poll(0.05)
                 self._raise_send_error()
         self._unflushed_rows += sent
-        self._batch_offsets[self._offsets.id_of(batch.source_partition)] = (batch.source_partition,
-                                                                             batch.source_offset)
 
     def _flush_batches(self, timeout_s: float) -> None:
         """Flush the producer; when everything sent is written, write the batches' offsets
