@@ -95,7 +95,9 @@ def _json_items(partition: int, n: int) -> list[tuple[bytes, bytes | None]]:
     return items
 
 
-HEADER_TRANSFORMS = {"transforms": "dropN,via", "transforms.dropN.type": "DropHeaders", "transforms.dropN.headers": "n",
+TRANSFORMS = {"transforms": "dropN,via,route", "transforms.dropN.type": "DropHeaders",
+                     "transforms.dropN.headers": "n", "transforms.route.type": "RegexRouter",
+                     "transforms.route.regex": "(.*)", "transforms.route.replacement": "$1-archived",
                      "transforms.via.type": "InsertHeader", "transforms.via.header": "via",
                      "transforms.via.value.literal": "conveyor", "transforms.via.predicate": "hasH",
                      "predicates": "hasH", "predicates.hasH.type": "HasHeaderKey", "predicates.hasH.name": "h"}
@@ -117,7 +119,7 @@ def test_the_archive_writes_the_same_files_and_dead_letters_and_commits_the_same
                   "value.converter": JSON, "value.converter.schemas.enable": "false",
                   "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
                   "errors.deadletterqueue.topic.replication.factor": "1",
-                  "errors.deadletterqueue.context.headers.enable": "true", **HEADER_TRANSFORMS,
+                  "errors.deadletterqueue.context.headers.enable": "true", **TRANSFORMS,
                   "offset.flush.interval.ms": "300", "conveyor.batch.path.enable": str(path == "batches").lower()}
         with running_connector(connector_manifest(name, ARCHIVE_SINK, kafka_bootstrap, config), spark) as d:
             task = wait_until(lambda: next((t for t in d.status()["tasks"]  # noqa: B023
@@ -131,7 +133,7 @@ def test_the_archive_writes_the_same_files_and_dead_letters_and_commits_the_same
                             for m in consume_all(kafka_bootstrap, dlq, expected=poison))
     assert files["batches"] == files["records"]
     assert len(files["records"]) >= 600 // 40
-    if fmt == "jsonl":  # the header transforms ran: "n" gone from partition 1's rows, "via" added to them
+    if fmt == "jsonl":  # the transforms ran: "n" gone from partition 1's rows, "via" added to them
         lines = [json.loads(line) for data in files["records"].values() for line in data.splitlines()]
         assert {tuple(h["key"] for h in line["headers"] or ()) for line in lines} == {(), ("h", "via")}
     assert dead["batches"] == dead["records"] and len(dead["records"]) == poison

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Message
 
 from conveyor.api import SinkTask, TimestampType, TopicPartition
-from conveyor.api.batches import batch_schema, sink_records
+from conveyor.api.batches import batch_schema, partition_runs, sink_records
 from conveyor.connectors.archive.formats import JsonlBuffer
 from conveyor.connectors.archive.jsonl_batches import jsonl_lines, line_data
 from conveyor.connectors.archive.sink import ArchiveSinkTask
@@ -315,32 +315,44 @@ HEADER_TRANSFORMS = {
 }
 
 
-@pytest.mark.parametrize("name", [*FILTERS, *HEADER_TRANSFORMS])
+ROUTERS = {
+    "route": {"transforms": "r", "transforms.r.type": "RegexRouter", "transforms.r.regex": "orders-(.*)",
+              "transforms.r.replacement": "archive-$1"},
+    "route-where-header-then-match-the-routed-topic": {
+        "transforms": "r,f", "transforms.r.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.r.regex": "(.*)", "transforms.r.replacement": "$1.x", "transforms.r.predicate": "h",
+        "transforms.f.type": "Filter", "transforms.f.predicate": "t", "predicates": "h,t",
+        "predicates.h.type": "HasHeaderKey", "predicates.h.name": "x", "predicates.t.type": "TopicNameMatches",
+        "predicates.t.pattern": "refunds.x"},
+}
+
+
+@pytest.mark.parametrize("name", [*FILTERS, *HEADER_TRANSFORMS, *ROUTERS])
 def test_batch_transforms_leave_the_rows_as_the_chain_leaves_the_records(name):
     msgs = [Message(topic="orders-eu" if i % 3 else "refunds", partition=i % 2, offset=i, key=f"k{i}".encode(),
                     value=None if i % 4 == 0 else f"v{i}".encode(), timestamp=(1, 1_700_000_000_000 + i),
                     headers=[("drop", b"1")] if i % 5 == 0 else [("keep", None), ("x", b"")] if i % 5 == 1 else None)
             for i in range(40)]
-    chain = TransformationChain.from_config({**FILTERS, **HEADER_TRANSFORMS}[name])
+    chain = TransformationChain.from_config({**FILTERS, **HEADER_TRANSFORMS, **ROUTERS}[name])
     assert chain.batch_unsupported() is None
     batch = chain.apply_batch(_build(_builder(pa.string(), pa.string()), msgs).slice(3))
     msgs = msgs[3:]  # a batch's slice: its lists' offsets do not start at 0
     kept = [out for r in sink_records(_build(_builder(pa.string(), pa.string()), msgs))
             if (out := chain.apply(r)) is not None]
-    assert [(r.topic, r.kafka_offset, r.value, r.headers) for r in sink_records(batch)] == \
-        [(r.topic, r.kafka_offset, r.value, r.headers) for r in kept]
-    assert name == "filter-all" or name in HEADER_TRANSFORMS or 0 < len(kept) < len(msgs)
-    assert [r.headers for r in sink_records(batch)] != [r.headers for r in sink_records(
+    assert [(r.topic, r.original_topic, r.kafka_offset, r.value, r.headers) for r in sink_records(batch)] == \
+        [(r.topic, r.original_topic, r.kafka_offset, r.value, r.headers) for r in kept]
+    assert name == "filter-all" or name in HEADER_TRANSFORMS or name == "route" or 0 < len(kept) < len(msgs)
+    assert [(r.headers, r.topic) for r in sink_records(batch)] != [(r.headers, r.topic) for r in sink_records(
         _build(_builder(pa.string(), pa.string()), msgs)) if chain.apply(r) is not None] or name in FILTERS
+    assert {tp for tp, _, _ in partition_runs(batch)} <= {TopicPartition(m.topic(), m.partition()) for m in msgs}
 
 
 def test_a_chain_with_a_stage_without_a_batch_form_says_which():
     chain = TransformationChain.from_config({
         "transforms": "f,route", "transforms.f.type": "Filter", "transforms.f.predicate": "t", "predicates": "t",
-        "predicates.t.type": "RecordIsTombstone", "transforms.route.type": "RegexRouter",
-        "transforms.route.regex": "(.*)", "transforms.route.replacement": "$1-x"})
+        "predicates.t.type": "RecordIsTombstone", "transforms.route.type": "TimestampRouter"})
     assert chain.batch_unsupported() == (
-        "transformation 'route' (org.apache.kafka.connect.transforms.RegexRouter) has no batch form")
+        "transformation 'route' (org.apache.kafka.connect.transforms.TimestampRouter) has no batch form")
 
 
 @pytest.mark.parametrize("columns", [frozenset(), frozenset({"value"}), frozenset({"key", "headers"}), None])

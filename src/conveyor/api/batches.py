@@ -18,6 +18,11 @@ headers    ``list<struct<key: string, value:          the headers, in order (raw
            binary>>``, nullable
 ========== ========================================== =========================================
 
+A transformation that changes topics (``RegexRouter``) adds an ``original_topic`` column
+(``string``) after ``headers``: the topic the record was read from, as
+``SinkRecord.original_topic`` (KIP-793), for a task's offset bookkeeping
+(:func:`partition_runs` uses it). Without it the two are the same.
+
 ``key`` and ``value`` are ``string`` under ``StringConverter`` (UTF-8), ``binary`` under
 ``ByteArrayConverter`` and ``arrow.json`` (Arrow's canonical JSON extension type over
 ``string``: compact JSON text, see :mod:`conveyor.converters.columnar`) under
@@ -53,6 +58,7 @@ from conveyor.api.schema import Schema, SchemaType
 
 TOPIC, PARTITION, OFFSET, TIMESTAMP, KEY, VALUE, HEADERS = (
     "topic", "partition", "offset", "timestamp", "key", "value", "headers")
+ORIGINAL_TOPIC = "original_topic"
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 JSON_TYPE = pa.json_(pa.string())
@@ -91,11 +97,13 @@ def sink_records(batch: pa.RecordBatch) -> list[SinkRecord]:
     key_schema, value_schema = column_schema(batch.schema.field(KEY)), column_schema(batch.schema.field(VALUE))
     columns = [_values(batch.column(name), column_schema(batch.schema.field(name)) if name in (KEY, VALUE) else None)
                for name in (TOPIC, PARTITION, OFFSET, KEY, VALUE, HEADERS)]
+    originals = original_topics(batch).to_pylist()
     stamps = batch.column(TIMESTAMP).cast(pa.int64()).to_pylist()
     records = []
-    for (topic, partition, offset, key, value, headers), stamp in zip(zip(*columns), stamps, strict=True):
+    for (topic, partition, offset, key, value, headers), stamp, original in zip(zip(*columns), stamps, originals,
+                                                                                strict=True):
         records.append(SinkRecord(
-            topic=topic, kafka_partition=partition, key=key, value=value, kafka_offset=offset, timestamp=stamp,
+            topic=topic, kafka_partition=partition, original_topic=original, key=key, value=value, kafka_offset=offset, timestamp=stamp,
             timestamp_type=TimestampType.CREATE_TIME if stamp is not None else TimestampType.NO_TIMESTAMP_TYPE,
             headers=_headers(headers), key_schema=key_schema if key is not None else None,
             value_schema=value_schema if value is not None else None))
@@ -138,11 +146,18 @@ class SourceBatch:
                 for key, value in zip(keys, self.values.to_pylist(), strict=True)]
 
 
+def original_topics(batch: pa.RecordBatch) -> pa.Array:
+    """The topic each row was read from: ``original_topic`` when a transformation changed
+    topics, else ``topic``."""
+    return batch.column(ORIGINAL_TOPIC) if ORIGINAL_TOPIC in batch.schema.names else batch.column(TOPIC)
+
+
 def partition_runs(batch: pa.RecordBatch) -> list[tuple[TopicPartition, int, int]]:
-    """The batch's runs of consecutive rows of one partition, in order, as
-    ``(partition, start, stop)`` row ranges (``stop`` exclusive). A partition's offsets
-    ascend within a run and from one of its runs to the next."""
-    topics, partitions = batch.column(TOPIC), batch.column(PARTITION)
+    """The batch's runs of consecutive rows of one partition (where they were read: the
+    original topic), in order, as ``(partition, start, stop)`` row ranges (``stop``
+    exclusive). A partition's offsets ascend within a run and from one of its runs to the
+    next."""
+    topics, partitions = original_topics(batch), batch.column(PARTITION)
     return [(TopicPartition(topics[start].as_py(), partitions[start].as_py()), start, stop)
             for start, stop in row_runs([topics, partitions])]
 

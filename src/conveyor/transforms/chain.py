@@ -173,8 +173,9 @@ class TransformationChain:
         the rows the previous left; each row as :meth:`apply` would leave its record (a
         dropped record's row is gone). Only for a chain :meth:`batch_unsupported` accepts.
 
-        Stages with a batch form: ``Filter``, ``InsertHeader`` and ``DropHeaders``, with or
-        without a predicate among ``TopicNameMatches``, ``HasHeaderKey`` and ``RecordIsTombstone``. A batch form
+        Stages with a batch form: ``Filter``, ``InsertHeader``, ``DropHeaders`` and
+        ``RegexRouter``, with or without a predicate among ``TopicNameMatches``,
+        ``HasHeaderKey`` and ``RecordIsTombstone``. A batch form
         transforms only the rows its predicate selects (``where``; ``None``: all rows).
         """
         for stage in self.stages:

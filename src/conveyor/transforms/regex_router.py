@@ -20,6 +20,10 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from conveyor.api.batches import ORIGINAL_TOPIC, TOPIC
 from conveyor.api.transforms import Transformation
 from conveyor.converters._config import get_string, invalid
 from conveyor.java_text.regex import JavaReplacement, compile_java_regex
@@ -50,16 +54,40 @@ class RegexRouter(Transformation):  # type: ignore[type-arg]
         self._routes: dict[str, str | None] = {}
 
     def apply(self, record: Any) -> Any:
-        topic = record.topic
-        routes = self._routes
-        if topic in routes:
-            routed = routes[topic]
-        else:
-            match = self.regex.fullmatch(topic) if topic is not None else None
-            routed = None if match is None else self.replacement.expand(match)
-            if len(routes) >= _MAX_CACHED_TOPICS:
-                routes.clear()
-            routes[topic] = routed
+        routed = self._route(record.topic)
         if routed is None:
             return record
         return record.new_record(topic=routed)
+
+    def apply_batch(self, batch: pa.RecordBatch, where: pa.BooleanArray | None) -> pa.RecordBatch:
+        """The batch form (:meth:`~conveyor.transforms.chain.TransformationChain.apply_batch`):
+        the topics of the rows ``where`` is true for (every row without ``where``) routed,
+        each distinct topic once; the topics read from are kept in ``original_topic``
+        (:mod:`conveyor.api.batches`)."""
+        topics = batch.column(TOPIC)
+        uniques = pc.unique(topics)
+        routes = pa.array([self._route(t) for t in uniques.to_pylist()], pa.string())
+        routed = pc.coalesce(pc.take(routes, pc.index_in(topics, value_set=uniques)), topics)
+        if where is not None:
+            routed = pc.if_else(where, routed, topics)
+        return with_topics(batch, routed)
+
+    def _route(self, topic: str | None) -> str | None:
+        """The routed topic, or ``None`` when the regex does not match ``topic``."""
+        routes = self._routes
+        if topic in routes:
+            return routes[topic]
+        match = self.regex.fullmatch(topic) if topic is not None else None
+        routed = None if match is None else self.replacement.expand(match)
+        if len(routes) >= _MAX_CACHED_TOPICS:
+            routes.clear()
+        routes[topic] = routed  # type: ignore[index]
+        return routed
+
+
+def with_topics(batch: pa.RecordBatch, topics: pa.Array) -> pa.RecordBatch:
+    """``batch`` with ``topics`` as its ``topic`` column, the topics read from kept in
+    ``original_topic`` (added on the first change)."""
+    if ORIGINAL_TOPIC not in batch.schema.names:
+        batch = batch.append_column(pa.field(ORIGINAL_TOPIC, pa.string()), batch.column(TOPIC))
+    return batch.set_column(batch.schema.get_field_index(TOPIC), batch.schema.field(TOPIC), topics)

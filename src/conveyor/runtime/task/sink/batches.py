@@ -33,6 +33,7 @@ from conveyor.api.batches import (
     TOPIC,
     VALUE,
     batch_schema,
+    original_topics,
 )
 from conveyor.converters.columnar import NULL_CELL, ColumnarConverter, JsonColumns, TypedColumns
 from conveyor.runtime.errors.tolerance import Stage
@@ -214,9 +215,10 @@ def _timestamps(stamps: list[tuple[int, int]]) -> pa.Array:
 
 
 def drop_partitions(batch: pa.RecordBatch, partitions: Iterable[TopicPartition]) -> pa.RecordBatch:
-    """``batch`` without the rows of ``partitions``."""
+    """``batch`` without the rows read from ``partitions``."""
     keep = None
+    topics = original_topics(batch)
     for tp in partitions:
-        of_tp = pc.and_(pc.equal(batch.column(TOPIC), tp.topic), pc.equal(batch.column(PARTITION), tp.partition))
+        of_tp = pc.and_(pc.equal(topics, tp.topic), pc.equal(batch.column(PARTITION), tp.partition))
         keep = pc.invert(of_tp) if keep is None else pc.and_(keep, pc.invert(of_tp))
     return batch if keep is None else batch.filter(keep)
