@@ -56,10 +56,20 @@ def _value(i: int, partition: int, logical: bool, v2: bool) -> dict:
     return value
 
 
-CASES = {  # key converter, value converter, whether the value schema has Decimal and Timestamp fields
-    "avro-keys-protobuf-values": (AVRO, PROTOBUF, False),
-    "json-schema-keys-json-values": (JSON_SCHEMA, JSON, True),
-    "json-keys-avro-values": (JSON, AVRO, True),
+TRANSFORMS = {  # typed batch forms, and rows a transformation fails (partition 1's v1 values have no "extra")
+    "transforms": "toKey,offset,drop,extra", "transforms.toKey.type": "ValueToKey", "transforms.toKey.fields": "id,ok",
+    "transforms.toKey.predicate": "tombstone", "transforms.toKey.negate": "true",
+    "transforms.offset.type": "InsertField$Value", "transforms.offset.offset.field": "kafka_offset",
+    "transforms.drop.type": "ReplaceField$Value", "transforms.drop.exclude": "tags",
+    "transforms.extra.type": "ExtractField$Value", "transforms.extra.field": "extra",
+    "transforms.extra.predicate": "fromP1", "predicates": "tombstone,fromP1",
+    "predicates.tombstone.type": "RecordIsTombstone", "predicates.fromP1.type": "HasHeaderKey",
+    "predicates.fromP1.name": "p1",
+}
+CASES = {  # key converter, value converter, whether the value schema has Decimal and Timestamp fields, transforms
+    "avro-keys-protobuf-values": (AVRO, PROTOBUF, False, {}),
+    "json-schema-keys-json-values": (JSON_SCHEMA, JSON, True, {}),
+    "json-keys-avro-values-through-transforms": (JSON, AVRO, True, TRANSFORMS),
 }
 
 
@@ -81,7 +91,7 @@ def _settings(schema_registry, class_name: str, side: str) -> dict[str, str]:
 def test_the_archive_writes_the_same_parquet_files_from_typed_batches_as_from_records(
     kafka_bootstrap, topic_factory, spark, schema_registry, tmp_path, case
 ):
-    key_class, value_class, logical = CASES[case]
+    key_class, value_class, logical, transforms = CASES[case]
     topic = topic_factory(partitions=2)
     keys, values = _converter(schema_registry, key_class, "key"), _converter(schema_registry, value_class, "value")
     v1, v2 = _schemas(logical)
@@ -99,7 +109,8 @@ def test_the_archive_writes_the_same_parquet_files_from_typed_batches_as_from_re
                 v2_now = 80 <= i < 120 and partition == 0 or i >= 100 and partition == 1
                 value = values.from_connect_data(topic, (), v2 if v2_now else v1, _value(i, partition, logical, v2_now))
             items.append((key, value))
-        produce(kafka_bootstrap, topic, items, partition=partition)
+        produce(kafka_bootstrap, topic, items, partition=partition, headers=[("p1", b"")] if partition else None)
+    failing = sum(1 for i in range(100) if i % 29) if transforms else 0  # partition 1's v1 values, tombstones aside
     files, dead = {}, {}
     for path in ("records", "batches"):
         root, dlq, name = tmp_path / path, f"dlq-{uuid.uuid4().hex[:8]}", f"typed-{uuid.uuid4().hex[:8]}"
@@ -107,18 +118,28 @@ def test_the_archive_writes_the_same_parquet_files_from_typed_batches_as_from_re
                   **_settings(schema_registry, key_class, "key"), **_settings(schema_registry, value_class, "value"),
                   "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq,
                   "errors.deadletterqueue.topic.replication.factor": "1",
-                  "errors.deadletterqueue.context.headers.enable": "true",
+                  "errors.deadletterqueue.context.headers.enable": "true", **transforms,
                   "offset.flush.interval.ms": "300", "conveyor.batch.path.enable": str(path == "batches").lower()}
         with running_connector(connector_manifest(name, ARCHIVE_SINK, kafka_bootstrap, config), spark) as d:
             task = wait_until(lambda: next((t for t in d.status()["tasks"]  # noqa: B023
-                                            if t.get("records_read") == 320 and t.get("records_skipped") == poison),
-                                           None), message=f"every record read, {poison} skipped, through {path}")
+                                            if t.get("records_read") == 320
+                                            and t.get("records_skipped") == poison + failing),
+                                           None), message=f"every record read, {poison + failing} skipped, through {path}")
             assert task["batch_path"] is (path == "batches")
         wait_until(lambda: committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 2)  # noqa: B023
                    == {0: 160, 1: 160}, message="every offset committed (the closing commit writes the rest)")
         files[path] = {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*.parquet"))}
-        dead[path] = sorted((m.partition(), m.offset(), m.value(), dict(m.headers()).get("__connect.errors.stage"))
-                            for m in consume_all(kafka_bootstrap, dlq, expected=poison))
+        letters = [(_context(m.headers()), m.key(), m.value())
+                   for m in consume_all(kafka_bootstrap, dlq, expected=poison + failing)]
+        dead[path] = sorted(letters, key=lambda d: (int(d[0]["__connect.errors.partition"]),
+                                                    int(d[0]["__connect.errors.offset"])))
     assert files["batches"] == files["records"]
-    assert len(files["records"]) >= 320 // 25
-    assert dead["batches"] == dead["records"] and [d[3] for d in dead["records"]] == [b"VALUE_CONVERTER"] * poison
+    assert len(files["records"]) >= (320 - failing) // 25
+    assert dead["batches"] == dead["records"]
+    stages = [d[0]["__connect.errors.stage"] for d in dead["records"]]
+    assert stages.count("VALUE_CONVERTER") == poison and stages.count("TRANSFORMATION") == failing
+
+
+def _context(headers: list[tuple[str, bytes]]) -> dict[str, str]:
+    return {k: v.decode() for k, v in headers if k.startswith("__connect.errors.")
+            and k not in ("__connect.errors.connector.name", "__connect.errors.exception.stacktrace")}

@@ -22,7 +22,7 @@ from conveyor.runtime.errors.tolerance import Stage
 from conveyor.runtime.task.sink.batches import BatchBuilder, drop_partitions
 from conveyor.runtime.task.sink.context import InternalSinkRecord
 from conveyor.testing.recording import RecordingBatchSinkTask, RecordingSinkTask
-from conveyor.transforms.chain import TransformationChain
+from conveyor.transforms.chain import NoBatchForm, TransformationChain
 
 VALUES = [b"a", None, "é".encode(), b"x\xffy", b"", b'{"a": 1}']
 
@@ -315,6 +315,10 @@ HEADER_TRANSFORMS = {
 }
 
 
+def _no_failures(row, cls, error):
+    raise AssertionError(f"unexpected failure of {row.to_pylist()} in {cls}: {error}")
+
+
 ROUTERS = {
     "route": {"transforms": "r", "transforms.r.type": "RegexRouter", "transforms.r.regex": "orders-(.*)",
               "transforms.r.replacement": "archive-$1"},
@@ -334,8 +338,8 @@ def test_batch_transforms_leave_the_rows_as_the_chain_leaves_the_records(name):
                     headers=[("drop", b"1")] if i % 5 == 0 else [("keep", None), ("x", b"")] if i % 5 == 1 else None)
             for i in range(40)]
     chain = TransformationChain.from_config({**FILTERS, **HEADER_TRANSFORMS, **ROUTERS}[name])
-    assert chain.batch_unsupported() is None
-    batch = chain.apply_batch(_build(_builder(pa.string(), pa.string()), msgs).slice(3))
+    assert chain.batch_types(pa.string(), pa.string()) == (pa.string(), pa.string())
+    [batch] = chain.apply_batch(_build(_builder(pa.string(), pa.string()), msgs).slice(3), _no_failures)
     msgs = msgs[3:]  # a batch's slice: its lists' offsets do not start at 0
     kept = [out for r in sink_records(_build(_builder(pa.string(), pa.string()), msgs))
             if (out := chain.apply(r)) is not None]
@@ -351,8 +355,9 @@ def test_a_chain_with_a_stage_without_a_batch_form_says_which():
     chain = TransformationChain.from_config({
         "transforms": "f,route", "transforms.f.type": "Filter", "transforms.f.predicate": "t", "predicates": "t",
         "predicates.t.type": "RecordIsTombstone", "transforms.route.type": "TimestampRouter"})
-    assert chain.batch_unsupported() == (
-        "transformation 'route' (org.apache.kafka.connect.transforms.TimestampRouter) has no batch form")
+    with pytest.raises(NoBatchForm, match=r"^transformation 'route' \(org.apache.kafka.connect.transforms."
+                                          r"TimestampRouter\) has no batch form$"):
+        chain.batch_types(pa.string(), pa.string())
 
 
 @pytest.mark.parametrize("columns", [frozenset(), frozenset({"value"}), frozenset({"key", "headers"}), None])

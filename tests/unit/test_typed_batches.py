@@ -26,6 +26,7 @@ from conveyor.converters.logical import decimal_schema, timestamp_schema
 from conveyor.converters.number_converters import IntegerConverter
 from conveyor.runtime.errors.tolerance import Stage
 from conveyor.runtime.task.sink.batches import BatchBuilder
+from conveyor.transforms.chain import NoBatchForm, TransformationChain
 
 ORDER = {"type": "struct", "name": "shop.Order", "version": 2, "optional": False, "fields": [
     {"field": "id", "type": "int64", "optional": False},
@@ -91,17 +92,15 @@ def test_typed_columns_carry_the_records_schemas_one_batch_per_run_of_one_schema
     assert failures == [(14, Stage.VALUE_CONVERTER), (15, Stage.VALUE_CONVERTER)]
     runs = [(b.column("offset").to_pylist(), column_schema(b.schema.field("value"))) for b in batches]
     order = schema_from_text(schema_text(_json().to_connect_data("t", (), _order(0)).schema))
-    # nulls (keys at 0 and 5, the value at 6) join the run they are in; the value's schema changes from
-    # ORDER to none (8: an envelope with a null schema) and back, to ORDER_V3 (10-13) and back
-    assert [offsets for offsets, _ in runs] == [[0, 1, 2, 3, 4, 5, 6, 7], [8], [9], [10, 11, 12, 13], [16]]
-    assert runs[0][1] == order and runs[1][1] is None and runs[2][1] == order
-    v3 = runs[3][1]
+    # the key changes from none (offset 0: a null) to int32 (1-4) and back; the value from ORDER to none (6: a
+    # tombstone; 8: an envelope with a null schema) to ORDER_V3 (10-13) and back
+    assert [offsets for offsets, _ in runs] == [[0], [1, 2, 3, 4], [5], [6], [7], [8], [9], [10], [11, 12, 13], [16]]
+    assert runs[1][1] == order and runs[3][1] is None and runs[5][1] is None
+    v3 = runs[8][1]
     assert [f.name for f in v3.fields][-1] == "extra" and v3.version == 3
-    assert batches[1].schema.field("value").type == JSON_TYPE, "a run without a schema is JSON text"
-    assert batches[0].schema.field("key").type == pa.int32()
-    assert batches[0].column("key").to_pylist()[:6] == [None, 1, 2, 3, 4, None]
-    assert batches[0].column("value").null_count == 1
-    value_type = batches[0].schema.field("value").type
+    assert batches[3].schema.field("value").type == JSON_TYPE, "a run without a schema is JSON text"
+    assert batches[1].schema.field("key").type == pa.int32() and batches[0].schema.field("key").type == JSON_TYPE
+    value_type = batches[1].schema.field("value").type
     assert value_type.field("price").type == pa.decimal128(38, 2)
     assert value_type.field("at").type == pa.timestamp("ms", tz="UTC")
     assert value_type.field("day").type == pa.date32()
@@ -140,6 +139,15 @@ def test_a_schemas_text_round_trips_without_its_default():
     assert schema_from_text(schema_text(with_default)) == Schema(SchemaType.INT32, optional=True)
 
 
+def test_a_null_read_with_a_schema_is_a_null_cell_of_that_schema():
+    optional = {**ORDER, "optional": True}
+    msgs = _msgs([_order(0, optional), _envelope(optional, None), _order(2, optional)])
+    batches, failures = _build(msgs, BatchBuilder(columnar(_json()), columnar(_json()), columns=("value",)))
+    assert not failures and len(batches) == 1 and batches[0].column("value").null_count == 1
+    [middle] = [r for b in _build(msgs)[0] for r in sink_records(b) if r.kafka_offset == 1]
+    assert middle.value is None and middle.value_schema == column_schema(batches[0].schema.field("value"))
+
+
 def test_projection_leaves_out_typed_columns_the_task_does_not_read_and_does_not_cut_runs_for_them():
     builder = BatchBuilder(columnar(_json()), columnar(_json()), columns=("value",))
     batches, failures = _build(_msgs(STREAM[:6]), builder)
@@ -156,10 +164,8 @@ def test_number_converters_give_typed_columns():
                            columnar(converter))
     batches, failures = _build(msgs, builder)
     assert failures == [(2, Stage.VALUE_CONVERTER)]
-    assert [b.column("value").to_pylist() for b in batches] == [[5, None, 7]]
-    assert [b.schema.field("value").type for b in batches] == [pa.int32()]
-    nulls, _ = _build(msgs[1:2], builder)
-    assert nulls[0].schema.field("value").type == JSON_TYPE and nulls[0].column("value").to_pylist() == [None]
+    assert [b.column("value").to_pylist() for b in batches] == [[5], [None], [7]]
+    assert [b.schema.field("value").type for b in batches] == [pa.int32(), JSON_TYPE, pa.int32()]
 
 
 class _ClosingContext:
@@ -209,3 +215,86 @@ def test_a_schema_without_an_arrow_form_takes_the_tolerance_path(bad):
     batches, failures = _build(msgs, BatchBuilder(columnar(_json()), columnar(converter)))
     assert failures == [(1, Stage.VALUE_CONVERTER)]
     assert [b.column("offset").to_pylist() for b in batches] == [[0, 2]]
+
+
+TYPED_TRANSFORMS = {
+    "replace": {"transforms": "r", "transforms.r.type": "ReplaceField$Value", "transforms.r.exclude": "note",
+                "transforms.r.renames": "id:order_id,tags:labels"},
+    "replace-where-key-is-null": {
+        "transforms": "r", "transforms.r.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+        "transforms.r.include": "id,price", "transforms.r.predicate": "h", "predicates": "h",
+        "predicates.h.type": "HasHeaderKey", "predicates.h.name": "h"},
+    "replace-keys-that-are-no-structs": {"transforms": "r", "transforms.r.type": "ReplaceField$Key",
+                                         "transforms.r.exclude": "x"},
+    "extract": {"transforms": "e", "transforms.e.type": "ExtractField$Value", "transforms.e.field": "line"},
+    "extract-nested": {"transforms": "e", "transforms.e.type": "ExtractField$Value", "transforms.e.field": "line.sku",
+                       "transforms.e.field.syntax.version": "V2"},
+    "extract-unknown": {"transforms": "e", "transforms.e.type": "ExtractField$Value", "transforms.e.field": "nope"},
+    "hoist": {"transforms": "h", "transforms.h.type": "HoistField$Value", "transforms.h.field": "order"},
+    "hoist-key": {"transforms": "h", "transforms.h.type": "HoistField$Key", "transforms.h.field": "k"},
+    "insert": {"transforms": "i", "transforms.i.type": "InsertField$Value", "transforms.i.topic.field": "t",
+               "transforms.i.partition.field": "p", "transforms.i.offset.field": "o!",
+               "transforms.i.timestamp.field": "ts", "transforms.i.static.field": "s",
+               "transforms.i.static.value": "v"},
+    "value-to-key": {"transforms": "v", "transforms.v.type": "ValueToKey", "transforms.v.fields": "id,note"},
+    "chain": {"transforms": "v,k,r,i,route", "transforms.v.type": "ValueToKey", "transforms.v.fields": "id,line",
+              "transforms.v.predicate": "t", "transforms.v.negate": "true", "predicates": "t",
+              "predicates.t.type": "RecordIsTombstone", "transforms.k.type": "ExtractField$Key",
+              "transforms.k.field": "id", "transforms.r.type": "ReplaceField$Value",
+              "transforms.r.include": "id,price,at,extra", "transforms.i.type": "InsertField$Value",
+              "transforms.i.offset.field": "offset", "transforms.route.type": "RegexRouter",
+              "transforms.route.regex": "orders", "transforms.route.replacement": "archived"},
+}
+
+
+def _apply_both(chain: TransformationChain, batches: list[pa.RecordBatch]):
+    failed_batches: list = []
+    out = [b for batch in batches for b in chain.apply_batch(
+        batch, lambda row, cls, error: failed_batches.append((row.column("offset")[0].as_py(), cls, str(error))))]
+    failed_records: list = []
+    kept = []
+    for record in (r for batch in batches for r in sink_records(batch)):
+        try:
+            result = chain.apply(record)
+        except Exception as exc:  # noqa: BLE001 - as the runtime tolerates it
+            failed_records.append((record.kafka_offset, exc.transformation_class, str(exc)))
+            continue
+        if result is not None:
+            kept.append(result)
+    return out, failed_batches, kept, failed_records
+
+
+def _shape(record):
+    return (record.topic, record.original_topic, record.kafka_offset, record.key, record.key_schema, record.value,
+            record.value_schema, record.headers)
+
+
+@pytest.mark.parametrize("name", TYPED_TRANSFORMS)
+def test_typed_batch_transforms_leave_what_the_record_forms_leave(name, tmp_path):
+    chain = TransformationChain.from_config(TYPED_TRANSFORMS[name])
+    assert chain.batch_types(None, None)[1] is None
+    batches = [b for i in range(0, len(STREAM), 6) for b in _build(_msgs(STREAM)[i:i + 6])[0]]
+    out, failed_batches, kept, failed_records = _apply_both(chain, batches)
+    assert sorted(failed_batches) == sorted(failed_records)
+    assert [_shape(r) for b in out for r in sink_records(b)] == [_shape(r) for r in kept]
+    assert (failed_records or kept) and [_shape(r) for r in kept] != [_shape(r) for b in batches
+                                                                       for r in sink_records(b)], "it did something"
+    written = {}
+    for path in ("records", "batches"):
+        task = ArchiveSinkTask()
+        task.initialize(_ClosingContext())
+        task.start({"archive.url": str(tmp_path / path), "format": "parquet", "flush.size": "4"})
+        task.open([TopicPartition("orders", 0)])
+        for batch in out:
+            task.put_batch(batch) if path == "batches" else task.put(sink_records(batch))
+        task.pre_commit({TopicPartition("orders", 0): len(STREAM)})
+        written[path] = {str(f.relative_to(tmp_path / path)): f.read_bytes() for f in (tmp_path / path).rglob("*.*")}
+    assert written["batches"] == written["records"]
+
+
+def test_value_transformations_take_typed_columns_only():
+    chain = TransformationChain.from_config(TYPED_TRANSFORMS["replace"])
+    with pytest.raises(NoBatchForm, match="ReplaceFieldValue takes batches of values with Connect schemas"):
+        chain.batch_types(pa.string(), JSON_TYPE)
+    assert TransformationChain.from_config(TYPED_TRANSFORMS["value-to-key"]).batch_types(pa.string(), None) == \
+        (None, None)

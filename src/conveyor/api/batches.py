@@ -30,10 +30,9 @@ A transformation that changes topics (``RegexRouter``) adds an ``original_topic`
 schemas (``JsonConverter`` with schemas, Avro, Protobuf, JSON Schema, the number converters)
 they are **typed**: the column has the Arrow type of the records' schema
 (:mod:`conveyor.api.arrow_types`) and carries that schema (:func:`column_schema`), so one
-batch holds records of one key schema and one value schema (and nulls), and a change of
-schema starts another batch; records without a schema get an ``arrow.json`` column. A null
-has no schema in a batch, as a tombstone has none on the record path (a null read with an
-optional schema, which has that schema on the record path, is the one difference). Another converter, a
+batch holds records of one key schema and one value schema, and a change of schema starts
+another batch. A typed column's null has the column's schema (a null read with an optional
+schema); records without a schema (tombstones included) get an ``arrow.json`` column. Another converter, a
 transformation without a batch form or a ``header.converter`` gives the task records through
 ``put``. A record its converter cannot read never reaches the batch: it takes the
 ``errors.tolerance`` path alone, as on the record path.
@@ -44,15 +43,18 @@ for a task that handles some batches per record.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from conveyor.api.arrow_types import connect_values, field_schema
+from conveyor.api.arrow_types import arrow_type, connect_values, field_schema, schema_field
+from conveyor.api.errors import DataError
 from conveyor.api.records import Header, SinkRecord, SourceRecord, TimestampType, TopicPartition
 from conveyor.api.schema import Schema, SchemaType
 
@@ -83,18 +85,22 @@ def batch_schema(key_type: pa.DataType, value_type: pa.DataType) -> pa.Schema:
 
 
 def column_schema(field: pa.Field) -> Schema | None:
-    """The Connect schema the non-null keys or values of a batch's ``key`` or ``value`` field
-    have on the record path (a null has none): a typed column's own; ``OPTIONAL_STRING`` or
-    ``OPTIONAL_BYTES`` for a ``string`` or ``binary`` column; ``None`` for JSON."""
+    """The Connect schema the keys or values of a batch's ``key`` or ``value`` field have on
+    the record path: a typed column's own, nulls included; ``OPTIONAL_STRING`` or
+    ``OPTIONAL_BYTES`` for a ``string`` or ``binary`` column's non-null cells (a null has
+    none there); ``None`` for JSON."""
     return field_schema(field) or _OPTIONAL.get(field.type)
 
 
 def sink_records(batch: pa.RecordBatch) -> list[SinkRecord]:
     """The batch's rows as records, as ``put`` would have received them (a null value has
-    no schema, as under Kafka Connect's converters, and JSON has none; JSON text is parsed as ``json.loads`` does; a record without a timestamp has
+    no schema, as under Kafka Connect's converters, but in a typed column, and JSON has none;
+    JSON text is parsed as ``json.loads`` does; a record without a timestamp has
     ``TimestampType.NO_TIMESTAMP_TYPE``).
     One Python object per row: for a task's fallback, not its hot path."""
     key_schema, value_schema = column_schema(batch.schema.field(KEY)), column_schema(batch.schema.field(VALUE))
+    typed = {KEY: field_schema(batch.schema.field(KEY)) is not None,
+             VALUE: field_schema(batch.schema.field(VALUE)) is not None}
     columns = [_values(batch.column(name), column_schema(batch.schema.field(name)) if name in (KEY, VALUE) else None)
                for name in (TOPIC, PARTITION, OFFSET, KEY, VALUE, HEADERS)]
     originals = original_topics(batch).to_pylist()
@@ -105,8 +111,8 @@ def sink_records(batch: pa.RecordBatch) -> list[SinkRecord]:
         records.append(SinkRecord(
             topic=topic, kafka_partition=partition, original_topic=original, key=key, value=value, kafka_offset=offset, timestamp=stamp,
             timestamp_type=TimestampType.CREATE_TIME if stamp is not None else TimestampType.NO_TIMESTAMP_TYPE,
-            headers=_headers(headers), key_schema=key_schema if key is not None else None,
-            value_schema=value_schema if value is not None else None))
+            headers=_headers(headers), key_schema=key_schema if key is not None or typed[KEY] else None,
+            value_schema=value_schema if value is not None or typed[VALUE] else None))
     return records
 
 
@@ -174,6 +180,80 @@ def row_runs(columns: Sequence[pa.Array]) -> list[tuple[int, int]]:
         changes = changed if changes is None else pc.or_(changes, changed)
     starts = [0, *(i + 1 for i in pc.indices_nonzero(changes).to_pylist())]
     return list(zip(starts, [*starts[1:], n], strict=True))
+
+
+def record_batches(records: Sequence[SinkRecord]) -> list[pa.RecordBatch]:
+    """Records as record batches, :func:`sink_records`' inverse: one batch per run of
+    records of one key schema and one value schema (a run without a schema has a JSON
+    column), ``original_topic`` when a record's topic
+    is not the one it was read from. One Python object per row: for the rows a
+    transformation's batch form hands to its record form, not a task's hot path.
+
+    Raises:
+        DataError: a key or value does not match its schema, or a schema has no Arrow form.
+    """
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(records)):
+        a, b = records[i - 1], records[i]
+        if not (_same(a.key_schema, b.key_schema) and _same(a.value_schema, b.value_schema)):
+            runs.append((start, i))
+            start = i
+    if records:
+        runs.append((start, len(records)))
+    return [_record_batch(records[start:stop], records[start].key_schema, records[start].value_schema)
+            for start, stop in runs]
+
+
+def _same(a: Schema | None, b: Schema | None) -> bool:
+    return a is b or a == b
+
+
+def _record_batch(records: Sequence[SinkRecord], key_schema: Schema | None,
+                  value_schema: Schema | None) -> pa.RecordBatch:
+    fields, arrays = [], []
+    for name, schema, values in ((KEY, key_schema, [r.key for r in records]),
+                                 (VALUE, value_schema, [r.value for r in records])):
+        if schema is None:
+            fields.append(pa.field(name, JSON_TYPE))
+            texts = [None if v is None else json_text(v) for v in values]
+            arrays.append(pa.ExtensionArray.from_storage(JSON_TYPE, pa.array(texts, pa.binary()).view(pa.string())))
+        else:
+            type_, check = arrow_type(dataclasses.replace(schema, optional=True))
+            fields.append(schema_field(name, schema))
+            arrays.append(pa.array([check(v) for v in values], type_))
+    columns = {
+        TOPIC: pa.array([r.topic for r in records], pa.string()),
+        PARTITION: pa.array([r.kafka_partition for r in records], pa.int32()),
+        OFFSET: pa.array([r.kafka_offset for r in records], pa.int64()),
+        TIMESTAMP: pa.array([r.timestamp for r in records], pa.int64()).cast(TIMESTAMP_TYPE),
+        HEADERS: pa.array([[{"key": h.key, "value": h.value} for h in r.headers] if r.headers else None
+                           for r in records], HEADERS_TYPE),
+    }
+    schema = pa.schema([(TOPIC, pa.string()), (PARTITION, pa.int32()), (OFFSET, pa.int64()),
+                        (TIMESTAMP, TIMESTAMP_TYPE), *fields, (HEADERS, HEADERS_TYPE)])
+    batch = pa.RecordBatch.from_arrays([*(columns[n] for n in (TOPIC, PARTITION, OFFSET, TIMESTAMP)), *arrays,
+                                        columns[HEADERS]], schema=schema)
+    originals = [r.original_topic for r in records]
+    if originals != [r.topic for r in records]:
+        batch = batch.append_column(pa.field(ORIGINAL_TOPIC, pa.string()), pa.array(originals, pa.string()))
+    return batch
+
+
+def json_text(value: Any) -> bytes:
+    """``value`` (as ``json.loads`` gives it) as compact JSON: orjson's form, or the
+    standard library's for what orjson refuses (integers beyond 64 bits).
+
+    Raises:
+        DataError: a string that is not valid Unicode (a lone surrogate escape).
+    """
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        try:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DataError(f"cannot write the value as JSON text: {exc.reason} in a string") from None
 
 
 def _values(column: pa.Array, schema: Schema | None = None) -> list[Any]:

@@ -32,7 +32,6 @@ reaches the task, which may reject it later (the archive sink does: another
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -40,8 +39,9 @@ import orjson
 import pyarrow as pa
 
 from conveyor.api.arrow_types import arrow_type
+from conveyor.api.batches import json_text
 from conveyor.api.errors import DataError
-from conveyor.api.schema import Schema, SchemaType
+from conveyor.api.schema import Schema
 from conveyor.converters.bytearray_converter import ByteArrayConverter
 from conveyor.converters.json_converter import JsonConverter
 from conveyor.converters.string_converter import StringConverter
@@ -154,18 +154,13 @@ class JsonColumns:
         return texts
 
 
-NULL_CELL: Any = Schema(SchemaType.STRING, optional=True, name="conveyor.null")
-"""The schema :meth:`TypedColumns.cells` gives a null: it fits a run of any schema."""
-
-
 class TypedColumns:
     """A converter whose keys or values come with Connect schemas (``Converter.gives_schemas``):
     each message through ``to_connect_data`` (with its topic and empty headers), as on the record path. A
     batch's rows are typed by their schemas, so the caller cuts them into runs of one schema
-    (:meth:`cells`); a null joins any run (a null cell, without a schema, as a tombstone has
-    on the record path: also for an optional schema's null, which has its schema there); a
-    value without a schema (``JsonConverter``'s envelope with a null schema) is held as JSON
-    text, as :class:`JsonColumns` holds it.
+    (:meth:`cells`): a null read with a schema (an optional schema's null) is a null cell of
+    that schema's run; a value without a schema (a null, a tombstone, or ``JsonConverter``'s
+    envelope with a null schema) is held as JSON text, as :class:`JsonColumns` holds it.
 
     A message is reported to ``failed`` when the converter cannot read it, when its value
     does not match its schema, or when its schema has no Arrow form (a struct without fields,
@@ -179,9 +174,8 @@ class TypedColumns:
         self._types: dict[Schema, tuple[pa.DataType, Callable[[Any], Any]]] = {}
 
     def cells(self, topics: list[str], data: list[bytes | None],
-              failed: Failed) -> tuple[list[Schema | None], list[Any]]:  # NULL_CELL is a Schema
-        """Per message (read from ``topics``, one per message): its Connect schema (:data:`NULL_CELL`
-        for a null) (``None``: schemaless or null) and its cell, ready
+              failed: Failed) -> tuple[list[Schema | None], list[Any]]:
+        """Per message (read from ``topics``, one per message): its Connect schema (``None``: schemaless or null) and its cell, ready
         for ``pa.array`` of the schema's Arrow type (``None`` schemas: compact JSON text)."""
         to_connect = self._converter.to_connect_data
         schemas: list[Schema | None] = []
@@ -192,7 +186,6 @@ class TypedColumns:
             try:
                 schema, value = to_connect(topic, (), raw)
                 if value is None:
-                    schema = NULL_CELL
                     cell = None
                 elif schema is None:
                     cell = json_text(value)
@@ -218,19 +211,3 @@ class TypedColumns:
                 self._types.clear()
             found = self._types[schema] = arrow_type(schema)
         return found[1]
-
-
-def json_text(value: Any) -> bytes:
-    """``value`` (as ``json.loads`` gives it) as compact JSON: orjson's form, or the
-    standard library's for what orjson refuses (integers beyond 64 bits).
-
-    Raises:
-        DataError: a string that is not valid Unicode (a lone surrogate escape).
-    """
-    try:
-        return orjson.dumps(value)
-    except orjson.JSONEncodeError:
-        try:
-            return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise DataError(f"cannot write the value as JSON text: {exc.reason} in a string") from None

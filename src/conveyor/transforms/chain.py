@@ -26,7 +26,7 @@ by full configuration key (``transforms.route.type``, ``transforms.route.regex``
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -36,6 +36,7 @@ from conveyor.api.errors import ConfigError, DataError, RetriableError
 from conveyor.api.transforms import Predicate, Transformation
 from conveyor.converters._config import as_text, get_bool, missing, parse_list, prefixed_error, sub_config
 from conveyor.converters._loading import PluginNotFound, load_class
+from conveyor.transforms._batches import NoBatchForm, RowsFailed
 from conveyor.transforms._registry import PREDICATES, TRANSFORMATIONS, reported_class_name
 
 log = logging.getLogger(__name__)
@@ -91,21 +92,48 @@ class TransformationStage:
             return self.transformation.apply(record)
         return record
 
-    def batch_unsupported(self) -> str | None:
-        """Why this stage has no batch form, or ``None`` when it has one."""
-        if not hasattr(self.transformation, "apply_batch"):
-            return f"transformation '{self.alias}' ({self.transformation_class}) has no batch form"
-        if self.predicate is not None and not hasattr(self.predicate, "test_batch"):
-            return f"predicate '{self.predicate_alias}' ({reported_class_name(self.predicate)}) has no batch form"
-        return None
+    def batch_types(self, key_type: pa.DataType | None,
+                    value_type: pa.DataType | None) -> tuple[pa.DataType | None, pa.DataType | None]:
+        """The key and value column types this stage leaves (``None``: typed).
 
-    def apply_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        Raises:
+            NoBatchForm: the stage has no batch form for these columns (the message says why).
+        """
+        if not hasattr(self.transformation, "apply_batch"):
+            raise NoBatchForm(f"transformation '{self.alias}' ({self.transformation_class}) has no batch form")
+        if self.predicate is not None and not hasattr(self.predicate, "test_batch"):
+            raise NoBatchForm(f"predicate '{self.predicate_alias}' ({reported_class_name(self.predicate)}) has no "
+                              "batch form")
+        types = getattr(self.transformation, "batch_types", None)
+        if types is None:
+            return key_type, value_type
+        try:
+            return types(key_type, value_type)  # type: ignore[no-any-return]
+        except NoBatchForm as exc:
+            raise NoBatchForm(f"transformation '{self.alias}' ({self.transformation_class}): {exc}") from None
+
+    def apply_batch(self, batch: pa.RecordBatch) -> list[pa.RecordBatch]:
+        """The stage on ``batch``: the batches it leaves.
+
+        Raises:
+            RowsFailed: rows failed (each alone); the others are in its ``batches``.
+            RetriableError: as raised by the transformation.
+        """
         where = None
         if self.predicate is not None:
             where = self.predicate.test_batch(batch)  # type: ignore[attr-defined]
             if self.negate:
                 where = pc.invert(where)
-        return self.transformation.apply_batch(batch, where)  # type: ignore[attr-defined]
+        try:
+            result = self.transformation.apply_batch(batch, where)  # type: ignore[attr-defined]
+        except (RowsFailed, RetriableError):
+            raise
+        except Exception as exc:  # every row it was to transform fails, alone
+            if where is None:
+                raise RowsFailed([batch.slice(0, 0)], [(i, exc) for i in range(batch.num_rows)]) from exc
+            rows = pc.indices_nonzero(where).to_pylist()
+            raise RowsFailed([batch.filter(pc.invert(where))], [(i, exc) for i in rows]) from exc
+        return result if isinstance(result, list) else [result]
 
     def close(self) -> None:
         for part in (self.transformation, self.predicate):
@@ -163,26 +191,58 @@ class TransformationChain:
                 return None
         return record
 
-    def batch_unsupported(self) -> str | None:
-        """Why the chain cannot run on record batches (the first stage without a batch form),
-        or ``None`` when every stage has one."""
-        return next((why for stage in self.stages if (why := stage.batch_unsupported()) is not None), None)
+    def batch_types(self, key_type: pa.DataType | None,
+                    value_type: pa.DataType | None) -> tuple[pa.DataType | None, pa.DataType | None]:
+        """The key and value column types the chain leaves for batches whose columns have
+        these types (``None``: typed by Connect schemas; :mod:`conveyor.api.batches`).
 
-    def apply_batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        Raises:
+            NoBatchForm: the first stage without a batch form for its columns (the message
+                names it and says why).
+        """
+        for stage in self.stages:
+            key_type, value_type = stage.batch_types(key_type, value_type)
+        return key_type, value_type
+
+    def apply_batch(self, batch: pa.RecordBatch,
+                    failed: Callable[[pa.RecordBatch, str, Exception], None]) -> list[pa.RecordBatch]:
         """:meth:`apply` on a record batch (``conveyor.api.batches``): every stage in order on
         the rows the previous left; each row as :meth:`apply` would leave its record (a
-        dropped record's row is gone). Only for a chain :meth:`batch_unsupported` accepts.
+        dropped record's row is gone). Only for a chain :meth:`batch_types` accepts.
+
+        A row a stage cannot transform leaves the batch and goes to ``failed(row,
+        transformation_class, error)`` (``row``: a batch of that one row as the stage got it;
+        ``error``: a :class:`TransformationError`), as :meth:`apply` raises for its record.
+        Returns the batches left: one, or more where a stage changed a schema midway.
 
         Stages with a batch form: ``Filter``, ``InsertHeader``, ``DropHeaders`` and
         ``RegexRouter``, with or without a predicate among ``TopicNameMatches``,
-        ``HasHeaderKey`` and ``RecordIsTombstone``. A batch form
-        transforms only the rows its predicate selects (``where``; ``None``: all rows).
+        ``HasHeaderKey`` and ``RecordIsTombstone``. A batch form transforms only the rows its
+        predicate selects (``where``; ``None``: all rows).
+
+        Raises:
+            RetriableError: as raised by a transformation, with ``transformation_alias`` and
+                ``transformation_class`` attributes set.
         """
+        batches = [batch]
         for stage in self.stages:
-            batch = stage.apply_batch(batch)
-            if not batch.num_rows:
+            left: list[pa.RecordBatch] = []
+            for part in batches:
+                try:
+                    left.extend(stage.apply_batch(part))
+                except RowsFailed as exc:
+                    for row, error in exc.failures:
+                        failed(part.slice(row, 1), stage.transformation_class,
+                               TransformationError(stage.alias, stage.transformation_class, error))
+                    left.extend(exc.batches)
+                except RetriableError as exc:
+                    exc.transformation_alias = stage.alias  # type: ignore[attr-defined]
+                    exc.transformation_class = stage.transformation_class  # type: ignore[attr-defined]
+                    raise
+            batches = [b for b in left if b.num_rows] or left[:1] or [batch.slice(0, 0)]
+            if not batches[0].num_rows:
                 break
-        return batch
+        return batches
 
     def close(self) -> None:
         """Close every transformation and predicate (once; later calls do nothing)."""

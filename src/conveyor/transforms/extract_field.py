@@ -22,8 +22,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from conveyor.api.errors import DataError
+from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters._config import get_bool, get_string
+from conveyor.transforms._batches import TypedBatchForm, with_column
 from conveyor.transforms._base import (
     KeyOrValueTransformation,
     key_and_value_variants,
@@ -35,8 +40,10 @@ from conveyor.transforms._field_path import SingleFieldPath, syntax_version
 PURPOSE = "field extraction"
 
 
-class ExtractField(KeyOrValueTransformation):
-    """Extract one field; use :class:`ExtractFieldKey` or :class:`ExtractFieldValue`."""
+class ExtractField(TypedBatchForm, KeyOrValueTransformation):
+    """Extract one field; use :class:`ExtractFieldKey` or :class:`ExtractFieldValue`.
+    Batch form: typed columns, the field's child column along a path of structs
+    (:mod:`._batches`)."""
 
     def configure(self, config: Mapping[str, Any]) -> None:
         self.field = get_string(config, "field")
@@ -57,6 +64,16 @@ class ExtractField(KeyOrValueTransformation):
             None if struct is None else self.path.value_from_struct(struct, schema, self.replace_null_with_default)
         )
         return self.new_record(record, field.schema, extracted)
+
+    def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
+        column, current = rows.column(self.side), schema
+        for step in self.path.steps:
+            field = current.field(step) if current.type is SchemaType.STRUCT else None
+            if field is None or (field.schema.default is not None and self.replace_null_with_default):
+                raise DataError(f"Unknown field: {self.field}")  # or a default: the record form decides
+            column = pc.struct_field(column, [current.fields.index(field)])
+            current = field.schema
+        return with_column(rows, self.side, current, column)
 
 
 ExtractFieldKey, ExtractFieldValue = key_and_value_variants(ExtractField)

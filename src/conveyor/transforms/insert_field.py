@@ -29,10 +29,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from conveyor.api.batches import OFFSET, PARTITION, TIMESTAMP, TOPIC
 from conveyor.api.errors import ConfigError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters import logical
 from conveyor.converters._config import get_bool, get_string
+from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
 from conveyor.transforms._base import (
     KeyOrValueTransformation,
     SchemaCache,
@@ -75,9 +80,10 @@ class InsertionSpec(NamedTuple):
         return InsertionSpec(spec, True)
 
 
-class InsertField(KeyOrValueTransformation):
+class InsertField(TypedBatchForm, KeyOrValueTransformation):
     """Insert fields from record metadata or a static value; use :class:`InsertFieldKey`
-    or :class:`InsertFieldValue`."""
+    or :class:`InsertFieldValue`. Batch form: typed columns, the struct's children and the
+    batch's ``topic``, ``partition``, ``offset`` and ``timestamp`` columns (:mod:`._batches`)."""
 
     def configure(self, config: Mapping[str, Any]) -> None:
         self.topic_field = InsertionSpec.parse(get_string(config, "topic.field", None))
@@ -140,6 +146,24 @@ class InsertField(KeyOrValueTransformation):
         if self.static_field is not None:
             updated[self.static_field.name] = self.static_value
         return self.new_record(record, updated_schema, updated)
+
+    def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
+        column = rows.column(self.side)
+        if column.null_count:
+            raise ValueError("nulls pass through with their schema: the record form")
+        updated_schema = self._schemas.get(schema, self._updated_schema)
+        if self.replace_null_with_default and any(f.schema.default is not None for f in schema.fields):
+            raise ValueError("defaults: the record form")
+        children = [pc.struct_field(column, [i]) for i in range(len(schema.fields))]
+        for spec, name in ((self.topic_field, TOPIC), (self.partition_field, PARTITION),
+                           (self.offset_field, OFFSET), (self.timestamp_field, TIMESTAMP)):
+            if spec is not None:
+                children.append(rows.column(name))
+        if self.static_field is not None:
+            children.append(pa.repeat(pa.scalar(self.static_value, pa.string()), rows.num_rows))
+        if any(c.null_count for c, f in zip(children, updated_schema.fields, strict=True) if not f.schema.optional):
+            raise ValueError("a null for a required field: the record form")
+        return with_column(rows, self.side, updated_schema, struct_of(updated_schema, children, None))
 
     def _updated_schema(self, schema: Schema) -> Schema:
         pairs = [(f.name, f.schema) for f in require_struct_schema(schema, PURPOSE).fields]

@@ -26,8 +26,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters._config import get_bool, get_list, invalid
+from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
 from conveyor.transforms._base import (
     KeyOrValueTransformation,
     SchemaCache,
@@ -82,8 +86,9 @@ def translate_deprecated(config: Mapping[str, Any]) -> dict[str, Any]:
     return translated
 
 
-class ReplaceField(KeyOrValueTransformation):
-    """Filter or rename fields; use :class:`ReplaceFieldKey` or :class:`ReplaceFieldValue`."""
+class ReplaceField(TypedBatchForm, KeyOrValueTransformation):
+    """Filter or rename fields; use :class:`ReplaceFieldKey` or :class:`ReplaceFieldValue`.
+    Batch form: typed columns, the struct's children kept and renamed (:mod:`._batches`)."""
 
     def configure(self, config: Mapping[str, Any]) -> None:
         config = translate_deprecated(config)
@@ -116,6 +121,14 @@ class ReplaceField(KeyOrValueTransformation):
         with_default = self.replace_null_with_default
         updated = {new: struct_get(struct, old_field, with_default) for new, old_field in sources}
         return self.new_record(record, updated_schema, updated)
+
+    def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
+        updated_schema, sources = self._schemas.get(schema, self._updated_schema)
+        if self.replace_null_with_default and any(f.schema.default is not None for _, f in sources):
+            raise NotImplementedError("defaults: the record form")
+        column = rows.column(self.side)
+        children = [pc.struct_field(column, [schema.fields.index(f)]) for _, f in sources]
+        return with_column(rows, self.side, updated_schema, struct_of(updated_schema, children, column.is_null()))
 
     def _updated_schema(self, schema: Schema) -> tuple[Schema, list[tuple[str, Any]]]:
         kept = [f for f in require_struct_schema(schema, PURPOSE).fields if self.keeps(f.name)]

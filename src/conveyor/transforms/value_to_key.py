@@ -20,10 +20,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from conveyor.api.batches import KEY, VALUE
 from conveyor.api.errors import ConfigError, DataError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.api.transforms import Transformation
 from conveyor.converters._config import get_bool, get_list
+from conveyor.transforms._batches import struct_of, typed_batch_form, typed_only, with_column
 from conveyor.transforms._base import (
     CachesSchemas,
     SchemaCache,
@@ -37,7 +42,8 @@ PURPOSE = "copying fields from value to key"
 
 
 class ValueToKey(CachesSchemas, Transformation):  # type: ignore[type-arg]
-    """``org.apache.kafka.connect.transforms.ValueToKey``."""
+    """``org.apache.kafka.connect.transforms.ValueToKey``. Batch form: typed values, the key
+    a struct of the value's children (:mod:`._batches`)."""
 
     kafka_class_name: ClassVar[str] = "org.apache.kafka.connect.transforms.ValueToKey"
 
@@ -62,6 +68,26 @@ class ValueToKey(CachesSchemas, Transformation):  # type: ignore[type-arg]
             v = struct.get(field.name)
             key[field.name] = field.schema.default if v is None and with_default else v
         return record.new_record(key_schema=key_schema, key=key)
+
+    def batch_types(self, key_type: pa.DataType | None,
+                    value_type: pa.DataType | None) -> tuple[pa.DataType | None, pa.DataType | None]:
+        """Typed values only; the keys become typed."""
+        typed_only(VALUE, value_type, self)
+        return None, value_type
+
+    def apply_batch(self, batch: pa.RecordBatch, where: pa.BooleanArray | None) -> list[pa.RecordBatch]:
+        """The batch form (:func:`~conveyor.transforms._batches.typed_batch_form`)."""
+        return typed_batch_form(batch, where, VALUE, self._columnar, self.apply)
+
+    def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
+        column = rows.column(VALUE)
+        if column.null_count:
+            raise ValueError("a null value fails: the record form says so, row by row")
+        key_schema = self._schemas.get(schema, self._key_schema)
+        if self.replace_null_with_default and any(f.schema.default is not None for f in key_schema.fields):
+            raise ValueError("defaults: the record form")
+        children = [pc.struct_field(column, [schema.fields.index(schema.field(f.name))]) for f in key_schema.fields]
+        return with_column(rows, KEY, key_schema, struct_of(key_schema, children, None))
 
     def _key_schema(self, schema: Schema) -> Schema:
         require_struct_schema(schema, PURPOSE)

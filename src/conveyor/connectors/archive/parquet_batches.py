@@ -6,8 +6,8 @@ A file has one layout (:class:`~.parquet_format.ParquetLayout`, from the records
 schemas). On the record path a null key or value has no schema while the others of a
 ``StringConverter`` or ``ByteArrayConverter`` column have one, so a partition's rows are
 cut into runs of one layout (:func:`layout_runs`), and a file ends where the layout
-changes, as it does there. So does a typed column's (a converter with schemas): one schema
-for the batch's non-null cells.
+changes, as it does there. A typed column (a converter with schemas) has one schema for
+the batch, its nulls included: the runtime starts another batch where it changes.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from conveyor.api import Schema, TopicPartition
+from conveyor.api.arrow_types import field_schema
 from conveyor.api.batches import HEADERS, JSON_TYPE, KEY, TIMESTAMP, VALUE, column_schema, row_runs
 from conveyor.connectors.archive.formats import FileBuffer
 from conveyor.connectors.archive.parquet_format import HEADERS_TYPE, ParquetBuffer, ParquetBuffers, ParquetLayout
@@ -27,7 +28,8 @@ def layout_runs(rows: pa.RecordBatch) -> list[tuple[Schema | None, Schema | None
     sides = [rows.column(KEY), rows.column(VALUE)]
     fields = [rows.schema.field(KEY), rows.schema.field(VALUE)]
     schemas = [column_schema(field) for field in fields]
-    nulls = [pc.is_null(side) if side.type != JSON_TYPE and side.null_count else None for side in sides]
+    nulls = [pc.is_null(side) if side.type in _NULL_WITHOUT_SCHEMA and not field_schema(field) and side.null_count
+             else None for side, field in zip(sides, fields, strict=True)]
     marks = [is_null for is_null in nulls if is_null is not None]
     runs = row_runs(marks) if marks else [(0, rows.num_rows)]
 
@@ -38,6 +40,9 @@ def layout_runs(rows: pa.RecordBatch) -> list[tuple[Schema | None, Schema | None
         return schemas[side]
 
     return [(schema(0, start), schema(1, start), start, stop) for start, stop in runs]
+
+
+_NULL_WITHOUT_SCHEMA = (pa.string(), pa.binary())  # a typed column's nulls have its schema; JSON has none
 
 
 def parquet_columns(rows: pa.RecordBatch, layout: ParquetLayout) -> list[pa.Array]:

@@ -35,7 +35,7 @@ from conveyor.api.batches import (
     batch_schema,
     original_topics,
 )
-from conveyor.converters.columnar import NULL_CELL, ColumnarConverter, JsonColumns, TypedColumns
+from conveyor.converters.columnar import ColumnarConverter, JsonColumns, TypedColumns
 from conveyor.runtime.errors.tolerance import Stage
 
 Unconvertible = Callable[[Message, Stage, Exception], None]
@@ -55,8 +55,9 @@ class BatchBuilder:
     batch. Those of a converter that gives schemas (:class:`~conveyor.converters.columnar.TypedColumns`)
     are typed by the records' Connect schemas: a list of messages gives one batch per run of
     records with the same key and value schemas, each field carrying its schema
-    (:func:`~conveyor.api.arrow_types.schema_field`); a run of records without a schema has
-    a JSON column, as ``JsonConverter`` without schemas gives.
+    (:func:`~conveyor.api.arrow_types.schema_field`; a null cell has that schema, as a null
+    read with a schema has on the record path); a run of records without a schema (tombstones
+    included) has a JSON column, as ``JsonConverter`` without schemas gives.
     """
 
     def __init__(self, key: ColumnarConverter | TypedColumns, value: ColumnarConverter | TypedColumns,
@@ -143,20 +144,17 @@ class BatchBuilder:
         columns built."""
         names = [name for name, _ in self._typed]
         rows = list(zip(*(typed[name][0] for name in names)))
-        runs: list[tuple[int, int, tuple[Schema | None, ...]]] = []
-        start, current = 0, rows[0] if rows else ()
-        for i, row in enumerate(rows):
-            merged = _merge(current, row)
-            if merged is None:
-                runs.append((start, i, current))
-                start, current = i, row
-            else:
-                current = merged
+        runs: list[tuple[int, int]] = []
+        start = 0
+        for i in range(1, len(rows)):
+            if not _same_schemas(rows[i], rows[i - 1]):
+                runs.append((start, i))
+                start = i
         if rows:
-            runs.append((start, len(rows), current))
+            runs.append((start, len(rows)))
         batches = []
-        for start, stop, run in runs:
-            schemas = tuple(None if schema is NULL_CELL else schema for schema in run)
+        for start, stop in runs:
+            schemas = rows[start]
             arrays = {name: _typed_column(schema, typed[name][1][start:stop]) for name, schema in zip(names, schemas)}
             texts = tuple(None if schema is None else schema_text(schema) for schema in schemas)
             run_schema = self._schemas.get(texts)
@@ -177,20 +175,8 @@ class BatchBuilder:
 _MAY_FAIL = (JsonColumns, TypedColumns)
 
 
-def _merge(run: tuple[Schema | None, ...], row: tuple[Schema | None, ...]) -> tuple[Schema | None, ...] | None:
-    """The schemas of ``run`` with ``row`` added, or ``None`` when ``row`` does not fit it
-    (a null fits any schema; a run of nulls so far takes the row's)."""
-    merged = []
-    for have, new in zip(run, row, strict=True):
-        if new is NULL_CELL or new is have:
-            merged.append(have)
-        elif have is NULL_CELL:
-            merged.append(new)
-        elif have == new:
-            merged.append(have)
-        else:
-            return None
-    return tuple(merged)
+def _same_schemas(a: tuple[Schema | None, ...], b: tuple[Schema | None, ...]) -> bool:
+    return all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 
 def _typed_column(schema: Schema | None, cells: list[Any]) -> pa.Array:

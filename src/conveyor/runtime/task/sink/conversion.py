@@ -15,6 +15,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from conveyor.api import ConnectError, Header, HeaderConverter, RetriableError, TopicPartition
+from conveyor.api.batches import OFFSET, ORIGINAL_TOPIC, PARTITION, original_topics
 from conveyor.converters import ByteArrayConverter
 from conveyor.converters.header_converters import to_connect_headers
 from conveyor.runtime.errors.tolerance import Stage, class_name
@@ -25,6 +26,27 @@ log = logging.getLogger("conveyor.runtime.task.sink.runner")  # the runner's: li
 
 DEFAULT_RETRY_BACKOFF_S = 1.0
 _FAILED = object()
+
+
+class _FailedRows:
+    """``failed(row, class, error)`` of ``TransformationChain.apply_batch``: the row's message
+    (found by where it was read) takes the tolerance path."""
+
+    def __init__(self, runner: Any, msgs: list[Message]) -> None:
+        self._runner, self._msgs = runner, msgs
+        self._index: dict[tuple[str, int, int], Message] | None = None
+
+    def __call__(self, row: pa.RecordBatch, cls_name: str, error: Exception) -> None:
+        if self._index is None:
+            self._index = {(m.topic(), m.partition(), m.offset()): m for m in self._msgs}
+        coordinates = (original_topics(row)[0].as_py(), row.column(PARTITION)[0].as_py(), row.column(OFFSET)[0].as_py())
+        self._runner._untransformable(self._index[coordinates], cls_name, error)
+
+
+def _project(batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:
+    """``batch`` with only ``columns`` (and ``original_topic`` when it has one)."""
+    names = [name for name in batch.schema.names if name in columns or name == ORIGINAL_TOPIC]
+    return batch if len(names) == batch.num_columns else batch.select(names)
 
 
 class SinkConversion:
@@ -126,9 +148,12 @@ class SinkConversion:
             msgs = [m for m in msgs if m.error() is None]
         batches, last = self._batches.build(msgs, self._unconvertible)
         if not self.chain.is_empty:
-            batches = [self.chain.apply_batch(batch) for batch in batches]
+            failed = _FailedRows(self, msgs)
+            batches = [out for batch in batches for out in self.chain.apply_batch(batch, failed)]
             if len(batches) > 1:
                 batches = [batch for batch in batches if batch.num_rows] or batches[:1]
+            if self._chain_columns is not None:
+                batches = [_project(batch, self._chain_columns) for batch in batches]
         if self._held_messages is not None:
             self._held_messages.hold(msgs)
         return batches, {self._tp(t, p): off + 1 for (t, p), off in last.items()}
@@ -142,6 +167,10 @@ class SinkConversion:
             except RetriableError:
                 del batches[:i]
                 raise
+
+    def _untransformable(self, msg: Message, cls_name: str, error: Exception) -> None:
+        """A row the batch path's transformations could not transform: tolerated, or the task fails."""
+        self._tolerate(msg, Stage.TRANSFORMATION, cls_name, error)
 
     def _unconvertible(self, msg: Message, stage: Stage, error: Exception) -> None:
         """A message the batch path's converters could not read: tolerated, or the task fails."""

@@ -41,7 +41,7 @@ from conveyor.runtime.errors.tolerance import LogReporter, Reporter, ToleranceOp
 from conveyor.runtime.kafka.clients import client_config
 from conveyor.runtime.kafka.log_repeats import CollapseRepeats
 from conveyor.runtime.task.runner import TaskFailed, TaskRunner
-from conveyor.runtime.task.sink.batches import BatchBuilder, drop_partitions
+from conveyor.runtime.task.sink.batches import ALWAYS, BatchBuilder, drop_partitions
 from conveyor.runtime.task.sink.commits import POLL_TIMEOUT_S, SinkCommits
 from conveyor.runtime.task.sink.context import (
     InternalSinkRecord,
@@ -52,7 +52,7 @@ from conveyor.runtime.task.sink.conversion import SinkConversion
 from conveyor.runtime.task.sink.held_messages import HeldMessages
 from conveyor.runtime.task.sink.pausing import SinkPausing
 from conveyor.runtime.task.sink.rebalance import SinkRebalance
-from conveyor.transforms.chain import TransformationChain
+from conveyor.transforms.chain import NoBatchForm, TransformationChain
 
 log = logging.getLogger(__name__)
 log.addFilter(CollapseRepeats())  # librdkafka's logs come through it
@@ -232,16 +232,22 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         if not self.settings.batch_path:
             return self._records_only("conveyor.batch.path.enable is false")
         key, value = columnar(self.key_converter), columnar(self.value_converter)
-        why = (self.chain.batch_unsupported()
-               or ("the batch path does not take a header.converter yet" if self.header_converter is not None
-               else "the batch path does not take its converters yet" if key is None or value is None
-               else None))
-        if why is None and not self.task.takes_batches(key.type, value.type):
-            why = (f"the task takes no batches of {key.type or 'typed'} keys and {value.type or 'typed'} values "
-                   "(typed: by their Connect schemas)")
-        if why is not None:
-            return self._records_only(why)
-        return BatchBuilder(key, value, self.task.batch_columns())
+        if self.header_converter is not None:
+            return self._records_only("the batch path does not take a header.converter yet")
+        if key is None or value is None:
+            return self._records_only("the batch path does not take its converters yet")
+        try:
+            key_type, value_type = self.chain.batch_types(key.type, value.type)
+        except NoBatchForm as exc:
+            return self._records_only(str(exc))
+        if not self.task.takes_batches(key_type, value_type):
+            return self._records_only(f"the task takes no batches of {key_type or 'typed'} keys and "
+                                      f"{value_type or 'typed'} values (typed: by their Connect schemas)")
+        columns = self.task.batch_columns()
+        if self.chain.is_empty or columns is None:
+            return BatchBuilder(key, value, columns)
+        self._chain_columns = [*ALWAYS, *columns]  # the chain may read any column: the task's are taken after it
+        return BatchBuilder(key, value)
 
     def _records_only(self, why: str) -> None:
         """The records go to ``put``, for ``why``; a task that has only ``put_batch`` fails."""
@@ -257,6 +263,7 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         return POLL_TIMEOUT_S
 
     _callback_error: TaskFailed | None = None
+    _chain_columns: list[str] | None = None
     _cooperative = True
     _started_at = 0.0
 
