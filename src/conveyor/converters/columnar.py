@@ -40,7 +40,6 @@ import pyarrow as pa
 
 from conveyor.api.arrow_types import arrow_type
 from conveyor.api.batches import json_text
-from conveyor.api.errors import DataError
 from conveyor.api.schema import Schema
 from conveyor.converters.bytearray_converter import ByteArrayConverter
 from conveyor.converters.json_converter import JsonConverter
