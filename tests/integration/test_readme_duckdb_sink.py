@@ -75,12 +75,12 @@ def test_a_batch_only_task_fails_at_start_saying_why_its_records_cannot_come_as_
     kafka_bootstrap, topic_factory, spark, tmp_path, duckdb_sink
 ):
     topic = topic_factory(partitions=1)
-    config = _config(topic, tmp_path / "x.duckdb", transforms="route", **{
-        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
-        "transforms.route.regex": "(.*)", "transforms.route.replacement": "$1-copy"})
+    config = _config(topic, tmp_path / "x.duckdb", transforms="toKey", **{
+        "transforms.toKey.type": "org.apache.kafka.connect.transforms.ValueToKey", "transforms.toKey.fields": "id"})
     with running_connector(connector_manifest(f"duck-{uuid.uuid4().hex[:6]}", duckdb_sink, kafka_bootstrap, config),
                            spark) as d:
         task = wait_until(lambda: next((t for t in d.status()["tasks"] if t["state"] == "FAILED"), None),  # noqa: B023
                           message="the task FAILED")
     assert "DuckDBTask takes batches only (put_batch)" in task["trace"]
-    assert "transformation 'route' (org.apache.kafka.connect.transforms.RegexRouter) has no batch form" in task["trace"]
+    assert ("transformation 'toKey' (org.apache.kafka.connect.transforms.ValueToKey): ValueToKey takes batches of "
+            "values with Connect schemas (typed columns), not extension<arrow.json>") in task["trace"]

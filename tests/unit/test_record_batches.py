@@ -322,6 +322,12 @@ def _no_failures(row, cls, error):
 ROUTERS = {
     "route": {"transforms": "r", "transforms.r.type": "RegexRouter", "transforms.r.regex": "orders-(.*)",
               "transforms.r.replacement": "archive-$1"},
+    "route-by-the-hour": {"transforms": "r", "transforms.r.type": "TimestampRouter",
+                          "transforms.r.topic.format": "${topic}_${timestamp}-${topic}",
+                          "transforms.r.timestamp.format": "yyyy-MM-dd'T'HH 'h' a"},
+    "route-by-the-day-where-tombstone": {"transforms": "r", "transforms.r.type": "TimestampRouter",
+                                         "transforms.r.predicate": "t", "predicates": "t",
+                                         "predicates.t.type": "RecordIsTombstone"},
     "route-where-header-then-match-the-routed-topic": {
         "transforms": "r,f", "transforms.r.type": "org.apache.kafka.connect.transforms.RegexRouter",
         "transforms.r.regex": "(.*)", "transforms.r.replacement": "$1.x", "transforms.r.predicate": "h",
@@ -334,7 +340,7 @@ ROUTERS = {
 @pytest.mark.parametrize("name", [*FILTERS, *HEADER_TRANSFORMS, *ROUTERS])
 def test_batch_transforms_leave_the_rows_as_the_chain_leaves_the_records(name):
     msgs = [Message(topic="orders-eu" if i % 3 else "refunds", partition=i % 2, offset=i, key=f"k{i}".encode(),
-                    value=None if i % 4 == 0 else f"v{i}".encode(), timestamp=(1, 1_700_000_000_000 + i),
+                    value=None if i % 4 == 0 else f"v{i}".encode(), timestamp=(1, 1_700_000_000_000 + i * 1_900_000),
                     headers=[("drop", b"1")] if i % 5 == 0 else [("keep", None), ("x", b"")] if i % 5 == 1 else None)
             for i in range(40)]
     chain = TransformationChain.from_config({**FILTERS, **HEADER_TRANSFORMS, **ROUTERS}[name])
@@ -345,7 +351,7 @@ def test_batch_transforms_leave_the_rows_as_the_chain_leaves_the_records(name):
             if (out := chain.apply(r)) is not None]
     assert [(r.topic, r.original_topic, r.kafka_offset, r.value, r.headers) for r in sink_records(batch)] == \
         [(r.topic, r.original_topic, r.kafka_offset, r.value, r.headers) for r in kept]
-    assert name == "filter-all" or name in HEADER_TRANSFORMS or name == "route" or 0 < len(kept) < len(msgs)
+    assert name == "filter-all" or name in HEADER_TRANSFORMS or name in ROUTERS or 0 < len(kept) < len(msgs)
     assert [(r.headers, r.topic) for r in sink_records(batch)] != [(r.headers, r.topic) for r in sink_records(
         _build(_builder(pa.string(), pa.string()), msgs)) if chain.apply(r) is not None] or name in FILTERS
     assert {tp for tp, _, _ in partition_runs(batch)} <= {TopicPartition(m.topic(), m.partition()) for m in msgs}
@@ -354,9 +360,10 @@ def test_batch_transforms_leave_the_rows_as_the_chain_leaves_the_records(name):
 def test_a_chain_with_a_stage_without_a_batch_form_says_which():
     chain = TransformationChain.from_config({
         "transforms": "f,route", "transforms.f.type": "Filter", "transforms.f.predicate": "t", "predicates": "t",
-        "predicates.t.type": "RecordIsTombstone", "transforms.route.type": "TimestampRouter"})
+        "predicates.t.type": "RecordIsTombstone", "transforms.route.type": "SetSchemaMetadata$Value",
+        "transforms.route.schema.name": "x"})
     with pytest.raises(NoBatchForm, match=r"^transformation 'route' \(org.apache.kafka.connect.transforms."
-                                          r"TimestampRouter\) has no batch form$"):
+                                          r"SetSchemaMetadata\$Value\) has no batch form$"):
         chain.batch_types(pa.string(), pa.string())
 
 
@@ -374,3 +381,15 @@ def test_a_task_gets_only_the_columns_it_reads_and_conversion_failures_still_cou
     assert batch.equals(full.select(expected))
     assert failures == [(2, Stage.KEY_CONVERTER)], "a key that cannot be read leaves the batch, built or not"
     assert last == {("t", 0): 4}
+
+
+def test_a_row_without_a_timestamp_fails_alone_in_the_timestamp_routers_batch_form():
+    msgs = [Message(topic="t", partition=0, offset=i, key=None, value=b"v", timestamp=(0, -1) if i == 2 else (1, i))
+            for i in range(4)]
+    chain = TransformationChain.from_config({"transforms": "r", "transforms.r.type": "TimestampRouter"})
+    failures: list = []
+    [batch] = chain.apply_batch(_build(_builder(pa.string(), pa.string()), msgs),
+                                lambda row, cls, error: failures.append((row.column("offset")[0].as_py(), cls, error)))
+    assert batch.column("topic").to_pylist() == ["t-19700101"] * 3 and batch.column("offset").to_pylist() == [0, 1, 3]
+    assert [(offset, cls) for offset, cls, _ in failures] == [(2, "org.apache.kafka.connect.transforms.TimestampRouter")]
+    assert "Timestamp missing on record" in str(failures[0][2])

@@ -216,9 +216,11 @@ class TransformationChain:
         Returns the batches left: one, or more where a stage changed a schema midway.
 
         Stages with a batch form: ``Filter``, ``InsertHeader``, ``DropHeaders`` and
-        ``RegexRouter``, with or without a predicate among ``TopicNameMatches``,
+        ``RegexRouter`` on any columns; ``ReplaceField``, ``ExtractField``, ``HoistField``,
+        ``InsertField``, ``MaskField``, ``Flatten``, ``Cast`` (``$Key``/``$Value``) and
+        ``ValueToKey`` on typed columns (keys or values with Connect schemas); each with or without a predicate among ``TopicNameMatches``,
         ``HasHeaderKey`` and ``RecordIsTombstone``. A batch form transforms only the rows its
-        predicate selects (``where``; ``None``: all rows).
+        predicate selects (``where``; ``None``: all rows). See :mod:`._batches`.
 
         Raises:
             RetriableError: as raised by a transformation, with ``transformation_alias`` and

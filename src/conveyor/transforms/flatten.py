@@ -22,6 +22,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from conveyor.api.errors import DataError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters._config import get_bool, get_string
@@ -35,13 +38,15 @@ from conveyor.transforms._base import (
     require_struct,
     type_name,
 )
+from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
 from conveyor.transforms.cast import infer_type
 
 PURPOSE = "flattening"
 
 
-class Flatten(KeyOrValueTransformation):
-    """Flatten nested data; use :class:`FlattenKey` or :class:`FlattenValue`."""
+class Flatten(TypedBatchForm, KeyOrValueTransformation):
+    """Flatten nested data; use :class:`FlattenKey` or :class:`FlattenValue`. Batch form:
+    typed columns, the leaves of nested structs as the children of one (:mod:`._batches`)."""
 
     def configure(self, config: Mapping[str, Any]) -> None:
         self.delimiter = get_string(config, "delimiter", ".")
@@ -65,6 +70,25 @@ class Flatten(KeyOrValueTransformation):
         flat = {}
         self._flatten_struct(struct, schema, "", flat)
         return self.new_record(record, updated_schema, flat)
+
+    def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
+        column = rows.column(self.side)
+        if column.null_count:
+            raise ValueError("nulls pass through with their schema: the record form")
+        updated_schema = self._schemas.get(schema, self._updated_schema)
+        if self.replace_null_with_default and any(f.schema.default is not None for f in updated_schema.fields):
+            raise ValueError("defaults: the record form")
+        leaves: list[pa.Array] = []
+        self._leaves(column, schema, leaves)
+        return with_column(rows, self.side, updated_schema, struct_of(updated_schema, leaves, None))
+
+    def _leaves(self, column: pa.Array, schema: Schema, out: list[pa.Array]) -> None:
+        for i, field in enumerate(schema.fields):
+            child = pc.struct_field(column, [i])  # null wherever a struct above it is
+            if field.schema.type is SchemaType.STRUCT:
+                self._leaves(child, field.schema, out)
+            else:
+                out.append(child)
 
     def _flatten_map(self, source: Mapping[str, Any], prefix: str, out: dict[str, Any]) -> None:
         for key, value in source.items():

@@ -27,12 +27,16 @@ import decimal as _decimal
 from collections.abc import Mapping
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from conveyor.api.errors import ConfigError, DataError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters import logical
 from conveyor.converters._config import get_bool, get_list, get_string
 from conveyor.java_text import values as jv
 from conveyor.transforms._base import KeyOrValueTransformation, key_and_value_variants, require_map, require_struct
+from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
 
 PURPOSE = "mask fields"
 _BITS = {SchemaType.INT8: 8, SchemaType.INT16: 16, SchemaType.INT32: 32, SchemaType.INT64: 64}
@@ -83,8 +87,10 @@ def replacement_value(value: Any, replacement: str, schema: Schema | None) -> An
     raise DataError(f"Cannot mask value of type {type(value).__name__} with custom replacement.")
 
 
-class MaskField(KeyOrValueTransformation):
-    """Mask fields; use :class:`MaskFieldKey` or :class:`MaskFieldValue`."""
+class MaskField(TypedBatchForm, KeyOrValueTransformation):
+    """Mask fields; use :class:`MaskFieldKey` or :class:`MaskFieldValue`. Batch form: typed
+    columns, each masked child's non-null cells replaced by its type's one masked value
+    (:mod:`._batches`)."""
 
     def configure(self, config: Mapping[str, Any]) -> None:
         self.fields = get_list(config, "fields")
@@ -102,6 +108,22 @@ class MaskField(KeyOrValueTransformation):
         if self.replacement is None:
             return empty_value(value)
         return replacement_value(value, self.replacement, schema)
+
+    def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
+        column = rows.column(self.side)
+        if any(f.schema.default is not None for f in schema.fields) and self.replace_null_with_default:
+            raise ValueError("defaults: the record form")
+        children = []
+        for i, field in enumerate(schema.fields):
+            child = pc.struct_field(column, [i])
+            if field.name in self._masked and child.null_count < len(child):
+                first = child.filter(pc.is_valid(child))[0].as_py()
+                if field.schema.type is SchemaType.STRUCT:
+                    raise DataError(f"Cannot mask value of type: Struct (field {field.name})")
+                masked = pa.scalar(self._mask(first, field.schema), child.type)  # one value per type
+                child = pc.if_else(pc.is_valid(child), masked, pa.scalar(None, child.type))
+            children.append(child)
+        return with_column(rows, self.side, schema, struct_of(schema, children, column.is_null()))
 
     def apply(self, record: Any) -> Any:
         value = self.operating_value(record)
