@@ -28,13 +28,13 @@ import pyarrow.compute as pc
 from conveyor.api.errors import DataError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters._config import get_bool, get_string
-from conveyor.transforms._batches import TypedBatchForm, with_column
 from conveyor.transforms._base import (
     KeyOrValueTransformation,
     key_and_value_variants,
     require_map_or_null,
     require_struct_or_null,
 )
+from conveyor.transforms._batches import TypedBatchForm, with_column
 from conveyor.transforms._field_path import SingleFieldPath, syntax_version
 
 PURPOSE = "field extraction"

@@ -22,8 +22,8 @@ import pyarrow as pa
 
 from conveyor.api.schema import Field, Schema, SchemaType
 from conveyor.converters._config import get_string
-from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
 from conveyor.transforms._base import KeyOrValueTransformation, SchemaCache, key_and_value_variants
+from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
 
 
 class HoistField(TypedBatchForm, KeyOrValueTransformation):

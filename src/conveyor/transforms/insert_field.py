@@ -37,7 +37,6 @@ from conveyor.api.errors import ConfigError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters import logical
 from conveyor.converters._config import get_bool, get_string
-from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
 from conveyor.transforms._base import (
     KeyOrValueTransformation,
     SchemaCache,
@@ -50,6 +49,7 @@ from conveyor.transforms._base import (
     require_struct_schema,
     struct_get,
 )
+from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
 
 PURPOSE = "field insertion"
 

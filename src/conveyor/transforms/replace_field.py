@@ -31,7 +31,6 @@ import pyarrow.compute as pc
 
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.converters._config import get_bool, get_list, invalid
-from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
 from conveyor.transforms._base import (
     KeyOrValueTransformation,
     SchemaCache,
@@ -43,6 +42,7 @@ from conveyor.transforms._base import (
     require_struct_schema,
     struct_get,
 )
+from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
 
 log = logging.getLogger(__name__)
 

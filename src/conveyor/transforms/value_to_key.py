@@ -28,7 +28,6 @@ from conveyor.api.errors import ConfigError, DataError
 from conveyor.api.schema import Schema, SchemaType
 from conveyor.api.transforms import Transformation
 from conveyor.converters._config import get_bool, get_list
-from conveyor.transforms._batches import struct_of, typed_batch_form, typed_only, with_column
 from conveyor.transforms._base import (
     CachesSchemas,
     SchemaCache,
@@ -37,6 +36,7 @@ from conveyor.transforms._base import (
     require_struct,
     require_struct_schema,
 )
+from conveyor.transforms._batches import struct_of, typed_batch_form, typed_only, with_column
 
 PURPOSE = "copying fields from value to key"
 
