@@ -10,6 +10,10 @@
 * the file sink with ``StringConverter`` on the record path and on the batch path;
 * the archive sink, ``format=jsonl`` on local disk (``flush.size`` 50,000: files are written
   inside ``put``), ``JsonConverter`` without schemas for keys and values, on both paths;
+  ``format=parquet`` the same way; and ``format=parquet`` with ``JsonConverter`` *with*
+  schemas (a second topic of the same records in Connect's schema envelope: typed columns on
+  the batch path), without and with transformations (``ReplaceField`` dropping ``pad``,
+  ``InsertField`` adding the offset), on both paths;
 * the PostgreSQL sink (JSON values, insert mode, 1 and 2 tasks) against a plain psycopg
   load of the same rows: one process consuming the topic, decoding the JSON and COPYing
   batches of the same size into an identical table, committing offsets after each. A
@@ -66,6 +70,24 @@ def make_topic(bootstrap: str, records: int) -> str:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     items = [(str(i).encode(), json.dumps({"id": i, "name": f"order-{i}", "pad": PAD}).encode())
+             for i in range(records)]
+    produce(bootstrap, topic, items)
+    return topic
+
+
+ORDER_SCHEMA = {"type": "struct", "name": "bench.Order", "optional": False, "fields": [
+    {"field": "id", "type": "int64", "optional": False}, {"field": "name", "type": "string", "optional": False},
+    {"field": "pad", "type": "string", "optional": True}]}
+KEY_SCHEMA = {"type": "int64", "optional": False}
+
+
+def make_typed_topic(bootstrap: str, records: int) -> str:
+    """The records of :func:`make_topic` in ``JsonConverter``'s schema envelope."""
+    topic = f"bench-typed-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    items = [(json.dumps({"schema": KEY_SCHEMA, "payload": i}).encode(),
+              json.dumps({"schema": ORDER_SCHEMA, "payload": {"id": i, "name": f"order-{i}", "pad": PAD}}).encode())
              for i in range(records)]
     produce(bootstrap, topic, items)
     return topic
@@ -149,11 +171,11 @@ def file_sink(bootstrap: str, topic: str, records: int, config: dict[str, Any], 
 
 
 def archive_sink(bootstrap: str, topic: str, records: int, config: dict[str, Any], spark: Any,
-                 cpu: list[float]) -> float:
-    """The archive sink (``jsonl``, local disk) with one task, until its last ``put`` returns."""
+                 cpu: list[float], fmt: str = "jsonl") -> float:
+    """The archive sink (``fmt``, local disk) with one task, until its last ``put`` returns."""
     with tempfile.TemporaryDirectory() as tmp:
         return run_connector(bootstrap, topic, records, "archive-sink", 1,
-                             {**config, "archive.url": f"{tmp}/archive", "format": "jsonl", "flush.size": "50000"},
+                             {**config, "archive.url": f"{tmp}/archive", "format": fmt, "flush.size": "50000"},
                              spark, durable=False, cpu=cpu)
 
 
@@ -252,6 +274,12 @@ MEASUREMENTS = (
     ("file1", "file-sink (strings), 1 task, batch path", "file1r", 1.00),
     ("arch1r", "archive-sink jsonl (JSON), 1 task, record path", None, None),
     ("arch1", "archive-sink jsonl (JSON), 1 task, batch path", "arch1r", 1.00),
+    ("parq1r", "archive-sink parquet (JSON), record path", None, None),
+    ("parq1", "archive-sink parquet (JSON), batch path", "parq1r", 1.00),
+    ("typed1r", "archive parquet (JSON, schemas), record path", None, None),
+    ("typed1", "archive parquet (JSON, schemas), batch path", "typed1r", 1.00),
+    ("smt1r", "typed + ReplaceField, InsertField, record path", None, None),
+    ("smt1", "typed + ReplaceField, InsertField, batch path", "smt1r", 1.00),
     ("copy", "PostgreSQL COPY of decoded rows from memory", None, None),
     ("plain", "plain psycopg load from Kafka (1 process)", None, None),
     ("pg1", "conveyor postgres-sink, 1 task", "plain", 1.50),
@@ -259,13 +287,15 @@ MEASUREMENTS = (
 )
 
 
-CPU_MEASURED = ("raw", "noop1r", "noop1", "file1r", "file1", "arch1r", "arch1")
+CPU_MEASURED = ("raw", "noop1r", "noop1", "file1r", "file1", "arch1r", "arch1", "parq1r", "parq1", "typed1r", "typed1",
+                "smt1r", "smt1")
+TYPED = ("typed1r", "typed1", "smt1r", "smt1")
 """The measurements whose CPU per record is printed: the consuming process's (the raw loop's,
 a task's Python worker's), from the first record to the last; PostgreSQL's is elsewhere."""
 
 
 def one_round(bootstrap: str, topic: str, pg_url: str, n: int, spark: Any,
-              only: set[str] | None = None) -> dict[str, float]:
+              only: set[str] | None = None, typed_topic: str | None = None) -> dict[str, float]:
     """Every measurement once, in the order of :data:`MEASUREMENTS`; ``cpu:<key>`` is the CPU
     seconds per million records of the measurements in :data:`CPU_MEASURED`, in their
     steady window."""
@@ -277,6 +307,9 @@ def one_round(bootstrap: str, topic: str, pg_url: str, n: int, spark: Any,
                  "value.converter": "json", "value.converter.schemas.enable": "false"}
     pg_sink_config = {"connection.url": pg_url, "auto.create": "true", "batch.size": "5000",
                       "value.converter": "json", "value.converter.schemas.enable": "false"}
+    typed_json = {"key.converter": "json", "value.converter": "json"}  # schemas.enable: true, the default
+    smts = {"transforms": "drop,offset", "transforms.drop.type": "ReplaceField$Value", "transforms.drop.exclude": "pad",
+            "transforms.offset.type": "InsertField$Value", "transforms.offset.offset.field": "kafka_offset"}
     cpu: dict[str, list[float]] = {key: [] for key in CPU_MEASURED}
     runs: dict[str, Callable[[], float]] = {
         "raw": lambda: raw_ceiling(bootstrap, topic, n, cpu["raw"]),
@@ -289,6 +322,15 @@ def one_round(bootstrap: str, topic: str, pg_url: str, n: int, spark: Any,
         "file1": lambda: file_sink(bootstrap, topic, n, strings, spark, cpu["file1"]),
         "arch1r": lambda: archive_sink(bootstrap, topic, n, {**json_conv, **records_path}, spark, cpu["arch1r"]),
         "arch1": lambda: archive_sink(bootstrap, topic, n, json_conv, spark, cpu["arch1"]),
+        "parq1r": lambda: archive_sink(bootstrap, topic, n, {**json_conv, **records_path}, spark, cpu["parq1r"],
+                                       "parquet"),
+        "parq1": lambda: archive_sink(bootstrap, topic, n, json_conv, spark, cpu["parq1"], "parquet"),
+        "typed1r": lambda: archive_sink(bootstrap, typed_topic, n, {**typed_json, **records_path}, spark,
+                                        cpu["typed1r"], "parquet"),
+        "typed1": lambda: archive_sink(bootstrap, typed_topic, n, typed_json, spark, cpu["typed1"], "parquet"),
+        "smt1r": lambda: archive_sink(bootstrap, typed_topic, n, {**typed_json, **smts, **records_path}, spark,
+                                      cpu["smt1r"], "parquet"),
+        "smt1": lambda: archive_sink(bootstrap, typed_topic, n, {**typed_json, **smts}, spark, cpu["smt1"], "parquet"),
         "copy": lambda: plain_copy_from_memory(pg_url, n),
         "plain": lambda: plain_kafka_to_postgres(bootstrap, topic, pg_url, n, batch=5000),
         "pg1": lambda: run_connector(bootstrap, topic, n, "postgres-sink", 1, pg_sink_config, spark, durable=True),
@@ -321,8 +363,9 @@ def main() -> None:
         spark = local_spark_session(cores=4)
         print(f"producing {n:,} records (~200 bytes) to {PARTITIONS} partitions ...", flush=True)
         topic = make_topic(bootstrap, n)
+        typed_topic = make_typed_topic(bootstrap, n) if only is None or only & set(TYPED) else None
         for i in range(args.rounds):
-            rounds.append(one_round(bootstrap, topic, pg_url, n, spark, only))
+            rounds.append(one_round(bootstrap, topic, pg_url, n, spark, only, typed_topic))
             print(f"round {i + 1}/{args.rounds}: " + ", ".join(f"{k} {v:,.1f}" if k.startswith("cpu:") else
                                                                f"{k} {v:,.0f}" for k, v in rounds[-1].items()),
                   flush=True)

@@ -20,9 +20,11 @@ Connect schema                                 Arrow type
 =============================================  =========================================
 
 A column's field carries its Connect schema in the metadata key ``connect.schema``: Kafka
-Connect's JSON schema form (``JsonConverter``'s ``schema`` envelope) without default values,
-which the data needs no more (a converter has applied them). :func:`schema_field` writes it,
-:func:`field_schema` reads it back.
+Connect's JSON schema form (``JsonConverter``'s ``schema`` envelope), with the defaults of
+``int``, ``float``, ``boolean`` and ``string`` schemas; other defaults (bytes, logical types,
+containers) are left out (a converter has applied them to the data already; a
+transformation's ``replace.null.with.default`` then finds none). :func:`schema_field` writes
+it, :func:`field_schema` reads it back.
 
 FLOAT32 values hold a ``float``'s precision in Arrow (as a Java ``Float`` does in Kafka
 Connect), where a Python value of a ``float32`` schema may hold more.
@@ -275,7 +277,8 @@ def field_schema(field: pa.Field) -> Schema | None:
 
 
 def schema_text(schema: Schema) -> bytes:
-    """``schema`` in Kafka Connect's JSON schema form, without defaults."""
+    """``schema`` in Kafka Connect's JSON schema form, with its scalar defaults only (see
+    the module docstring)."""
     return json.dumps(_schema_node(schema), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
@@ -298,13 +301,27 @@ def _schema_node(schema: Schema) -> dict[str, Any]:
     for key in ("name", "version", "doc", "parameters"):
         if getattr(schema, key) is not None:
             node[key] = getattr(schema, key)
+    if _scalar_default(schema):
+        node["default"] = schema.default
     return node
+
+
+_SCALAR_DEFAULTS = {SchemaType.INT8: int, SchemaType.INT16: int, SchemaType.INT32: int, SchemaType.INT64: int,
+                    SchemaType.FLOAT32: float, SchemaType.FLOAT64: float, SchemaType.BOOLEAN: bool,
+                    SchemaType.STRING: str}
+
+
+def _scalar_default(schema: Schema) -> bool:
+    kind, value = _SCALAR_DEFAULTS.get(schema.type), schema.default
+    if value is None or schema.name is not None or kind is None:
+        return False
+    return type(value) is bool if kind is bool else isinstance(value, kind) and not isinstance(value, bool)
 
 
 def _schema_from_node(node: dict[str, Any]) -> Schema:
     kind = _TYPE_BY_NAME[node["type"]]
     return Schema(kind, optional=node["optional"], name=node.get("name"), version=node.get("version"),
-                  doc=node.get("doc"), parameters=node.get("parameters"),
+                  doc=node.get("doc"), parameters=node.get("parameters"), default=node.get("default"),
                   fields=tuple(Field(f["field"], _schema_from_node(f)) for f in node.get("fields", ())),
                   key_schema=_schema_from_node(node["keys"]) if "keys" in node else None,
                   value_schema=_schema_from_node(node["items"] if "items" in node else node["values"])
