@@ -221,7 +221,7 @@ def test_a_schema_without_an_arrow_form_takes_the_tolerance_path(bad):
             for i, v in enumerate([_order(0), b"bad", _order(2)])]
     batches, failures = _build(msgs, BatchBuilder(columnar(_json()), columnar(converter)))
     assert failures == [(1, Stage.VALUE_CONVERTER)]
-    assert [b.column("offset").to_pylist() for b in batches] == [[0, 2]]
+    assert [b.column("offset").to_pylist() for b in batches] == [[0], [2]]  # its run is refused as a whole
 
 
 TYPED_TRANSFORMS = {
@@ -317,3 +317,11 @@ def test_value_transformations_take_typed_columns_only():
         chain.batch_types(pa.string(), JSON_TYPE)
     assert TransformationChain.from_config(TYPED_TRANSFORMS["value-to-key"]).batch_types(pa.string(), None) == \
         (None, None)
+
+
+def test_a_value_its_schemas_column_refuses_leaves_the_batch_alone():
+    lone = json.dumps({"schema": ORDER, "payload": {"id": 1, "note": "\ud800"}}).encode()  # no UTF-8 form
+    batches, failures = _build(_msgs([_order(0), lone, _order(2)]), BatchBuilder(columnar(_json()), columnar(_json()),
+                                                                                 columns=("value",)))
+    assert [(offset, stage) for offset, stage in failures] == [(1, Stage.VALUE_CONVERTER)]
+    assert [b.column("offset").to_pylist() for b in batches] == [[0, 2]]

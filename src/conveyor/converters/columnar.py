@@ -38,8 +38,9 @@ from typing import Any, Protocol
 import orjson
 import pyarrow as pa
 
-from conveyor.api.arrow_types import arrow_type
+from conveyor.api.arrow_types import arrow_type, required_arrow_type
 from conveyor.api.batches import json_text
+from conveyor.api.errors import DataError
 from conveyor.api.schema import Schema
 from conveyor.converters.bytearray_converter import ByteArrayConverter
 from conveyor.converters.json_converter import JsonConverter
@@ -174,39 +175,60 @@ class TypedColumns:
 
     def cells(self, topics: list[str], data: list[bytes | None],
               failed: Failed) -> tuple[list[Schema | None], list[Any]]:
-        """Per message (read from ``topics``, one per message): its Connect schema (``None``: schemaless or null) and its cell, ready
-        for ``pa.array`` of the schema's Arrow type (``None`` schemas: compact JSON text)."""
+        """Per message (read from ``topics``, one per message): its Connect schema (``None``:
+        schemaless or null) and its value (compact JSON text for a schemaless one), for
+        :meth:`column`."""
         to_connect = self._converter.to_connect_data
         schemas: list[Schema | None] = []
         cells: list[Any] = []
-        last: Schema | None = None
-        check: Callable[[Any], Any] | None = None
         for i, (topic, raw) in enumerate(zip(topics, data, strict=True)):
             try:
                 schema, value = to_connect(topic, (), raw)
-                if value is None:
-                    cell = None
-                elif schema is None:
-                    cell = json_text(value)
-                else:
-                    if schema is not last:
-                        check = self._check(schema)
-                        last = schema
-                    cell = check(value)  # type: ignore[misc]
+                if schema is None and value is not None:
+                    value = json_text(value)
             except Exception as exc:  # noqa: BLE001 - the caller's tolerance decides
                 failed(i, exc)
-                schema = cell = None
+                schema = value = None
             schemas.append(schema)
-            cells.append(cell)
+            cells.append(value)
         return schemas, cells
 
-    def _check(self, schema: Schema) -> Callable[[Any], Any]:
+    def column(self, schema: Schema | None, values: list[Any]) -> tuple[pa.Array, list[tuple[int, Exception]]]:
+        """The column of ``values`` of ``schema`` (``None``: JSON text), and the values that do
+        not match it, as ``(index, DataError)`` (their cells are null; the caller drops their
+        rows). In one ``pa.array`` call; only a run it refuses is checked value by value
+        (:func:`~conveyor.api.arrow_types.arrow_type`), to name the values at fault."""
+        if schema is None:
+            return pa.ExtensionArray.from_storage(JSON_TYPE, pa.array(values, pa.binary()).view(pa.string())), []
+        try:
+            type_, check = self._type(schema)
+        except DataError as exc:  # no Arrow form: every value fails
+            return pa.nulls(len(values)), [(i, exc) for i in range(len(values))]
+        try:
+            return pa.array(values, type_), []
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            pass
+        checked, bad = [], []
+        for i, value in enumerate(values):
+            try:
+                checked.append(None if value is None else check(value))
+            except Exception as exc:  # noqa: BLE001 - the caller's tolerance decides
+                bad.append((i, exc))
+                checked.append(None)
+        try:
+            return pa.array(checked, type_), bad
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:  # what the checks let through
+            return pa.nulls(len(values), type_), [(i, DataError(f"{exc}")) for i in range(len(values))]
+
+    def _type(self, schema: Schema) -> tuple[pa.DataType, Callable[[Any], Any]]:
         try:
             found = self._types.get(schema)
         except TypeError:  # a default that cannot be hashed
-            return arrow_type(schema)[1]
+            return required_arrow_type(schema)[0], arrow_type(schema)[1]
         if found is None:
             if len(self._types) >= 64:
                 self._types.clear()
-            found = self._types[schema] = arrow_type(schema)
-        return found[1]
+            found = self._types[schema] = (required_arrow_type(schema)[0], arrow_type(schema)[1])
+        return found
+
+

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Message
 
 from conveyor.api import Schema, TopicPartition
-from conveyor.api.arrow_types import required_arrow_type, schema_field, schema_text
+from conveyor.api.arrow_types import schema_field, schema_text
 from conveyor.api.batches import (
     HEADERS,
     HEADERS_TYPE,
@@ -136,13 +136,16 @@ class BatchBuilder:
                      for name, (schemas, cells) in typed.items()}
         if not self._typed:
             return [batch], last
-        return self._typed_runs(batch, typed), last
+        kept = [m for i, m in enumerate(msgs) if i not in failed] if failed else msgs
+        return self._typed_runs(batch, typed, kept, unconvertible), last
 
-    def _typed_runs(self, batch: pa.RecordBatch,
-                    typed: dict[str, tuple[list[Schema | None], list[Any]]]) -> list[pa.RecordBatch]:
-        """``batch`` cut into runs of rows of one key schema and value schema, their typed
-        columns built."""
+    def _typed_runs(self, batch: pa.RecordBatch, typed: dict[str, tuple[list[Schema | None], list[Any]]],
+                    msgs: list[Message], unconvertible: Unconvertible) -> list[pa.RecordBatch]:
+        """``batch`` (of ``msgs``) cut into runs of rows of one key schema and value schema,
+        their typed columns built; a row whose value its schema's column refuses goes to
+        ``unconvertible`` and leaves its run."""
         names = [name for name, _ in self._typed]
+        sides = dict(self._typed)
         rows = list(zip(*(typed[name][0] for name in names)))
         runs: list[tuple[int, int]] = []
         start = 0
@@ -155,21 +158,38 @@ class BatchBuilder:
         batches = []
         for start, stop in runs:
             schemas = rows[start]
-            arrays = {name: _typed_column(schema, typed[name][1][start:stop]) for name, schema in zip(names, schemas)}
-            texts = tuple(None if schema is None else schema_text(schema) for schema in schemas)
-            run_schema = self._schemas.get(texts)
-            if run_schema is None:
-                if len(self._schemas) >= 64:
-                    self._schemas.clear()
-                run_schema = self.schema
-                for name, schema in zip(names, schemas):
-                    if schema is not None:
-                        run_schema = run_schema.set(run_schema.get_field_index(name), schema_field(name, schema))
-                self._schemas[texts] = run_schema
+            arrays, refused = {}, {}
+            for name, schema in zip(names, schemas, strict=True):
+                arrays[name], bad = sides[name].column(schema, typed[name][1][start:stop])  # type: ignore[union-attr]
+                stage = Stage.KEY_CONVERTER if name == KEY else Stage.VALUE_CONVERTER
+                for i, error in bad:
+                    refused.setdefault(i, (stage, error))
             part = batch.slice(start, stop - start)
+            if refused:
+                for i in sorted(refused):
+                    unconvertible(msgs[start + i], *refused[i])
+                keep = pa.array([i not in refused for i in range(stop - start)], pa.bool_())
+                part = part.filter(keep)
+                if not part.num_rows:
+                    continue
+                arrays = {name: array.filter(keep) for name, array in arrays.items()}
             batches.append(pa.RecordBatch.from_arrays(
-                [arrays.get(name, part.column(name)) for name in run_schema.names], schema=run_schema))
-        return batches or [batch]
+                [arrays.get(name, part.column(name)) for name in self._run_schema(names, schemas).names],
+                schema=self._run_schema(names, schemas)))
+        return batches or [self.empty]
+
+    def _run_schema(self, names: list[str], schemas: tuple[Schema | None, ...]) -> pa.Schema:
+        texts = tuple(None if schema is None else schema_text(schema) for schema in schemas)
+        run_schema = self._schemas.get(texts)
+        if run_schema is None:
+            if len(self._schemas) >= 64:
+                self._schemas.clear()
+            run_schema = self.schema
+            for name, schema in zip(names, schemas, strict=True):
+                if schema is not None:
+                    run_schema = run_schema.set(run_schema.get_field_index(name), schema_field(name, schema))
+            self._schemas[texts] = run_schema
+        return run_schema
 
 
 _MAY_FAIL = (JsonColumns, TypedColumns)
@@ -177,12 +197,6 @@ _MAY_FAIL = (JsonColumns, TypedColumns)
 
 def _same_schemas(a: tuple[Schema | None, ...], b: tuple[Schema | None, ...]) -> bool:
     return all(x is y or x == y for x, y in zip(a, b, strict=True))
-
-
-def _typed_column(schema: Schema | None, cells: list[Any]) -> pa.Array:
-    if schema is None:
-        return pa.ExtensionArray.from_storage(JSON_TYPE, pa.array(cells, pa.binary()).view(pa.string()))
-    return pa.array(cells, required_arrow_type(schema)[0])
 
 
 def _fixed_width(type_: pa.DataType, code: str, values: list[int]) -> pa.Array:
