@@ -15,6 +15,7 @@ from conveyor.testing.runs import (
     connector_manifest,
     consume_all,
     control_request,
+    dead_letter_context,
     produce,
     running_connector,
     wait_until,
@@ -66,7 +67,7 @@ def test_the_file_sink_writes_the_same_lines_and_commits_the_same_offsets_on_bot
         with running_connector(connector_manifest(name, FILE_SINK, kafka_bootstrap, config), spark) as d:
             wait_until(lambda: out.exists() and out.read_bytes().count(b"\n") >= lines,  # noqa: B023
                        message=f"{lines} lines through {path}")
-            task = wait_until(lambda: next((t for t in d.status()["tasks"] if t.get("records_read") == 1200), None),  # noqa: B023
+            task = wait_until(lambda: next((t for t in d.status()["tasks"] if t.get("records_read") == 1200), None),
                               message="the task's report of every record read")
             assert task["batch_path"] is (path == "batches")
         wait_until(lambda: sum(committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 2).values())  # noqa: B023
@@ -122,14 +123,14 @@ def test_the_archive_writes_the_same_files_and_dead_letters_and_commits_the_same
                   "errors.deadletterqueue.context.headers.enable": "true", **TRANSFORMS,
                   "offset.flush.interval.ms": "300", "conveyor.batch.path.enable": str(path == "batches").lower()}
         with running_connector(connector_manifest(name, ARCHIVE_SINK, kafka_bootstrap, config), spark) as d:
-            task = wait_until(lambda: next((t for t in d.status()["tasks"]  # noqa: B023
+            task = wait_until(lambda: next((t for t in d.status()["tasks"]
                                             if t.get("records_skipped") == poison), None),
                               message=f"{poison} records skipped through {path}")
             assert task["batch_path"] is (path == "batches")
         wait_until(lambda: committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 2)  # noqa: B023
                    == {0: 300, 1: 300}, message="every offset committed (the closing commit writes the rest)")
         files[path] = {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob(f"*.{fmt}"))}
-        dead[path] = sorted((m.partition(), m.offset(), m.key(), m.value(), _context(m.headers()))
+        dead[path] = sorted((m.partition(), m.offset(), m.key(), m.value(), dead_letter_context(m.headers()))
                             for m in consume_all(kafka_bootstrap, dlq, expected=poison))
     assert files["batches"] == files["records"]
     assert len(files["records"]) >= 600 // 40
@@ -138,13 +139,6 @@ def test_the_archive_writes_the_same_files_and_dead_letters_and_commits_the_same
         assert {tuple(h["key"] for h in line["headers"] or ()) for line in lines} == {(), ("h", "via")}
     assert dead["batches"] == dead["records"] and len(dead["records"]) == poison
     assert {h["__connect.errors.stage"] for *_, h in dead["records"]} == {"KEY_CONVERTER", "VALUE_CONVERTER"}
-
-
-def _context(headers: list[tuple[str, bytes]]) -> dict[str, str]:
-    """A dead letter's context headers but its connector's name and the stack trace (each
-    path runs under its own name, through its own code)."""
-    return {k: v.decode() for k, v in headers
-            if k not in ("__connect.errors.connector.name", "__connect.errors.exception.stacktrace")}
 
 
 def _split(data: bytes) -> list[list[bytes]]:
@@ -207,11 +201,11 @@ def test_rows_a_task_reports_from_a_batch_reach_the_dead_letter_queue_with_their
                   "errors.deadletterqueue.context.headers.enable": "true",
                   "conveyor.batch.path.enable": str(path == "batches").lower()}
         with running_connector(connector_manifest(name, RECORDING_BATCH, kafka_bootstrap, config), spark) as d:
-            task = wait_until(lambda: next((t for t in d.status()["tasks"]  # noqa: B023
+            task = wait_until(lambda: next((t for t in d.status()["tasks"]
                                             if t.get("records_put") == 90 and t.get("dlq_records") == 10), None),
                               message=f"90 records put and 10 dead letters through {path}")
             assert task["batch_path"] is (path == "batches")
-        dead[path] = sorted(((m.key(), m.value(), m.headers()[:2], _context(m.headers()[2:]))
+        dead[path] = sorted(((m.key(), m.value(), m.headers()[:2], dead_letter_context(m.headers()[2:]))
                              for m in consume_all(kafka_bootstrap, dlq, expected=10)),  # in the original's order:
                             key=lambda d: (int(d[3]["__connect.errors.partition"]),  # the tasks' reports interleave
                                            int(d[3]["__connect.errors.offset"])))

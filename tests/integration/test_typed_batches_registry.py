@@ -18,6 +18,7 @@ from conveyor.testing.runs import (
     committed_offsets,
     connector_manifest,
     consume_all,
+    dead_letter_context,
     produce,
     running_connector,
     wait_until,
@@ -121,7 +122,7 @@ def test_the_archive_writes_the_same_parquet_files_from_typed_batches_as_from_re
                   "errors.deadletterqueue.context.headers.enable": "true", **transforms,
                   "offset.flush.interval.ms": "300", "conveyor.batch.path.enable": str(path == "batches").lower()}
         with running_connector(connector_manifest(name, ARCHIVE_SINK, kafka_bootstrap, config), spark) as d:
-            task = wait_until(lambda: next((t for t in d.status()["tasks"]  # noqa: B023
+            task = wait_until(lambda: next((t for t in d.status()["tasks"]
                                             if t.get("records_read") == 320
                                             and t.get("records_skipped") == poison + failing),
                                            None), message=f"every record read, {poison + failing} skipped, through {path}")
@@ -129,7 +130,7 @@ def test_the_archive_writes_the_same_parquet_files_from_typed_batches_as_from_re
         wait_until(lambda: committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 2)  # noqa: B023
                    == {0: 160, 1: 160}, message="every offset committed (the closing commit writes the rest)")
         files[path] = {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*.parquet"))}
-        letters = [(_context(m.headers()), m.key(), m.value())
+        letters = [(dead_letter_context(m.headers()), m.key(), m.value())
                    for m in consume_all(kafka_bootstrap, dlq, expected=poison + failing)]
         dead[path] = sorted(letters, key=lambda d: (int(d[0]["__connect.errors.partition"]),
                                                     int(d[0]["__connect.errors.offset"])))
@@ -138,8 +139,3 @@ def test_the_archive_writes_the_same_parquet_files_from_typed_batches_as_from_re
     assert dead["batches"] == dead["records"]
     stages = [d[0]["__connect.errors.stage"] for d in dead["records"]]
     assert stages.count("VALUE_CONVERTER") == poison and stages.count("TRANSFORMATION") == failing
-
-
-def _context(headers: list[tuple[str, bytes]]) -> dict[str, str]:
-    return {k: v.decode() for k, v in headers if k.startswith("__connect.errors.")
-            and k not in ("__connect.errors.connector.name", "__connect.errors.exception.stacktrace")}

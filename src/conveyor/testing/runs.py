@@ -208,3 +208,11 @@ def consume_all(bootstrap_servers: str, topic: str, expected: int, timeout_s: fl
     finally:
         consumer.close()
     return out
+
+
+def dead_letter_context(headers: list[tuple[str, bytes]] | None) -> dict[str, str]:
+    """A dead letter's headers as text, but for its connector's name and the stack trace:
+    what two runs of one connector under different names, through different code paths
+    (the record path, the batch path), must agree on."""
+    return {k: v.decode() for k, v in headers or ()
+            if k not in ("__connect.errors.connector.name", "__connect.errors.exception.stacktrace")}

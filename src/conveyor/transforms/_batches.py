@@ -14,18 +14,37 @@ which rows failed raises :class:`RowsFailed`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
 
 from conveyor.api.arrow_types import field_schema, required_arrow_type, schema_field
 from conveyor.api.batches import record_batches, row_runs, sink_records
-from conveyor.api.schema import Schema
+from conveyor.api.schema import Field, Schema
 
 
 class NoBatchForm(Exception):
     """A transformation takes no batches of these column types; the message says why."""
+
+
+class RecordForm(Exception):
+    """Raised by a columnar form: its rows are for the record form, row by row, which
+    decides as on the record path (the message says why)."""
+
+
+def no_nulls(column: pa.Array) -> None:
+    """Refuse (:class:`RecordForm`) a column holding nulls: on the record path a null key or
+    value passes a transformation with its schema unchanged, unlike the rows around it."""
+    if column.null_count:
+        raise RecordForm("nulls keep their schema")
+
+
+def no_defaults(fields: Iterable[Field], replace_null_with_default: bool) -> None:
+    """Refuse (:class:`RecordForm`) fields with schema defaults when nulls are to be replaced
+    by them (``replace.null.with.default``)."""
+    if replace_null_with_default and any(f.schema.default is not None for f in fields):
+        raise RecordForm("schema defaults")
 
 
 class RowsFailed(Exception):
@@ -92,7 +111,8 @@ def typed_batch_form(batch: pa.RecordBatch, where: pa.BooleanArray | None, colum
     ``columnar(rows, schema)`` on each run of rows ``where`` selects (``schema``: the
     column's), the other runs left as they are. A run it cannot take (it raises), and a
     batch whose ``column`` has no schema (a JSON run of a typed column), go row by row
-    through ``record_form``, which decides as on the record path.
+    through ``record_form``, which decides as on the record path (``columnar`` raises
+    :class:`RecordForm` for rows it leaves to it).
 
     Raises:
         RowsFailed: ``record_form`` raised for some rows.
@@ -145,6 +165,9 @@ class TypedBatchForm:
 
     side: str
     apply: Callable[[Any], Any]
+    _columnar: Callable[[pa.RecordBatch, Schema], pa.RecordBatch]
+    """``rows`` transformed, their ``side`` column of ``schema``; raises (:class:`RecordForm`)
+    for rows the record form must decide."""
 
     def batch_types(self, key_type: pa.DataType | None,
                     value_type: pa.DataType | None) -> tuple[pa.DataType | None, pa.DataType | None]:
@@ -155,8 +178,3 @@ class TypedBatchForm:
     def apply_batch(self, batch: pa.RecordBatch, where: pa.BooleanArray | None) -> list[pa.RecordBatch]:
         """:func:`typed_batch_form` with :meth:`_columnar` and the record form."""
         return typed_batch_form(batch, where, self.side, self._columnar, self.apply)
-
-    def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
-        """``rows`` transformed, their ``side`` column of ``schema``; raises for rows the
-        record form must decide."""
-        raise NotImplementedError

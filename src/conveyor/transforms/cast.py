@@ -49,7 +49,7 @@ from conveyor.transforms._base import (
     require_struct,
     struct_get,
 )
-from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
+from conveyor.transforms._batches import RecordForm, TypedBatchForm, no_defaults, no_nulls, struct_of, with_column
 from conveyor.transforms.replace_field import java_split
 
 PURPOSE = "cast types"
@@ -216,12 +216,12 @@ def cast_column(column: pa.Array, schema: Schema, target: SchemaType) -> pa.Arra
     as :func:`cast_value`), floats to floats, a type to itself.
 
     Raises:
-        NotImplementedError: any other cast (strings parsed as Java does, floats to integers
+        RecordForm: any other cast (strings parsed as Java does, floats to integers
             or text, logical types): for :func:`cast_value`, row by row.
     """
     source = schema.type
     if schema.name is not None:
-        raise NotImplementedError(f"a cast from {schema.name}")
+        raise RecordForm(f"a cast from {schema.name}")
     if source is target:
         return column
     if source in _INTS or source is T.BOOLEAN:
@@ -230,7 +230,7 @@ def cast_column(column: pa.Array, schema: Schema, target: SchemaType) -> pa.Arra
         return pc.cast(column, _ARROW[target], safe=False)
     if source in (T.FLOAT32, T.FLOAT64) and target in (T.FLOAT32, T.FLOAT64):
         return pc.cast(column, _ARROW[target], safe=False)
-    raise NotImplementedError(f"a cast from {source.name} to {target.name}")
+    raise RecordForm(f"a cast from {source.name} to {target.name}")
 
 
 class Cast(TypedBatchForm, KeyOrValueTransformation):
@@ -273,15 +273,14 @@ class Cast(TypedBatchForm, KeyOrValueTransformation):
 
     def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
         column = rows.column(self.side)
-        if column.null_count:
-            raise ValueError("nulls pass through with their schema: the record form")
+        no_nulls(column)
         updated_schema = self._schemas.get(schema, self._updated_schema)
         whole = self.whole_value_type
         if whole is not None:
             return with_column(rows, self.side, updated_schema, cast_column(column, schema, whole))
-        if schema.type is not T.STRUCT or (self.replace_null_with_default
-                                           and any(f.schema.default is not None for f in schema.fields)):
-            raise ValueError("not a struct, or defaults: the record form")
+        if schema.type is not T.STRUCT:
+            raise RecordForm("not a struct")
+        no_defaults(schema.fields, self.replace_null_with_default)
         children = []
         for i, field in enumerate(schema.fields):
             child = pc.struct_field(column, [i])

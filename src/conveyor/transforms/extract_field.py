@@ -34,7 +34,7 @@ from conveyor.transforms._base import (
     require_map_or_null,
     require_struct_or_null,
 )
-from conveyor.transforms._batches import TypedBatchForm, with_column
+from conveyor.transforms._batches import RecordForm, TypedBatchForm, no_defaults, with_column
 from conveyor.transforms._field_path import SingleFieldPath, syntax_version
 
 PURPOSE = "field extraction"
@@ -69,8 +69,9 @@ class ExtractField(TypedBatchForm, KeyOrValueTransformation):
         column, current = rows.column(self.side), schema
         for step in self.path.steps:
             field = current.field(step) if current.type is SchemaType.STRUCT else None
-            if field is None or (field.schema.default is not None and self.replace_null_with_default):
-                raise DataError(f"Unknown field: {self.field}")  # or a default: the record form decides
+            if field is None:
+                raise RecordForm(f"Unknown field: {self.field}")
+            no_defaults((field,), self.replace_null_with_default)
             column = pc.struct_field(column, [current.fields.index(field)])
             current = field.schema
         return with_column(rows, self.side, current, column)

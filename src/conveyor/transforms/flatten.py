@@ -38,7 +38,7 @@ from conveyor.transforms._base import (
     require_struct,
     type_name,
 )
-from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
+from conveyor.transforms._batches import TypedBatchForm, no_defaults, no_nulls, struct_of, with_column
 from conveyor.transforms.cast import infer_type
 
 PURPOSE = "flattening"
@@ -73,11 +73,9 @@ class Flatten(TypedBatchForm, KeyOrValueTransformation):
 
     def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
         column = rows.column(self.side)
-        if column.null_count:
-            raise ValueError("nulls pass through with their schema: the record form")
+        no_nulls(column)
         updated_schema = self._schemas.get(schema, self._updated_schema)
-        if self.replace_null_with_default and any(f.schema.default is not None for f in updated_schema.fields):
-            raise ValueError("defaults: the record form")
+        no_defaults(updated_schema.fields, self.replace_null_with_default)
         leaves: list[pa.Array] = []
         self._leaves(column, schema, leaves)
         return with_column(rows, self.side, updated_schema, struct_of(updated_schema, leaves, None))

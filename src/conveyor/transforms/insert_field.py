@@ -49,7 +49,7 @@ from conveyor.transforms._base import (
     require_struct_schema,
     struct_get,
 )
-from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
+from conveyor.transforms._batches import RecordForm, TypedBatchForm, no_defaults, no_nulls, struct_of, with_column
 
 PURPOSE = "field insertion"
 
@@ -149,11 +149,9 @@ class InsertField(TypedBatchForm, KeyOrValueTransformation):
 
     def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
         column = rows.column(self.side)
-        if column.null_count:
-            raise ValueError("nulls pass through with their schema: the record form")
+        no_nulls(column)
         updated_schema = self._schemas.get(schema, self._updated_schema)
-        if self.replace_null_with_default and any(f.schema.default is not None for f in schema.fields):
-            raise ValueError("defaults: the record form")
+        no_defaults(schema.fields, self.replace_null_with_default)
         children = [pc.struct_field(column, [i]) for i in range(len(schema.fields))]
         for spec, name in ((self.topic_field, TOPIC), (self.partition_field, PARTITION),
                            (self.offset_field, OFFSET), (self.timestamp_field, TIMESTAMP)):
@@ -162,7 +160,7 @@ class InsertField(TypedBatchForm, KeyOrValueTransformation):
         if self.static_field is not None:
             children.append(pa.repeat(pa.scalar(self.static_value, pa.string()), rows.num_rows))
         if any(c.null_count for c, f in zip(children, updated_schema.fields, strict=True) if not f.schema.optional):
-            raise ValueError("a null for a required field: the record form")
+            raise RecordForm("a null for a required field")
         return with_column(rows, self.side, updated_schema, struct_of(updated_schema, children, None))
 
     def _updated_schema(self, schema: Schema) -> Schema:

@@ -36,7 +36,7 @@ from conveyor.converters import logical
 from conveyor.converters._config import get_bool, get_list, get_string
 from conveyor.java_text import values as jv
 from conveyor.transforms._base import KeyOrValueTransformation, key_and_value_variants, require_map, require_struct
-from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
+from conveyor.transforms._batches import TypedBatchForm, no_defaults, struct_of, with_column
 
 PURPOSE = "mask fields"
 _BITS = {SchemaType.INT8: 8, SchemaType.INT16: 16, SchemaType.INT32: 32, SchemaType.INT64: 64}
@@ -111,8 +111,7 @@ class MaskField(TypedBatchForm, KeyOrValueTransformation):
 
     def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
         column = rows.column(self.side)
-        if any(f.schema.default is not None for f in schema.fields) and self.replace_null_with_default:
-            raise ValueError("defaults: the record form")
+        no_defaults(schema.fields, self.replace_null_with_default)
         children = []
         for i, field in enumerate(schema.fields):
             child = pc.struct_field(column, [i])

@@ -42,7 +42,7 @@ from conveyor.transforms._base import (
     require_struct_schema,
     struct_get,
 )
-from conveyor.transforms._batches import TypedBatchForm, struct_of, with_column
+from conveyor.transforms._batches import TypedBatchForm, no_defaults, struct_of, with_column
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +124,7 @@ class ReplaceField(TypedBatchForm, KeyOrValueTransformation):
 
     def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
         updated_schema, sources = self._schemas.get(schema, self._updated_schema)
-        if self.replace_null_with_default and any(f.schema.default is not None for _, f in sources):
-            raise NotImplementedError("defaults: the record form")
+        no_defaults((f for _, f in sources), self.replace_null_with_default)
         column = rows.column(self.side)
         children = [pc.struct_field(column, [schema.fields.index(f)]) for _, f in sources]
         return with_column(rows, self.side, updated_schema, struct_of(updated_schema, children, column.is_null()))

@@ -36,7 +36,7 @@ from conveyor.transforms._base import (
     require_struct,
     require_struct_schema,
 )
-from conveyor.transforms._batches import struct_of, typed_batch_form, typed_only, with_column
+from conveyor.transforms._batches import no_defaults, no_nulls, struct_of, typed_batch_form, typed_only, with_column
 
 PURPOSE = "copying fields from value to key"
 
@@ -81,11 +81,9 @@ class ValueToKey(CachesSchemas, Transformation):  # type: ignore[type-arg]
 
     def _columnar(self, rows: pa.RecordBatch, schema: Schema) -> pa.RecordBatch:
         column = rows.column(VALUE)
-        if column.null_count:
-            raise ValueError("a null value fails: the record form says so, row by row")
+        no_nulls(column)  # a null value fails: the record form says so, row by row
         key_schema = self._schemas.get(schema, self._key_schema)
-        if self.replace_null_with_default and any(f.schema.default is not None for f in key_schema.fields):
-            raise ValueError("defaults: the record form")
+        no_defaults(key_schema.fields, self.replace_null_with_default)
         children = [pc.struct_field(column, [schema.fields.index(schema.field(f.name))]) for f in key_schema.fields]
         return with_column(rows, KEY, key_schema, struct_of(key_schema, children, None))
 

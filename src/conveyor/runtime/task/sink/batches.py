@@ -173,9 +173,9 @@ class BatchBuilder:
                 if not part.num_rows:
                     continue
                 arrays = {name: array.filter(keep) for name, array in arrays.items()}
-            batches.append(pa.RecordBatch.from_arrays(
-                [arrays.get(name, part.column(name)) for name in self._run_schema(names, schemas).names],
-                schema=self._run_schema(names, schemas)))
+            run_schema = self._run_schema(names, schemas)
+            batches.append(pa.RecordBatch.from_arrays([arrays.get(name, part.column(name)) for name in run_schema.names],
+                                                      schema=run_schema))
         return batches or [self.empty]
 
     def _run_schema(self, names: list[str], schemas: tuple[Schema | None, ...]) -> pa.Schema:
