@@ -282,13 +282,14 @@ MEASUREMENTS = (
     ("smt1", "typed + ReplaceField, InsertField, batch path", "smt1r", 1.00),
     ("copy", "PostgreSQL COPY of decoded rows from memory", None, None),
     ("plain", "plain psycopg load from Kafka (1 process)", None, None),
+    ("pg1r", "conveyor postgres-sink, 1 task, record path", "plain", None),
     ("pg1", "conveyor postgres-sink, 1 task", "plain", 1.50),
     ("pg2", "conveyor postgres-sink, 2 tasks", "plain", 0.60),
 )
 
 
 CPU_MEASURED = ("raw", "noop1r", "noop1", "file1r", "file1", "arch1r", "arch1", "parq1r", "parq1", "typed1r", "typed1",
-                "smt1r", "smt1")
+                "smt1r", "smt1", "pg1r", "pg1")
 TYPED = ("typed1r", "typed1", "smt1r", "smt1")
 """The measurements whose CPU per record is printed: the consuming process's (the raw loop's,
 a task's Python worker's), from the first record to the last; PostgreSQL's is elsewhere."""
@@ -333,7 +334,10 @@ def one_round(bootstrap: str, topic: str, pg_url: str, n: int, spark: Any,
         "smt1": lambda: archive_sink(bootstrap, typed_topic, n, {**typed_json, **smts}, spark, cpu["smt1"], "parquet"),
         "copy": lambda: plain_copy_from_memory(pg_url, n),
         "plain": lambda: plain_kafka_to_postgres(bootstrap, topic, pg_url, n, batch=5000),
-        "pg1": lambda: run_connector(bootstrap, topic, n, "postgres-sink", 1, pg_sink_config, spark, durable=True),
+        "pg1r": lambda: run_connector(bootstrap, topic, n, "postgres-sink", 1, {**pg_sink_config, **records_path},
+                                      spark, durable=True, cpu=cpu["pg1r"]),
+        "pg1": lambda: run_connector(bootstrap, topic, n, "postgres-sink", 1, pg_sink_config, spark, durable=True,
+                                     cpu=cpu["pg1"]),
         "pg2": lambda: run_connector(bootstrap, topic, n, "postgres-sink", 2, pg_sink_config, spark, durable=True),
     }
     figures = {key: run() for key, run in runs.items() if only is None or key in only}

@@ -96,15 +96,18 @@ def sink_records(batch: pa.RecordBatch) -> list[SinkRecord]:
     """The batch's rows as records, as ``put`` would have received them (a null value has
     no schema, as under Kafka Connect's converters, but in a typed column, and JSON has none;
     JSON text is parsed as ``json.loads`` does; a record without a timestamp has
-    ``TimestampType.NO_TIMESTAMP_TYPE``).
+    ``TimestampType.NO_TIMESTAMP_TYPE``). A column the batch lacks (``SinkTask.batch_columns``)
+    reads as null: no key, value, timestamp or headers.
     One Python object per row: for a task's fallback, not its hot path."""
-    key_schema, value_schema = column_schema(batch.schema.field(KEY)), column_schema(batch.schema.field(VALUE))
-    typed = {KEY: field_schema(batch.schema.field(KEY)) is not None,
-             VALUE: field_schema(batch.schema.field(VALUE)) is not None}
-    columns = [_values(batch.column(name), column_schema(batch.schema.field(name)) if name in (KEY, VALUE) else None)
-               for name in (TOPIC, PARTITION, OFFSET, KEY, VALUE, HEADERS)]
+    names = batch.schema.names
+    fields = {name: batch.schema.field(name) for name in (KEY, VALUE) if name in names}
+    key_schema, value_schema = (column_schema(fields[name]) if name in fields else None for name in (KEY, VALUE))
+    typed = {name: name in fields and field_schema(fields[name]) is not None for name in (KEY, VALUE)}
+    absent = [None] * batch.num_rows
+    columns = [_values(batch.column(name), column_schema(fields[name]) if name in fields else None)
+               if name in names else absent for name in (TOPIC, PARTITION, OFFSET, KEY, VALUE, HEADERS)]
     originals = original_topics(batch).to_pylist()
-    stamps = batch.column(TIMESTAMP).cast(pa.int64()).to_pylist()
+    stamps = batch.column(TIMESTAMP).cast(pa.int64()).to_pylist() if TIMESTAMP in names else absent
     records = []
     for (topic, partition, offset, key, value, headers), stamp, original in zip(zip(*columns), stamps, originals,
                                                                                 strict=True):

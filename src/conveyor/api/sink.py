@@ -129,7 +129,7 @@ class SinkTask(Task, abc.ABC):
             raise RuntimeError(f"{type(self).__name__}.context read before initialize()")
         return self._context
 
-    def open(self, partitions: Sequence[TopicPartition]) -> None:  # noqa: B027 - optional hook
+    def open(self, partitions: Sequence[TopicPartition]) -> None:
         """Partitions were assigned; set up writers for them. With the cooperative
         assignor only the *newly* assigned partitions are passed. A task storing its
         offsets externally reads them here and calls ``context.offset(...)``."""
@@ -193,11 +193,11 @@ class SinkTask(Task, abc.ABC):
         ``key``, ``value`` and ``headers``; the batches it gets then hold only those, besides
         ``topic``, ``partition`` and ``offset``, which always come (the runtime does not
         build what no one reads). ``None`` (the default): every column. Asked once, after
-        :meth:`takes_batches` says yes, on the task's thread. A batch without every column
-        cannot go through :func:`~conveyor.api.batches.sink_records`."""
+        :meth:`takes_batches` says yes, on the task's thread. Through
+        :func:`~conveyor.api.batches.sink_records`, a column left out reads as null."""
         return None
 
-    def flush(self, offsets: Offsets) -> None:  # noqa: B027 - optional hook
+    def flush(self, offsets: Offsets) -> None:
         """Make everything up to ``offsets`` durable; called by the default ``pre_commit``."""
 
     def pre_commit(self, offsets: Offsets) -> Offsets:
@@ -220,6 +220,6 @@ class SinkTask(Task, abc.ABC):
         self.flush(offsets)
         return offsets
 
-    def close(self, partitions: Sequence[TopicPartition]) -> None:  # noqa: B027 - optional hook
+    def close(self, partitions: Sequence[TopicPartition]) -> None:
         """Partitions were revoked or lost; release their writers. After a closing
         commit on revoke, or without one when lost (they belong to another task now)."""

@@ -16,6 +16,14 @@ thread in a Spark executor, one at a time. Offsets are "next offset to consume".
   nothing. Records below a stored offset (redelivered) are dropped, so each record's rows
   are committed exactly once.
 
+The batch path (``put_batch``; schemaless JSON values, string or JSON keys): the same
+delivery, written from Arrow columns (:mod:`.columnar`: Arrow decodes the JSON and renders
+the CSV of a ``COPY``, no Python object per record). In ``insert`` mode each batch goes into
+a ``COPY`` left open in its transaction as it arrives (PostgreSQL reads one batch while the
+next is decoded), committed at ``batch.size`` rows or ``pre_commit``. What the columns alone
+cannot show to be written as the record path writes it (see :mod:`.columnar`), and a batch
+with a row PostgreSQL refuses, is written as records, with every rule below.
+
 Errors: an unreachable database at ``start`` raises :class:`ConnectError` (host, port,
 database, user; never the password). A transient database error while writing
 (``psycopg.OperationalError``, e.g. a terminated backend, a failover, a serialization
@@ -39,12 +47,15 @@ offset, which is not committed) or, without one, raise :class:`DataError`.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from operator import attrgetter
 from typing import Any
 
 import psycopg
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from conveyor.api import (
     ConnectError,
@@ -55,12 +66,14 @@ from conveyor.api import (
     SinkTask,
     TopicPartition,
 )
+from conveyor.api.batches import JSON_TYPE, KEY, OFFSET, PARTITION, VALUE, original_topics, partition_runs, sink_records
 from conveyor.api.sink import Offsets
 from conveyor.connectors._builtin import BuiltIn
-from conveyor.connectors.postgres import db, offsets
-from conveyor.connectors.postgres.config import PostgresSinkConfig, load_config
+from conveyor.connectors.postgres import columnar, db, offsets
+from conveyor.connectors.postgres.config import InsertMode, PkMode, PostgresSinkConfig, load_config
 from conveyor.connectors.postgres.writer import Plan, Rejects, ShapeChanged, Writer
 
+log = logging.getLogger(__name__)
 _TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
 # What the database refuses because of a record's data (SQLSTATE classes 22 and 23: a value
 # it cannot store as the column's type, out of range, a null in a NOT NULL column, a
@@ -174,6 +187,18 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         self._conn: psycopg.Connection | None = None
         self._writer: Writer | None = None
         self._buffer: list[SinkRecord] = []
+        # The batch path (put_batch): batches waiting to be written, and their rows. At most
+        # one of _buffer and _batches holds anything: a batch whose write falls back to the
+        # record path moves into _buffer, and the batches after it follow until it is written.
+        self._batches: list[pa.RecordBatch] = []
+        self._batched_rows = 0
+        self._fallbacks: set[str] = set()
+        # insert mode: the transaction whose COPY takes each batch as it comes, and how many
+        # of _batches it holds; None when not streaming (until the next write, once one
+        # batch could not be streamed: the write then takes them all at once).
+        self._stream: columnar.CopyStream | None = None
+        self._streamed = 0
+        self._no_stream = False
         self._assigned: set[TopicPartition] = set()
         # exactly.once: (topic, partition) -> next offset committed in PostgreSQL
         self._stored: dict[tuple[str, int], int] = {}
@@ -218,6 +243,7 @@ class PostgresSinkTask(BuiltIn, SinkTask):
             RetriableError: the database could not be read (transient error).
         """
         self._assigned.update(partitions)
+        self._abort_stream()  # the connection is needed for other things
         if not self.config.exactly_once or not partitions:
             return
         try:
@@ -259,6 +285,43 @@ class PostgresSinkTask(BuiltIn, SinkTask):
                 self._failure = None  # raised right here already
                 raise
 
+    def takes_batches(self, key_type: pa.DataType | None, value_type: pa.DataType | None) -> bool:
+        """Schemaless JSON values (``JsonConverter`` with ``schemas.enable=false``), with
+        string or JSON keys when ``pk.mode=record_key``: those are written from their Arrow
+        columns (:mod:`.columnar`). Task runner thread."""
+        if value_type != JSON_TYPE:
+            return False
+        return self.config.pk_mode is not PkMode.RECORD_KEY or key_type in (pa.string(), JSON_TYPE)
+
+    def batch_columns(self) -> frozenset[str]:
+        """The values, and the keys with ``pk.mode=record_key``: all a row is made of."""
+        return frozenset({KEY, VALUE}) if self.config.pk_mode is PkMode.RECORD_KEY else frozenset({VALUE})
+
+    def put_batch(self, batch: pa.RecordBatch) -> None:
+        """:meth:`put` for a record batch: buffered as it is; once ``batch.size`` rows are
+        buffered they are written in one transaction from their columns (:mod:`.columnar`:
+        Arrow decodes the JSON and renders the CSV of a ``COPY``), or, where the columns
+        alone cannot show that this writes what the record path writes, as records.
+        Task runner thread. Raises as :meth:`put`."""
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
+        if batch.num_rows == 0:
+            return
+        if self._buffer:  # records of a fallback are still waiting: these join them
+            self.put(sink_records(batch))
+            return
+        mark = len(self._batches)
+        self._batches.append(batch)
+        self._batched_rows += batch.num_rows
+        self._stream_batch()
+        if self._batched_rows >= self.config.batch_size:
+            try:
+                self._write_batches(restore_to=mark)
+            except ConnectError:
+                self._failure = None  # raised right here already
+                raise
+
     def flush(self, offsets: Offsets) -> None:
         """Write everything buffered (one transaction; task runner thread). Raises as
         :meth:`put`, except that on error the buffer is kept for the next attempt (those
@@ -268,7 +331,10 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         only logs a failed ``pre_commit`` (as Kafka Connect does), and the task must fail
         (a missing table or column, a permission error) rather than retry forever."""
         try:
-            self._write(restore_to=len(self._buffer))
+            if self._batches:
+                self._write_batches(restore_to=len(self._batches))
+            else:
+                self._write(restore_to=len(self._buffer))
         except RetriableError:
             raise
         except ConnectError as exc:
@@ -295,11 +361,15 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         the partitions next re-reads them) and their stored-offset cache. Task runner
         thread; no I/O."""
         gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._abort_stream()
         self._assigned.difference_update(partitions)
         for key in gone:
             self._stored.pop(key, None)
         if self._buffer:
             self._buffer = [r for r in self._buffer if (r.original_topic, r.original_kafka_partition) not in gone]
+        if self._batches:
+            self._batches = [kept for batch in self._batches if (kept := _without(batch, gone)).num_rows]
+            self._batched_rows = sum(batch.num_rows for batch in self._batches)
 
     def stop(self, connector_deleted: bool = False) -> None:
         """Close the connection (task runner thread, last hook). Buffered records are
@@ -307,6 +377,8 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         per task, so ``connector_deleted`` changes nothing here (the connector deletes the
         stored offsets)."""
         self._buffer = []
+        self._abort_stream()
+        self._batches, self._batched_rows = [], 0
         self._drop_connection()
 
     # -- internals ------------------------------------------------------------------------
@@ -344,6 +416,7 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         return stored
 
     def _drop_connection(self) -> None:
+        self._abort_stream()
         conn, self._conn = self._conn, None
         if self._writer is not None:
             self._writer.reset()
@@ -438,18 +511,158 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         self, conn: psycopg.Connection, plan: Plan | None, next_offsets: dict[tuple[str, int], int]
     ) -> None:
         """One transaction: the plan's rows and, with ``exactly.once``, the offsets."""
-        cfg = self.config
-        assert self._writer is not None
+        writer = self._writer
+        assert writer is not None
+        self._commit(conn, None if plan is None else lambda cur: writer.execute(cur, plan), next_offsets)
+
+    def _commit(self, conn: psycopg.Connection, write: Callable[[psycopg.Cursor], None] | None,
+                next_offsets: dict[tuple[str, int], int]) -> None:
+        """One transaction: ``write``, then, with ``exactly.once``, the offsets."""
         with conn.transaction(), conn.cursor() as cur:
-            if plan is not None:
-                self._writer.execute(cur, plan)
-            if cfg.exactly_once:
-                offsets.store(
-                    cur,
-                    cfg.offsets_table,
-                    cfg.name or "",
-                    {TopicPartition(t, p): o for (t, p), o in next_offsets.items()},
-                )
+            if write is not None:
+                write(cur)
+            if self.config.exactly_once:
+                self._store_offsets(cur, next_offsets)
+
+    def _store_offsets(self, cur: psycopg.Cursor, next_offsets: dict[tuple[str, int], int]) -> None:
+        cfg = self.config
+        offsets.store(cur, cfg.offsets_table, cfg.name or "",
+                      {TopicPartition(t, p): o for (t, p), o in next_offsets.items()})
+
+    def _write_batches(self, restore_to: int) -> None:
+        """Write every buffered batch in one transaction from their columns; where
+        :mod:`.columnar` cannot, or the database refuses a row, move them to the record
+        buffer and write them as records (:meth:`_write`). On failure the batches are
+        truncated back to ``restore_to`` (those not handed over by the failing ``put_batch``).
+        Raises as :meth:`_write`."""
+        cfg = self.config
+        writer = self._writer
+        assert writer is not None
+        if self._commit_stream():
+            return
+        try:
+            conn = self._connection()
+            batches, next_offsets = self._pending_batches(self._batches)
+            try:
+                copies = columnar.plan(writer, conn, cfg, batches) if batches else []
+                self._commit(conn, lambda cur: columnar.execute(writer, cur, cfg, copies), next_offsets)
+            except columnar.NotColumnar as exc:
+                self._fall_back(str(exc), restore_to)
+                return
+            except _REJECTED as exc:  # rolled back: the record path finds the row(s) refused
+                writer.reset()
+                self._fall_back(f"PostgreSQL refused a row ({type(exc).__name__})", restore_to)
+                return
+        except _TRANSIENT as exc:
+            self._drop_connection()
+            self._truncate_batches(restore_to)
+            raise self._retriable("writing", exc) from exc
+        except psycopg.Error as exc:
+            writer.reset()
+            self._truncate_batches(restore_to)
+            detail = db.scrub(cfg, " ".join(str(exc).split()))
+            raise ConnectError(f"PostgreSQL rejected the write ({type(exc).__name__}): {detail}") from exc
+        self._written(next_offsets)
+
+    def _written(self, next_offsets: dict[tuple[str, int], int]) -> None:
+        self._batches, self._batched_rows = [], 0
+        self._no_stream = False
+        self._stored.update(next_offsets)
+        self._failure = None
+
+    def _stream_batch(self) -> None:
+        """Send the newest batch to the open COPY (opening it for the first), insert mode.
+        Whatever keeps a batch out of the stream (:class:`~.columnar.NotColumnar`, another
+        table or columns, a database error) rolls the stream back and leaves every buffered
+        batch to the next write, which raises what must be raised."""
+        cfg = self.config
+        if self._no_stream or self._buffer or cfg.insert_mode is not InsertMode.INSERT:
+            return
+        writer = self._writer
+        assert writer is not None
+        try:
+            kept, _ = self._pending_batches(self._batches[-1:])
+            if kept:
+                copies = columnar.plan(writer, self._connection(), cfg, kept, cached=self._stream is not None)
+                if len(copies) > 1 or (self._stream is not None and copies and
+                                       (copies[0].table.display, copies[0].columns) !=
+                                       (self._stream.table, self._stream.columns)):
+                    raise columnar.NotColumnar("rows of another table or other columns")
+                if copies and self._stream is None and self._streamed == len(self._batches) - 1:
+                    self._stream = columnar.CopyStream(self._connection(), copies[0])
+                if copies and self._stream is not None:
+                    self._stream.write(copies[0])
+            self._streamed = len(self._batches)
+        except (columnar.NotColumnar, psycopg.Error) as exc:
+            log.debug("postgres-sink stops streaming until the next write: %s", exc)
+            self._abort_stream()
+            self._no_stream = True
+
+    def _commit_stream(self) -> bool:
+        """Commit the open stream when it holds every buffered batch (with the offsets, under
+        ``exactly.once``); ``False`` when there is none, or it fails (rolled back: the caller
+        writes the batches again, and raises what must be raised)."""
+        stream = self._stream
+        if stream is None or self._streamed != len(self._batches):
+            self._abort_stream()
+            return False
+        cfg = self.config
+        _, next_offsets = self._pending_batches(self._batches)
+        self._stream = None
+        try:
+            stream.commit(lambda cur: self._store_offsets(cur, next_offsets) if cfg.exactly_once else None)
+        except psycopg.Error as exc:
+            log.debug("postgres-sink's streamed write failed, writing the batches again: %s", exc)
+            self._streamed = 0
+            if isinstance(exc, _TRANSIENT):
+                self._drop_connection()
+            return False
+        log.debug("postgres-sink committed %d row(s) of %d batch(es) streamed", self._batched_rows, len(self._batches))
+        self._streamed = 0
+        self._written(next_offsets)
+        return True
+
+    def _abort_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        self._streamed = 0
+        if stream is not None:
+            stream.abort()
+
+    def _fall_back(self, why: str, restore_to: int) -> None:
+        """Write the buffered batches as records (their order kept), ``why`` logged at
+        INFO the first time."""
+        (log.info if why not in self._fallbacks else log.debug)(
+            "postgres-sink writes %d buffered row(s) as records: %s", self._batched_rows, why)
+        self._fallbacks.add(why)
+        kept = sum(batch.num_rows for batch in self._batches[:restore_to])
+        self._buffer = [record for batch in self._batches for record in sink_records(batch)]
+        self._batches, self._batched_rows = [], 0
+        self._write(restore_to=kept)
+
+    def _truncate_batches(self, restore_to: int) -> None:
+        del self._batches[restore_to:]
+        self._batched_rows = sum(batch.num_rows for batch in self._batches)
+
+    def _pending_batches(
+        self, batches: list[pa.RecordBatch]
+    ) -> tuple[list[pa.RecordBatch], dict[tuple[str, int], int]]:
+        """:meth:`_pending` for ``batches``: rows below a partition's stored offset
+        (redelivered, ``exactly.once``) left out, and the next offset per partition."""
+        if not self.config.exactly_once:
+            return batches, {}
+        stored = self._stored
+        kept: list[pa.RecordBatch] = []
+        next_offsets: dict[tuple[str, int], int] = {}
+        for batch in batches:
+            for tp, start, stop in partition_runs(batch):
+                offsets_ = batch.column(OFFSET).slice(start, stop - start)
+                key = (tp.topic, tp.partition)
+                floor = stored.get(key, -1)
+                skip = pc.sum(pc.less(offsets_, floor)).as_py() if offsets_[0].as_py() < floor else 0
+                if start + skip < stop:
+                    kept.append(batch.slice(start + skip, stop - start - skip))
+                    next_offsets[key] = max(next_offsets.get(key, -1), offsets_[-1].as_py() + 1)
+        return kept, next_offsets
 
     def _isolate(
         self, conn: psycopg.Connection, records: list[SinkRecord], next_offsets: dict[tuple[str, int], int]
@@ -464,12 +677,7 @@ class PostgresSinkTask(BuiltIn, SinkTask):
             self._bisect(conn, cur, records, refused)
             self._reject(refused)
             if cfg.exactly_once:
-                offsets.store(
-                    cur,
-                    cfg.offsets_table,
-                    cfg.name or "",
-                    {TopicPartition(t, p): o for (t, p), o in next_offsets.items()},
-                )
+                self._store_offsets(cur, next_offsets)
 
     def _bisect(
         self, conn: psycopg.Connection, cur: psycopg.Cursor, records: list[SinkRecord], refused: Rejects
@@ -515,3 +723,15 @@ class PostgresSinkTask(BuiltIn, SinkTask):
             raise
         for future in futures:
             future.result()
+
+
+def _without(batch: pa.RecordBatch, gone: set[tuple[str, int]]) -> pa.RecordBatch:
+    """``batch`` without the rows of the ``gone`` partitions (by the topic they were read from)."""
+    if not gone:
+        return batch
+    topics, partitions = original_topics(batch), batch.column(PARTITION)
+    drop = None
+    for topic, partition in gone:
+        mask = pc.and_(pc.equal(topics, topic), pc.equal(partitions, partition))
+        drop = mask if drop is None else pc.or_(drop, mask)
+    return batch.filter(pc.invert(drop))

@@ -95,6 +95,13 @@ class Writer:
         self._tables.clear()
         self._stages.clear()
 
+    def table_name(self, topic: str) -> tuple[str | None, str]:
+        """``(schema or None, table)`` that ``table.name.format`` gives for ``topic``."""
+        name = self._topic_tables.get(topic)
+        if name is None:
+            name = self._topic_tables[topic] = table_for_topic(self._config.table_name_format, topic)
+        return name
+
     # -- step 1: prepare ------------------------------------------------------------------
 
     def prepare(self, conn: psycopg.Connection, records: Sequence[SinkRecord], *, trust_shape: bool = True) -> Plan:
@@ -125,9 +132,7 @@ class Writer:
 
         by_table: dict[tuple[str | None, str], tuple[set[str], list[SinkRecord]]] = {}
         for topic, topic_records in by_topic.items():
-            name = self._topic_tables.get(topic)
-            if name is None:
-                name = self._topic_tables[topic] = table_for_topic(cfg.table_name_format, topic)
+            name = self.table_name(topic)
             entry = by_table.setdefault(name, (set(), []))
             entry[0].add(topic)
             entry[1].extend(topic_records)
@@ -161,7 +166,7 @@ class Writer:
 
         key_cols = layout.columns if layout else ()
         pk_cols = key_cols if layout else tuple(cfg.pk_fields) if cfg.pk_mode is PkMode.RECORD_VALUE else ()
-        table = self._table(conn, name)
+        table = self.table(conn, name)
         whitelist = set(cfg.fields_whitelist)
         if table is not None and cfg.auto_evolve:
             records = self._evolvable(conn, name, records, rejects, whitelist | set(pk_cols))
@@ -192,7 +197,7 @@ class Writer:
         missing = [col for col in columns if col not in table.columns]
         if missing:  # the cached column list may be stale (ALTER TABLE since): look again
             self._tables.pop(name, None)
-            table = self._table(conn, name) or table
+            table = self.table(conn, name) or table
             missing = [col for col in columns if col not in table.columns]
         if missing and cfg.auto_evolve:
             schemas = {**col_schemas, **(layout.schemas if layout else {})}
@@ -207,7 +212,7 @@ class Writer:
             ]
             evolve.add_columns(conn, table.ident, definitions, missing, self._config.ddl_lock_timeout_ms)
             self._tables.pop(name, None)  # re-read the columns
-            table = self._table(conn, name) or table
+            table = self.table(conn, name) or table
             missing = [col for col in columns if col not in table.columns]
         if missing:
             raise ConnectError(
@@ -272,7 +277,7 @@ class Writer:
                 bad[id(schema)] = fields
         if bad:
             self._tables.pop(name, None)
-            table = self._table(conn, name) or table
+            table = self.table(conn, name) or table
             bad = {k: left for k, f in bad.items() if (left := [c for c in f if c not in table.columns])}
         if not bad:
             return records
@@ -427,7 +432,11 @@ class Writer:
     def _display(self, conn: psycopg.Connection, name: tuple[str | None, str]) -> str:
         return self._ident(name).as_string(conn)
 
-    def _table(self, conn: psycopg.Connection, name: tuple[str | None, str]) -> Table | None:
+    def cached_table(self, name: tuple[str | None, str]) -> Table | None:
+        """The table's metadata if this session read it already (no query)."""
+        return self._tables.get(name)
+
+    def table(self, conn: psycopg.Connection, name: tuple[str | None, str]) -> Table | None:
         table = self._tables.get(name)
         if table is not None:
             return table
@@ -468,7 +477,7 @@ class Writer:
         with conn.transaction():
             evolve.lock_table_ddl(conn, ident, self._config.ddl_lock_timeout_ms)
             conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(ident, sql.SQL(", ").join(defs)))
-        table = self._table(conn, name)
+        table = self.table(conn, name)
         assert table is not None
         return table
 
@@ -535,10 +544,16 @@ class Writer:
         if not rows:
             return
         cols = batch.columns
-        stage = self._stage(cur, batch.table, cols)
+        stage = self.stage(cur, batch.table, cols)
         self._copy(cur, stage, cols, [rows])
+        self.merge(cur, batch.table, cols, batch.pk, stage)
+
+    def merge(self, cur: psycopg.Cursor, table: Table, cols: tuple[str, ...], pk: tuple[str, ...],
+              stage: sql.Identifier) -> None:
+        """``INSERT`` the rows of ``stage`` into ``table``, updating those whose ``pk``
+        exists (``ON CONFLICT (pk) DO UPDATE``; ``DO NOTHING`` when every column is in ``pk``)."""
         col_list = sql.SQL(", ").join(map(sql.Identifier, cols))
-        updates = [c for c in cols if c not in batch.pk]
+        updates = [c for c in cols if c not in pk]
         if updates:
             action = sql.SQL("DO UPDATE SET {}").format(
                 sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in updates)
@@ -547,16 +562,16 @@ class Writer:
             action = sql.SQL("DO NOTHING")
         cur.execute(
             sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT ({}) {}").format(
-                batch.table.ident,
+                table.ident,
                 col_list,
                 col_list,
                 stage,
-                sql.SQL(", ").join(map(sql.Identifier, batch.pk)),
+                sql.SQL(", ").join(map(sql.Identifier, pk)),
                 action,
             )
         )
 
-    def _stage(self, cur: psycopg.Cursor, table: Table, cols: tuple[str, ...]) -> sql.Identifier:
+    def stage(self, cur: psycopg.Cursor, table: Table, cols: tuple[str, ...]) -> sql.Identifier:
         """A session temporary table with ``cols`` typed as in ``table``, emptied at every
         commit (``ON COMMIT DELETE ROWS``). Created at most once per session and column set;
         creating it inside the caller's transaction is fine because a failed write resets

@@ -25,6 +25,7 @@ from conveyor.runtime.task.meter import TaskMeter
 
 log = logging.getLogger(__name__)
 
+PROFILE_DIR_ENV = "CONVEYOR_TASK_PROFILE_DIR"
 REPORT_INTERVAL_S = 0.5
 FINAL_REPORT_MARGIN_S = 2.0
 """Time kept from the closing timeout for the final report to reach the driver."""
@@ -57,6 +58,21 @@ class TaskRunner(abc.ABC):
         self._closing_deadline: float | None = None
         self._stack_dump: threading.Timer | None = None
 
+    def _profiled(self, loop: Any) -> Any:
+        """``loop()``, under :mod:`cProfile` when ``$CONVEYOR_TASK_PROFILE_DIR`` names a
+        directory: the task's profile is written there as ``<connector>-<task>.prof``
+        (for benchmarks; the profiler slows the task down)."""
+        folder = os.environ.get(PROFILE_DIR_ENV)
+        if not folder:
+            return loop()
+        import cProfile
+
+        profile = cProfile.Profile()
+        try:
+            return profile.runcall(loop)
+        finally:
+            profile.dump_stats(os.path.join(folder, f"{self.where}.prof"))
+
     @property
     def where(self) -> str:
         """``<connector>-<task>`` for log lines."""
@@ -72,7 +88,7 @@ class TaskRunner(abc.ABC):
         connector_deleted = False
         try:
             self._start()
-            final, connector_deleted = self._loop()
+            final, connector_deleted = self._profiled(self._loop)
             self._close(clean=True)
         except TaskFenced as exc:
             final = TaskState.FENCED
@@ -160,7 +176,7 @@ class TaskRunner(abc.ABC):
     def _close_quietly(self) -> None:
         try:
             self._close(clean=False)
-        except Exception:  # noqa: BLE001 - already failing; keep the first error
+        except Exception:
             log.exception("task %s: closing after the failure failed", self.where)
 
     def _stop_task(self, connector_deleted: bool) -> None:
@@ -168,7 +184,7 @@ class TaskRunner(abc.ABC):
             return
         try:
             self.task.stop(connector_deleted=connector_deleted)
-        except Exception as exc:  # noqa: BLE001 - reported, not fatal
+        except Exception as exc:
             log.exception("task %s: stop() failed", self.where)
             if self.trace is None:
                 self.trace = f"stop(connector_deleted={connector_deleted}) failed: {exc}"
