@@ -210,9 +210,10 @@ def consume_all(bootstrap_servers: str, topic: str, expected: int, timeout_s: fl
     return out
 
 
-def dead_letter_context(headers: list[tuple[str, bytes]] | None) -> dict[str, str]:
+def dead_letter_context(headers: list[tuple[str, bytes | None]] | None) -> dict[str, str | None]:
     """A dead letter's headers as text, but for its connector's name and the stack trace:
     what two runs of one connector under different names, through different code paths
-    (the record path, the batch path), must agree on."""
-    return {k: v.decode() for k, v in headers or ()
+    (the record path, the batch path), must agree on. The record's own headers come too
+    (bytes that are not UTF-8 escaped; of a repeated key, the last)."""
+    return {k: None if v is None else v.decode(errors="backslashreplace") for k, v in headers or ()
             if k not in ("__connect.errors.connector.name", "__connect.errors.exception.stacktrace")}

@@ -84,23 +84,33 @@ def _header_key(key: Any) -> Any:
 
 def headers_of(record: SinkRecord) -> dict[str, Any]:
     """The AMQP headers table of ``record`` (see the module docstring)."""
+    return table_of([{"key": h.key, "value": h.value} for h in record.headers], record.original_topic,
+                    record.original_kafka_partition, record.original_kafka_offset, record.key, record.timestamp)
+
+
+def table_of(kafka_headers: list[dict[str, Any]] | None, topic: str, partition: int | None, offset: int | None,
+             key: Any, timestamp: int | None) -> dict[str, Any]:
+    """The AMQP headers table of a record read at ``topic``/``partition``/``offset``, from its
+    Kafka headers (``{"key", "value"}`` in order, as a record batch's ``headers`` column holds
+    them), key and timestamp (milliseconds): see the module docstring."""
     headers: dict[str, Any] = {}
-    for header in record.headers:
-        value = bytes(header.value) if header.value is not None else None
-        if header.key in headers:
-            previous = headers[header.key]
-            headers[header.key] = [*previous, value] if isinstance(previous, list) else [previous, value]
+    for header in kafka_headers or ():
+        value = bytes(header["value"]) if header["value"] is not None else None
+        name = header["key"]
+        if name in headers:
+            previous = headers[name]
+            headers[name] = [*previous, value] if isinstance(previous, list) else [previous, value]
         else:
-            headers[header.key] = value
-    headers["x-kafka-topic"] = record.original_topic
-    headers["x-kafka-partition"] = record.original_kafka_partition
-    headers["x-kafka-offset"] = record.original_kafka_offset
-    if record.key is not None:
-        headers["x-kafka-key"] = _header_key(record.key)
+            headers[name] = value
+    headers["x-kafka-topic"] = topic
+    headers["x-kafka-partition"] = partition
+    headers["x-kafka-offset"] = offset
+    if key is not None:
+        headers["x-kafka-key"] = _header_key(key)
     else:
         headers.pop("x-kafka-key", None)
-    if record.timestamp is not None:
-        headers["x-kafka-timestamp"] = int(record.timestamp)
+    if timestamp is not None:
+        headers["x-kafka-timestamp"] = int(timestamp)
     else:
         headers.pop("x-kafka-timestamp", None)
     return headers

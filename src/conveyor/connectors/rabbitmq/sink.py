@@ -3,6 +3,10 @@
 Each record is published to the durable queue of its topic (``rabbitmq.queue.name.format``)
 with publisher confirms; Kafka offsets are committed only for records the broker confirmed.
 
+Under ``StringConverter`` or ``ByteArrayConverter`` values the task takes record batches
+(``put_batch``): each message is built from the columns (the body is the value's bytes), with
+the same body, properties and headers as from a record, and published as ``put`` publishes.
+
 Delivery (at least once):
 
 * ``put`` publishes the batch without waiting for confirms (pika ``SelectConnection``, see

@@ -6,12 +6,16 @@ delivery contract is in :mod:`.sink`'s docstring). Every hook runs on the task's
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
+
+import pika
+import pyarrow as pa
 
 from conveyor.api import (
     ConnectError,
@@ -21,6 +25,18 @@ from conveyor.api import (
     SinkTask,
     TopicPartition,
 )
+from conveyor.api.batches import (
+    HEADERS,
+    JSON_TYPE,
+    KEY,
+    OFFSET,
+    PARTITION,
+    TIMESTAMP,
+    TOPIC,
+    VALUE,
+    original_topics,
+    sink_records,
+)
 from conveyor.api.sink import Offsets
 from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.rabbitmq.config import (
@@ -29,7 +45,7 @@ from conveyor.connectors.rabbitmq.config import (
     load_config,
     queue_name_problem,
 )
-from conveyor.connectors.rabbitmq.encoding import body_of, properties_of
+from conveyor.connectors.rabbitmq.encoding import TEXT_CONTENT_TYPE, body_of, properties_of, table_of
 from conveyor.connectors.rabbitmq.link import Link, LinkDown
 from conveyor.connectors.rabbitmq.outbox import CONFIRMED, FAILED, PENDING, OutboundMessage, PartitionOutbox
 from conveyor.connectors.rabbitmq.topology import (
@@ -129,7 +145,28 @@ class RabbitMQSinkTask(BuiltIn, SinkTask):
             if self._link is not None and self._link.is_open:
                 self._pump(0)
             return
-        messages = self._encode(records)
+        self._send(self._encode(records))
+
+    def takes_batches(self, key_type: pa.DataType | None, value_type: pa.DataType | None) -> bool:
+        """String and binary values (``StringConverter``, ``ByteArrayConverter``): their
+        bodies are the column's bytes, with string, binary or JSON keys. JSON and typed values
+        are rendered as JSON per record (:func:`.encoding.body_of`) and take records.
+        Task runner thread."""
+        return value_type in (pa.string(), pa.binary()) and key_type in (pa.string(), pa.binary(), JSON_TYPE)
+
+    def put_batch(self, batch: pa.RecordBatch) -> None:
+        """:meth:`put` for a record batch: each row's message built from the columns (the
+        value's bytes as the body, no record object), then published as ``put`` publishes.
+        Task runner thread. Raises as :meth:`put`."""
+        self.config  # noqa: B018 - raises before start()
+        if self._permanent:
+            raise ConnectError(self._permanent)
+        if batch.num_rows == 0:
+            self.put([])
+            return
+        self._send(self._encode_batch(batch))
+
+    def _send(self, messages: list[OutboundMessage]) -> None:
         link = self._connected()
         try:
             self._pump(0)
@@ -338,6 +375,47 @@ class RabbitMQSinkTask(BuiltIn, SinkTask):
                     props,
                 )
             )
+        self._reject(rejects)
+        return out
+
+    def _encode_batch(self, batch: pa.RecordBatch) -> list[OutboundMessage]:
+        """:meth:`_encode` for a record batch (see :mod:`conveyor.api.batches`)."""
+        cfg = self.config
+        mode = cfg.delivery_mode.amqp
+        values = batch.column(VALUE)
+        content_type = TEXT_CONTENT_TYPE if values.type == pa.string() else None
+        bodies = values.view(pa.binary()).to_pylist() if values.type == pa.string() else values.to_pylist()
+        keys = batch.column(KEY)
+        key_values = keys.view(pa.binary()).to_pylist() if keys.type == pa.binary() else keys.to_pylist() \
+            if keys.type == pa.string() else [None if k is None else json.loads(k) for k in keys.storage.to_pylist()]
+        topics = batch.column(TOPIC).to_pylist()
+        originals = original_topics(batch).to_pylist()
+        partitions = batch.column(PARTITION).to_pylist()
+        offsets = batch.column(OFFSET).to_pylist()
+        stamps = batch.column(TIMESTAMP).cast(pa.int64()).to_pylist()
+        headers = batch.column(HEADERS).to_pylist()
+        queues: dict[str, tuple[str, str | None]] = {}
+        out: list[OutboundMessage] = []
+        rejects: list[tuple[SinkRecord, str]] = []
+        for i, body in enumerate(bodies):
+            topic = topics[i]
+            if topic not in queues:
+                queue = cfg.queue_for(topic)
+                queues[topic] = (queue, queue_name_problem(queue))
+            queue, problem = queues[topic]
+            if body is None or problem:
+                if body is None and cfg.null_values is NullValues.IGNORE:
+                    continue
+                reason = "null value (tombstone) with behavior.on.null.values=fail" if body is None else \
+                    f"no queue for topic {topic!r}: {problem}"
+                rejects.append((sink_records(batch.slice(i, 1))[0], reason))
+                continue
+            original, partition, offset, stamp = originals[i], partitions[i], offsets[i], stamps[i]
+            props = pika.BasicProperties(
+                content_type=content_type, delivery_mode=mode, message_id=f"{original}-{partition}-{offset}",
+                timestamp=stamp // 1000 if stamp is not None and stamp >= 0 else None,
+                headers=table_of(headers[i], original, partition, offset, key_values[i], stamp))
+            out.append(OutboundMessage(TopicPartition(original, partition), offset, queue, body, props))
         self._reject(rejects)
         return out
 
