@@ -45,7 +45,8 @@ class Case:
     reporter: bool = True
     stored: Mapping[TopicPartition, int] = field(default_factory=dict)  # exactly.once: stored before
     commit_each: bool = True  # pre_commit after each put (else once, after the last)
-    close: Sequence[TopicPartition] = ()  # closed before the last pre_commit
+    close: Sequence[TopicPartition] = ()  # closed after put number close_after (default: the last)
+    close_after: int = -1
     streamed: bool | None = None  # whether a write commits batches streamed into a COPY (None: either)
 
 
@@ -153,6 +154,11 @@ CASES = {
         {"batch.size": "10000"}, ["CREATE TABLE orders (id bigint, p integer)"],
         [[rec(i, {"id": i, "p": p}, partition=p) for i in range(50)] for p in (0, 1, 0)],
         columnar=True, commit_each=False, close=(TP1,), streamed=False),
+    "batches-after-a-close-aborted-the-stream-are-all-written": Case(
+        {"batch.size": "10000"}, ["CREATE TABLE orders (id bigint, p integer)"],
+        [[rec(i + 50 * n, {"id": i + 50 * n, "p": p}, partition=p) for i in range(50)]
+         for n, p in enumerate((0, 1, 0, 0, 0))],
+        columnar=True, commit_each=False, close=(TP1,), close_after=1),
     "another-table-midway-ends-the-stream": Case(
         {"table.name.format": "t_${topic}", "batch.size": "10000"},
         ["CREATE TABLE t_orders (id bigint)", "CREATE TABLE t_refunds (id bigint)"],
@@ -209,7 +215,7 @@ def _run(case: Case, url: str, batched: bool, caplog: pytest.LogCaptureFixture) 
         assert task.takes_batches(pa.string() if case.string_keys else pa.json_(pa.string()), pa.json_(pa.string()))
         columns = task.batch_columns()
         all_offsets: dict[TopicPartition, int] = {}
-        for records in case.puts:
+        for i, records in enumerate(case.puts):
             offsets: dict[TopicPartition, int] = {}
             for r in records:
                 tp = TopicPartition(r.topic, r.kafka_partition)
@@ -220,9 +226,9 @@ def _run(case: Case, url: str, batched: bool, caplog: pytest.LogCaptureFixture) 
             if case.commit_each:
                 returned.append(_outcome(lambda: task.pre_commit(offsets)))  # noqa: B023
             all_offsets.update(offsets)
-        if case.close:
-            task.close(case.close)
-            all_offsets = {tp: o for tp, o in all_offsets.items() if tp not in case.close}
+            if case.close and i == case.close_after % len(case.puts):
+                task.close(case.close)
+                all_offsets = {tp: o for tp, o in all_offsets.items() if tp not in case.close}
         if not case.commit_each:
             returned.append(_outcome(lambda: task.pre_commit(all_offsets)))
     finally:

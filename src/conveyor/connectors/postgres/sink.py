@@ -581,18 +581,20 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         writer = self._writer
         assert writer is not None
         try:
+            if self._streamed != len(self._batches) - 1:  # an earlier batch is in no stream (one was aborted)
+                raise columnar.NotColumnar("a batch before this one was not streamed")
             kept, _ = self._pending_batches(self._batches[-1:])
-            if kept:
-                copies = columnar.plan(writer, self._connection(), cfg, kept, cached=self._stream is not None)
-                if len(copies) > 1 or (self._stream is not None and copies and
-                                       (copies[0].table.display, copies[0].columns) !=
-                                       (self._stream.table, self._stream.columns)):
-                    raise columnar.NotColumnar("rows of another table or other columns")
-                if copies and self._stream is None and self._streamed == len(self._batches) - 1:
+            copies = columnar.plan(writer, self._connection(), cfg, kept, cached=self._stream is not None) \
+                if kept else []
+            if len(copies) > 1 or (self._stream is not None and copies and
+                                   (copies[0].table.display, copies[0].columns) !=
+                                   (self._stream.table, self._stream.columns)):
+                raise columnar.NotColumnar("rows of another table or other columns")
+            if copies:
+                if self._stream is None:
                     self._stream = columnar.CopyStream(self._connection(), copies[0])
-                if copies and self._stream is not None:
-                    self._stream.write(copies[0])
-            self._streamed = len(self._batches)
+                self._stream.write(copies[0])
+            self._streamed += 1
         except (columnar.NotColumnar, psycopg.Error) as exc:
             log.debug("postgres-sink stops streaming until the next write: %s", exc)
             self._abort_stream()
