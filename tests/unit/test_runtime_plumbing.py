@@ -185,7 +185,16 @@ def test_spark_properties_defaults():
     assert props == {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
                      "spark.app.name": "conveyor-orders", "spark.master": "local[3]", "spark.task.maxFailures": "1",
                      "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                     **spark_security.ENFORCED}
+                     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1", **spark_security.ENFORCED}
+
+
+def test_a_local_driver_jvm_compiles_with_c1_unless_its_options_set_the_jit():
+    assert spark_properties("o", 1, None, None, {"spark.driver.extraJavaOptions": "-Dx=1"})[
+        "spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -Dx=1"
+    kept = "-XX:-TieredCompilation"
+    assert spark_properties("o", 1, None, None, {"spark.driver.extraJavaOptions": kept})[
+        "spark.driver.extraJavaOptions"] == kept
+    assert "spark.driver.extraJavaOptions" not in spark_properties("o", 1, "k8s://https://kubernetes.default.svc")
 
 
 def test_spark_rpc_security_is_applied_last_and_cannot_be_changed():
