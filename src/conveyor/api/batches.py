@@ -126,12 +126,17 @@ class SourceBatch:
 
     Attributes:
         topic: the Kafka topic every row goes to.
-        values: the rows' values, ``string`` (written as UTF-8 under ``StringConverter``, as a
-            ``STRING`` value would be) or ``binary``; nulls allowed.
+        values: the rows' values: ``string`` (written as UTF-8 under ``StringConverter``, as a
+            ``STRING`` value would be), ``binary``, or :data:`JSON_TYPE` (schemaless values as
+            compact JSON text, :func:`json_text`'s form: written under ``JsonConverter`` as a
+            value without a schema is, in its ``{"schema":null,"payload":...}`` envelope with
+            ``schemas.enable``); nulls allowed. ``SourceTask.batch_types`` says which.
         source_partition: where the rows were read (Kafka Connect's ``sourcePartition``).
         source_offset: the offset after the last row (``sourceOffset``): committed once every
             row is written, and where a restarted task resumes.
-        keys: the rows' keys (``string`` or ``binary``, as ``values``), or ``None``: no keys.
+        keys: the rows' keys (as ``values``), or ``None``: no keys.
+        timestamps: the rows' Kafka timestamps, ``int64`` milliseconds since the epoch (a
+            null: the producer's time), or ``None``: the producer's time for every row.
     """
 
     topic: str
@@ -139,6 +144,7 @@ class SourceBatch:
     source_partition: Mapping[str, Any]
     source_offset: Mapping[str, Any]
     keys: pa.Array | None = None
+    timestamps: pa.Array | None = None
 
     def __len__(self) -> int:
         return len(self.values)
@@ -148,11 +154,13 @@ class SourceBatch:
         batch's source offset: only the last row's is the batch's own)."""
         value_schema = _OPTIONAL.get(self.values.type)
         key_schema = _OPTIONAL.get(self.keys.type) if self.keys is not None else None
-        keys = self.keys.to_pylist() if self.keys is not None else [None] * len(self.values)
+        none = [None] * len(self.values)
+        keys = _values(self.keys) if self.keys is not None else none
+        stamps = self.timestamps.to_pylist() if self.timestamps is not None else none
         return [SourceRecord(source_partition=self.source_partition, source_offset=self.source_offset,
                              topic=self.topic, key=key, key_schema=key_schema if key is not None else None,
-                             value=value, value_schema=value_schema if value is not None else None)
-                for key, value in zip(keys, self.values.to_pylist(), strict=True)]
+                             value=value, value_schema=value_schema if value is not None else None, timestamp=stamp)
+                for key, value, stamp in zip(keys, _values(self.values), stamps, strict=True)]
 
 
 def original_topics(batch: pa.RecordBatch) -> pa.Array:

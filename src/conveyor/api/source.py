@@ -16,6 +16,8 @@ from conveyor.api.records import RecordMetadata, SourceRecord
 from conveyor.api.tasks import Task
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from conveyor.api.batches import SourceBatch
 
 SourcePartition = Mapping[str, Any]
@@ -98,13 +100,26 @@ class SourceTask(Task, abc.ABC):
             Exception: anything else fails the task.
         """
 
+    def batch_types(self) -> tuple[pa.DataType, pa.DataType | None]:
+        """The Arrow types of the values and of the keys (``None``: no keys) of the batches
+        :meth:`poll_batch` returns (:class:`~conveyor.api.batches.SourceBatch`): ``string``
+        values and no keys unless a task says otherwise. The batch path applies only where
+        the converters write them as they are (``StringConverter`` with UTF-8 writes
+        ``string``, ``JsonConverter`` ``arrow.json``). Asked once, before :meth:`initialize`
+        and :meth:`start` (the producer is set up for the path first), on the task's thread:
+        an answer of the class, not of its configuration."""
+        import pyarrow as pa
+
+        return pa.string(), None
+
     def poll_batch(self) -> SourceBatch | None:
         """Optional: :meth:`poll`, but rows in columnar form (:class:`SourceBatch`), which the
         runtime writes without a Python object per record; ``None`` when there are none yet.
 
         The runtime calls it instead of :meth:`poll` when the task overrides it and the batch
-        path applies: ``value.converter`` is ``StringConverter`` (UTF-8) for ``string`` rows
-        (and ``key.converter`` too, for ``string`` keys), no transformation chain, no
+        path applies: the converters write the types of :meth:`batch_types` as they are
+        (``StringConverter`` with UTF-8 for ``string``, ``JsonConverter`` for ``arrow.json``),
+        no transformation chain, no
         ``exactly.once.support``, and :meth:`commit_record` not overridden (a batch has no
         records to hand it). Otherwise :meth:`poll` is called. The batch's source offset is
         committed once every one of its rows is written; the offsets are flushed every
@@ -117,11 +132,11 @@ class SourceTask(Task, abc.ABC):
         """
         return None
 
-    def commit(self) -> None:  # noqa: B027 - optional hook
+    def commit(self) -> None:
         """Source offsets up to the last acknowledged records were just committed to the
         offsets topic (or the transaction committed). Called on the task's thread."""
 
-    def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:  # noqa: B027
+    def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         """One record is done (KIP-416), called on the task's thread, in send order per
         partition:
 

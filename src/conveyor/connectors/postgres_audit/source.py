@@ -51,6 +51,10 @@ Task (every hook on the task's runner thread in the Spark executor, one at a tim
   emitted only once no open transaction can still commit a smaller id (see
   :mod:`.reader`), so restarting from a committed offset repeats and skips nothing.
 
+Batches: under ``JsonConverter`` (keys and values), without exactly-once or transformations,
+the runtime calls ``poll_batch``: the same records, one table's per call, as JSON text built
+without a record object each (:class:`~conveyor.api.batches.SourceBatch`).
+
 Exactly-once (KIP-618): ``exactly_once_support`` is SUPPORTED (an offset is an exact position in
 an immutable log; the same offset always yields the same records) and
 ``can_define_transaction_boundaries`` is SUPPORTED: with ``transaction.boundary=connector`` the
@@ -71,11 +75,13 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 import psycopg
+import pyarrow as pa
 
 from conveyor.api import (
     ConnectError,
@@ -87,6 +93,7 @@ from conveyor.api import (
     SourceTask,
     TransactionContext,
 )
+from conveyor.api.batches import JSON_TYPE, SourceBatch, json_text
 from conveyor.connectors._builtin import BuiltIn
 from conveyor.connectors.postgres_audit import db, provision
 from conveyor.connectors.postgres_audit.config import (
@@ -230,6 +237,7 @@ class PostgresAuditSourceTask(BuiltIn, SourceTask):
         self._tables: dict[tuple[str, str], TableName] = {}
         self._transactions: TransactionContext | None = None
         self._pruned: dict[TableName, int] = {}  # audit ids deleted up to, per table
+        self._waiting: deque[SourceBatch] = deque()  # read, not yet returned by poll_batch
 
     @property
     def offsets(self) -> dict[TableName, int]:
@@ -284,6 +292,40 @@ class PostgresAuditSourceTask(BuiltIn, SourceTask):
                 next call, after 1 s); nothing was emitted, offsets did not move.
             ConnectError: any other database error (e.g. the audit table was dropped).
         """
+        rows = self._fetch()
+        if not rows:
+            return []
+        records = self._records(rows, self._require()[1].key_columns)
+        if self._transactions is not None:
+            self._transactions.commit_transaction()
+        return records
+
+    def batch_types(self) -> tuple[pa.DataType, pa.DataType]:
+        """JSON values and keys (``arrow.json``): under ``JsonConverter`` the rows are written
+        without a record object each."""
+        return JSON_TYPE, JSON_TYPE
+
+    def poll_batch(self) -> SourceBatch | None:
+        """:meth:`poll` in columnar form, one table per call: the records of one table among
+        the rows read (the other tables' wait for the next calls), keys and values as the
+        JSON text ``JsonConverter`` writes for them (:func:`~conveyor.api.batches.json_text`),
+        the timestamps ``ts_ms``, the source offset the table's last audit id; ``None`` when no
+        change came within ``poll.interval.ms``. Never under exactly-once (the runtime then
+        calls :meth:`poll`). Task runner thread.
+
+        Raises:
+            As :meth:`poll`.
+        """
+        if not self._waiting:
+            rows = self._fetch()
+            if not rows:
+                return None
+            self._waiting.extend(self._batches(rows, self._require()[1].key_columns))
+        return self._waiting.popleft()
+
+    def _fetch(self) -> list[tuple[Any, ...]]:
+        """Up to ``poll.max.rows`` audit rows after each table's offset, waiting (``LISTEN``)
+        up to ``poll.interval.ms`` for one; ``[]`` if none came. Raises as :meth:`poll`."""
         cfg, reader = self._require()
         deadline = time.monotonic() + cfg.poll_interval_ms / 1000
         try:
@@ -292,10 +334,7 @@ class PostgresAuditSourceTask(BuiltIn, SourceTask):
                 reader.drain()
                 rows = reader.fetch(self._offsets, cfg.poll_max_rows)
                 if rows:
-                    records = self._records(rows, reader.key_columns)
-                    if self._transactions is not None:
-                        self._transactions.commit_transaction()
-                    return records
+                    return rows
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return []
@@ -328,10 +367,8 @@ class PostgresAuditSourceTask(BuiltIn, SourceTask):
         for audit_id, schema, table, op, txid, ts_ms, images in rows:
             (pk, before, after), _end = decode(images)
             where = (schema, table)
-            if len(pk) > 1:  # jsonb orders keys by length: restore the primary key's column order
-                columns = key_columns.get(tables[where])
-                if columns and len(columns) == len(pk) and all(c in pk for c in columns):
-                    pk = {c: pk[c] for c in columns}
+            if len(pk) > 1:
+                pk = _key_in_order(pk, key_columns.get(tables[where]))
             append(
                 SourceRecord(
                     source_partition=partitions[where],
@@ -352,6 +389,34 @@ class PostgresAuditSourceTask(BuiltIn, SourceTask):
         for where, audit_id in last.items():
             self._offsets[tables[where]] = audit_id
         return records
+
+    def _batches(self, rows: list[tuple[Any, ...]], key_columns: Mapping[TableName, tuple[str, ...]]
+                 ) -> list[SourceBatch]:
+        """The rows as one :class:`SourceBatch` per table, in the order of each table's first
+        row, with the records :meth:`_records` would make."""
+        by_table: dict[tuple[str, str], tuple[list[bytes], list[bytes], list[int], list[int]]] = {}
+        decode = _JSON.raw_decode
+        tables = self._tables
+        for audit_id, schema, table, op, txid, ts_ms, images in rows:
+            (pk, before, after), _end = decode(images)
+            where = (schema, table)
+            if len(pk) > 1:
+                pk = _key_in_order(pk, key_columns.get(tables[where]))
+            keys, values, stamps, ids = by_table.setdefault(where, ([], [], [], []))
+            keys.append(json_text(pk))
+            values.append(json_text({"op": op, "before": before, "after": after,
+                                     "source": {"schema": schema, "table": table, "txid": txid, "audit_id": audit_id},
+                                     "ts_ms": ts_ms}))
+            stamps.append(ts_ms)
+            ids.append(audit_id)
+        batches = []
+        for where, (keys, values, stamps, ids) in by_table.items():
+            self._offsets[tables[where]] = ids[-1]
+            batches.append(SourceBatch(
+                topic=self._topics[where], values=_json_column(values), keys=_json_column(keys),
+                timestamps=pa.array(stamps, pa.int64()), source_partition=self._partitions[where],
+                source_offset={"id": ids[-1]}))
+        return batches
 
     def commit(self) -> None:
         """Offsets were committed: with ``audit.retention=committed``, delete each table's audit
@@ -389,3 +454,14 @@ class PostgresAuditSourceTask(BuiltIn, SourceTask):
         if self._config is None or self._reader is None:
             raise RuntimeError("PostgresAuditSourceTask used before start()")
         return self._config, self._reader
+
+
+def _key_in_order(pk: dict[str, Any], columns: tuple[str, ...] | None) -> dict[str, Any]:
+    """jsonb orders keys by length: the primary key's fields back in its column order."""
+    if columns and len(columns) == len(pk) and all(c in pk for c in columns):
+        return {c: pk[c] for c in columns}
+    return pk
+
+
+def _json_column(texts: list[bytes]) -> pa.Array:
+    return pa.ExtensionArray.from_storage(JSON_TYPE, pa.array(texts, pa.binary()).view(pa.string()))

@@ -14,16 +14,19 @@ tracked them per record. A failed write fails the task, as on the record path.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException
 
 from conveyor.api import SourceTask
-from conveyor.api.batches import SourceBatch
+from conveyor.api.batches import JSON_TYPE, SourceBatch
 from conveyor.converters.columnar import Utf8Columns, columnar
+from conveyor.converters.json_converter import JsonConverter
 from conveyor.runtime.kafka.offsets_topic import offset_key, offset_value
 from conveyor.runtime.task.runner import TaskFailed
 from conveyor.runtime.task.source.partitions import PartitionOffset
@@ -48,14 +51,21 @@ class SourceBatches:
                else "exactly.once.support is on" if self.exactly_once
                else "a transformation chain is configured" if not self.chain.is_empty
                else "the task has commit_record(), which takes records" if self._wants_commit_record
-               else "value.converter is not StringConverter with UTF-8"
-               if not isinstance(columnar(self.value_converter), Utf8Columns)
-               else None)
+               else self._unwritable(*task.batch_types()))
         if why is not None:
             log.info("task %s: records come from poll(), not poll_batch(): %s", self.where, why)
             return False
         self._batch_offsets = {}
         return True
+
+    def _unwritable(self, value_type: pa.DataType, key_type: pa.DataType | None) -> str | None:
+        """Why the converters cannot write batches of these types as they are, or ``None``."""
+        for what, type_, converter in (("value", value_type, self.value_converter),
+                                       ("key", key_type, self.key_converter)):
+            if type_ is not None and not _writes(converter, type_):
+                return (f"{what}.converter does not write {type_} {what}s as they are (StringConverter with UTF-8 "
+                        "writes string, JsonConverter arrow.json)")
+        return None
 
     def _batch_producer_settings(self) -> dict[str, Any]:
         """Producer settings of the batch path: failed deliveries only, to one callback."""
@@ -82,24 +92,25 @@ class SourceBatches:
                                                                              batch.source_offset)
 
     def _produce_rows(self, batch: SourceBatch) -> None:
-        values = _utf8_bytes(batch.values, "values")
-        keys = None
-        if batch.keys is not None:
-            if not isinstance(columnar(self.key_converter), Utf8Columns):
-                raise TaskFailed("poll_batch() returned keys, but key.converter is not StringConverter with UTF-8")
-            keys = _utf8_bytes(batch.keys, "keys")
+        values = _message_bytes(batch.values, self.value_converter, "values")
+        keys = _message_bytes(batch.keys, self.key_converter, "keys") if batch.keys is not None else None
+        stamps = batch.timestamps.cast(pa.int64()).to_pylist() if batch.timestamps is not None else None
         if self.topic_creator is not None:
             self.topic_creator.ensure(batch.topic)
         produce, topic, sent = self.producer.produce, batch.topic, 0
         while sent < len(values):
             try:
-                if keys is None:
+                if keys is None and stamps is None:
                     for value in values[sent:] if sent else values:
                         produce(topic, value)
                         sent += 1
                 else:
-                    for key, value in zip(keys[sent:], values[sent:], strict=True):
-                        produce(topic, value, key)
+                    rows = zip(keys or [None] * len(values), values, stamps or [None] * len(values), strict=True)
+                    for key, value, stamp in itertools.islice(rows, sent, None):
+                        if stamp is None:
+                            produce(topic, value, key)
+                        else:
+                            produce(topic, value, key, timestamp=stamp)
                         sent += 1
             except BufferError:  # the producer's queue is full: let it drain
                 self.producer.poll(0.05)
@@ -138,12 +149,28 @@ class SourceBatches:
         self._call_commit()
 
 
-def _utf8_bytes(column: pa.Array, what: str) -> list[bytes | None]:
-    """The UTF-8 bytes of a ``string`` column, as ``StringConverter`` writes each string.
+def _writes(converter: Any, type_: pa.DataType) -> bool:
+    """Whether ``converter`` writes cells of ``type_`` as they are (see :func:`_message_bytes`)."""
+    if type_ == pa.string():
+        return isinstance(columnar(converter), Utf8Columns)
+    return type_ == JSON_TYPE and isinstance(converter, JsonConverter)
+
+
+def _message_bytes(column: pa.Array, converter: Any, what: str) -> list[bytes | None]:
+    """The message bytes of a column's cells, as ``converter`` writes them: a ``string``
+    cell's UTF-8 under ``StringConverter``; an ``arrow.json`` cell's text under
+    ``JsonConverter``, in its schemaless envelope with ``schemas.enable``; a null is null.
 
     Raises:
-        TaskFailed: the column is not ``string`` (a batch that does not fit its converter).
+        TaskFailed: the column is not of a type its converter writes as it is (a batch that
+            does not fit ``SourceTask.batch_types``).
     """
-    if column.type != pa.string():
-        raise TaskFailed(f"poll_batch() returned {column.type} {what}; under StringConverter they must be string")
-    return column.view(pa.binary()).to_pylist()
+    if not _writes(converter, column.type):
+        raise TaskFailed(f"poll_batch() returned {column.type} {what}, which {type(converter).__name__} does not "
+                         "write as they are (string under StringConverter, arrow.json under JsonConverter)")
+    if column.type == pa.string():
+        return column.view(pa.binary()).to_pylist()
+    texts = column.storage.view(pa.binary())
+    if converter.schemas_enabled:
+        texts = pc.binary_join_element_wise(b'{"schema":null,"payload":', texts, b"}", b"")
+    return texts.to_pylist()
