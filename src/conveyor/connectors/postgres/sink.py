@@ -191,7 +191,6 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         # one of _buffer and _batches holds anything: a batch whose write falls back to the
         # record path moves into _buffer, and the batches after it follow until it is written.
         self._batches: list[pa.RecordBatch] = []
-        self._batched_rows = 0
         self._fallbacks: set[str] = set()
         # insert mode: the transaction whose COPY takes each batch as it comes, and how many
         # of _batches it holds; None when not streaming (until the next write, once one
@@ -271,9 +270,7 @@ class PostgresSinkTask(BuiltIn, SinkTask):
             ConnectError: any other database error, a missing table (without
                 ``auto.create``) or missing columns (without ``auto.evolve``).
         """
-        if self._failure is not None:  # a write of pre_commit/flush failed for good: fail the task
-            failure, self._failure = self._failure, None
-            raise failure
+        self._raise_failure()
         if not records:
             return
         mark = len(self._buffer)
@@ -303,9 +300,7 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         Arrow decodes the JSON and renders the CSV of a ``COPY``), or, where the columns
         alone cannot show that this writes what the record path writes, as records.
         Task runner thread. Raises as :meth:`put`."""
-        if self._failure is not None:
-            failure, self._failure = self._failure, None
-            raise failure
+        self._raise_failure()
         if batch.num_rows == 0:
             return
         if self._buffer:  # records of a fallback are still waiting: these join them
@@ -313,7 +308,6 @@ class PostgresSinkTask(BuiltIn, SinkTask):
             return
         mark = len(self._batches)
         self._batches.append(batch)
-        self._batched_rows += batch.num_rows
         self._stream_batch()
         if self._batched_rows >= self.config.batch_size:
             try:
@@ -369,7 +363,6 @@ class PostgresSinkTask(BuiltIn, SinkTask):
             self._buffer = [r for r in self._buffer if (r.original_topic, r.original_kafka_partition) not in gone]
         if self._batches:
             self._batches = [kept for batch in self._batches if (kept := _without(batch, gone)).num_rows]
-            self._batched_rows = sum(batch.num_rows for batch in self._batches)
 
     def stop(self, connector_deleted: bool = False) -> None:
         """Close the connection (task runner thread, last hook). Buffered records are
@@ -378,10 +371,16 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         stored offsets)."""
         self._buffer = []
         self._abort_stream()
-        self._batches, self._batched_rows = [], 0
+        self._batches = []
         self._drop_connection()
 
     # -- internals ------------------------------------------------------------------------
+
+    def _raise_failure(self) -> None:
+        """A write of ``pre_commit``/``flush`` that failed for good fails the task here."""
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
 
     def _connection(self) -> psycopg.Connection:
         """The open connection, reconnecting if needed; with ``exactly.once`` a new
@@ -565,7 +564,7 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         self._written(next_offsets)
 
     def _written(self, next_offsets: dict[tuple[str, int], int]) -> None:
-        self._batches, self._batched_rows = [], 0
+        self._batches = []
         self._no_stream = False
         self._stored.update(next_offsets)
         self._failure = None
@@ -638,12 +637,15 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         self._fallbacks.add(why)
         kept = sum(batch.num_rows for batch in self._batches[:restore_to])
         self._buffer = [record for batch in self._batches for record in sink_records(batch)]
-        self._batches, self._batched_rows = [], 0
+        self._batches = []
         self._write(restore_to=kept)
 
     def _truncate_batches(self, restore_to: int) -> None:
         del self._batches[restore_to:]
-        self._batched_rows = sum(batch.num_rows for batch in self._batches)
+
+    @property
+    def _batched_rows(self) -> int:
+        return sum(batch.num_rows for batch in self._batches)
 
     def _pending_batches(
         self, batches: list[pa.RecordBatch]

@@ -374,13 +374,7 @@ class PostgresAuditSourceTask(BuiltIn, SourceTask):
                     source_partition=partitions[where],
                     source_offset={"id": audit_id},
                     topic=topics[where],
-                    value={
-                        "op": op,
-                        "before": before,
-                        "after": after,
-                        "source": {"schema": schema, "table": table, "txid": txid, "audit_id": audit_id},
-                        "ts_ms": ts_ms,
-                    },
+                    value=_change(op, before, after, schema, table, txid, audit_id, ts_ms),
                     key=pk,
                     timestamp=ts_ms,
                 )
@@ -404,9 +398,7 @@ class PostgresAuditSourceTask(BuiltIn, SourceTask):
                 pk = _key_in_order(pk, key_columns.get(tables[where]))
             keys, values, stamps, ids = by_table.setdefault(where, ([], [], [], []))
             keys.append(json_text(pk))
-            values.append(json_text({"op": op, "before": before, "after": after,
-                                     "source": {"schema": schema, "table": table, "txid": txid, "audit_id": audit_id},
-                                     "ts_ms": ts_ms}))
+            values.append(json_text(_change(op, before, after, schema, table, txid, audit_id, ts_ms)))
             stamps.append(ts_ms)
             ids.append(audit_id)
         batches = []
@@ -454,6 +446,13 @@ class PostgresAuditSourceTask(BuiltIn, SourceTask):
         if self._config is None or self._reader is None:
             raise RuntimeError("PostgresAuditSourceTask used before start()")
         return self._config, self._reader
+
+
+def _change(op: str, before: Any, after: Any, schema: str, table: str, txid: int, audit_id: int,
+            ts_ms: int) -> dict[str, Any]:
+    """A record's value (see the module docstring)."""
+    return {"op": op, "before": before, "after": after,
+            "source": {"schema": schema, "table": table, "txid": txid, "audit_id": audit_id}, "ts_ms": ts_ms}
 
 
 def _key_in_order(pk: dict[str, Any], columns: tuple[str, ...] | None) -> dict[str, Any]:
