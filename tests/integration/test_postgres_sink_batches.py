@@ -20,8 +20,17 @@ import pytest
 
 from conveyor.api import SinkRecord, TopicPartition
 from conveyor.api.batches import KEY, OFFSET, PARTITION, TOPIC, record_batches
-from conveyor.connectors.postgres.sink import PostgresSinkTask
+from conveyor.connectors.postgres.sink import PostgresSinkConnector, PostgresSinkTask
 from conveyor.testing.contexts import RecordingReporter, start_sink_task
+from conveyor.testing.runs import (
+    committed_offsets,
+    connector_manifest,
+    consume_all,
+    dead_letter_context,
+    produce,
+    running_connector,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -256,8 +265,6 @@ def _outcome(call: Callable[[], Any]) -> Any:
 
 
 def _store(url: str, config: Mapping[str, Any], stored: Mapping[TopicPartition, int]) -> None:
-    from conveyor.connectors.postgres.sink import PostgresSinkConnector
-
     PostgresSinkConnector().alter_offsets(config, dict(stored))
 
 
@@ -292,16 +299,6 @@ def test_a_connector_writes_the_same_rows_dead_letters_and_offsets_on_both_paths
 ):
     """Through the runtime (a real broker, Spark): the same table, the same dead-letter
     records with the same context headers, the same committed offsets, each path once."""
-    from conveyor.testing.runs import (
-        committed_offsets,
-        connector_manifest,
-        consume_all,
-        dead_letter_context,
-        produce,
-        running_connector,
-        wait_until,
-    )
-
     topic = topic_factory(partitions=2)
     for p in range(2):
         produce(kafka_bootstrap, topic, _items(p, 400), partition=p)
