@@ -17,7 +17,10 @@
 * the PostgreSQL sink (JSON values, insert mode, 1 and 2 tasks) against a plain psycopg
   load of the same rows: one process consuming the topic, decoding the JSON and COPYing
   batches of the same size into an identical table, committing offsets after each. A
-  COPY of the rows already decoded in memory is printed too, as PostgreSQL's ceiling.
+  COPY of the rows already decoded in memory is printed too, as PostgreSQL's ceiling, and the
+  fastest loader I could write by hand (Arrow's JSON reader and CSV writer, one COPY per
+  batch, no check per message: :func:`arrow_kafka_to_postgres`), as the upper bound of any
+  sink of these rows on this machine.
 
 CPU seconds per million records of the consuming process (the raw loop's; a task's Python
 worker's, librdkafka's threads included, Spark's JVM and the driver left out) are printed for
@@ -51,6 +54,9 @@ from contextlib import ExitStack
 from typing import Any
 
 import psycopg
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -255,6 +261,45 @@ def plain_kafka_to_postgres(bootstrap: str, topic: str, url: str, records: int, 
     return records / elapsed
 
 
+def arrow_kafka_to_postgres(bootstrap: str, topic: str, url: str, records: int, batch: int) -> float:
+    """The fastest loader of these rows I could write by hand, as the upper bound of any sink
+    here: one consumer, the values of ``batch`` rows joined and decoded by Arrow's JSON reader
+    (no check per message), rendered by Arrow's CSV writer into one ``COPY (FORMAT csv)``,
+    committed, then a synchronous offset commit. From the first record to the last commit."""
+    table = f"arrowload_{uuid.uuid4().hex[:6]}"
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"arrow-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "fetch.queue.backoff.ms": 10,
+    })
+    consumer.subscribe([topic])
+    read = pa_json.ReadOptions(use_threads=False, block_size=1 << 24)
+    write = pa_csv.WriteOptions(include_header=False, quoting_style="needed")
+    with psycopg.connect(url) as conn:
+        conn.execute(f'CREATE TABLE "{table}" (id bigint, name text, pad text)')
+        conn.commit()
+        start = None
+        done = 0
+        values: list[bytes] = []
+        while done < records:
+            for msg in consumer.consume(500, 1.0):
+                if msg.error() is None:
+                    start = start or time.perf_counter()
+                    values.append(msg.value())
+            if len(values) >= batch or (values and done + len(values) >= records):
+                rows = pa_json.read_json(pa.BufferReader(b"\n".join(values)), read_options=read)
+                csv = pa.BufferOutputStream()
+                pa_csv.write_csv(rows.select(["id", "name", "pad"]), csv, write)
+                with conn.cursor() as cur, cur.copy(f'COPY "{table}" (id, name, pad) FROM STDIN (FORMAT csv)') as copy:
+                    copy.write(csv.getvalue())
+                conn.commit()
+                consumer.commit(asynchronous=False)
+                done += len(values)
+                values = []
+        elapsed = time.perf_counter() - start
+    consumer.close()
+    return records / elapsed
+
+
 def _fastest_json_loads() -> Any:
     try:
         import orjson
@@ -282,6 +327,7 @@ MEASUREMENTS = (
     ("smt1", "typed + ReplaceField, InsertField, batch path", "smt1r", 1.00),
     ("copy", "PostgreSQL COPY of decoded rows from memory", None, None),
     ("plain", "plain psycopg load from Kafka (1 process)", None, None),
+    ("arrow", "hand-written Arrow load (upper bound)", "plain", None),
     ("pg1r", "conveyor postgres-sink, 1 task, record path", "plain", None),
     ("pg1", "conveyor postgres-sink, 1 task", "plain", 1.50),
     ("pg2", "conveyor postgres-sink, 2 tasks", "plain", 0.60),
@@ -334,6 +380,7 @@ def one_round(bootstrap: str, topic: str, pg_url: str, n: int, spark: Any,
         "smt1": lambda: archive_sink(bootstrap, typed_topic, n, {**typed_json, **smts}, spark, cpu["smt1"], "parquet"),
         "copy": lambda: plain_copy_from_memory(pg_url, n),
         "plain": lambda: plain_kafka_to_postgres(bootstrap, topic, pg_url, n, batch=5000),
+        "arrow": lambda: arrow_kafka_to_postgres(bootstrap, topic, pg_url, n, batch=5000),
         "pg1r": lambda: run_connector(bootstrap, topic, n, "postgres-sink", 1, {**pg_sink_config, **records_path},
                                       spark, durable=True, cpu=cpu["pg1r"]),
         "pg1": lambda: run_connector(bootstrap, topic, n, "postgres-sink", 1, pg_sink_config, spark, durable=True,

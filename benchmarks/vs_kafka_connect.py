@@ -12,7 +12,9 @@ jars from Maven Central, its harness defaults: 256 MiB heap, JSON converters wit
   every task gets the connector's ``file``); lines of the two tasks interleave.
 * **archive-sink**, ``format=jsonl`` and ``format=parquet``, 1 task, ``JsonConverter`` without
   schemas, on the same topic, against a FileStreamSink run with ``JsonConverter`` without
-  schemas in the same round (what a Connect user has who turns JSON records into a file).
+  schemas in the same round (what a Connect user has who turns JSON records into a file), and
+  against a plain Python loop writing the archive's ``jsonl`` lines (:data:`JSON_LOOP`): the
+  ratio the archive could reach here if its framework cost nothing.
 * **Source**: a file of ``--records`` lines of about 200 bytes (plus 16 more, see below) into
   a fresh 1-partition topic: Kafka Connect's ``FileStreamSourceConnector`` against Conveyor's
   ``file-source`` (one task each: both are single-task).
@@ -507,6 +509,54 @@ def conveyor_fresh(bootstrap: str, cls: str, tasks: int, config: dict[str, Any],
         return run
 
 
+JSON_LOOP = """
+import sys, uuid
+import orjson
+from confluent_kafka import Consumer
+bootstrap, topic, path, expected = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"loop-{uuid.uuid4().hex[:8]}",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.queue.backoff.ms": 10})
+consumer.subscribe([topic])
+loads, dumps = orjson.loads, orjson.dumps
+seen = 0
+with open(path, "ab") as out:
+    while seen < expected:
+        lines = [dumps({"topic": m.topic(), "partition": m.partition(), "offset": m.offset(),
+                        "timestamp": m.timestamp()[1], "key": loads(m.key()), "value": loads(m.value()),
+                        "headers": []})
+                 for m in consumer.consume(500, 1.0) if m.error() is None]
+        if lines:
+            out.write(b"\\n".join(lines) + b"\\n")
+            out.flush()
+            seen += len(lines)
+consumer.close()
+"""
+"""The least a Python program does to write the archive's ``jsonl`` lines: consume, read each
+key and value as JSON (orjson, the fastest parser here) and write the record's line (topic,
+partition, offset, timestamp, key, value, headers), compact, as the archive does; no
+framework, no files per partition, no offsets committed. What the archive's ratio could be
+on this machine if the framework cost nothing."""
+
+
+def python_json_loop(bootstrap: str, topic: str, count: Callable[[], int], path: Path, expected: int) -> Run:
+    """:data:`JSON_LOOP` as a new process writing ``path``; its CPU from its start."""
+    with Watch(count, expected) as watch:
+        started = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-c", JSON_LOOP, bootstrap, topic, str(path), str(expected)],
+                                stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            cpu = CpuMeter(proc.pid)
+            run = watch.wait(started, lambda: None if proc.poll() in (None, 0) else
+                             f"exited with {proc.returncode}: {proc.stderr.read()[-2000:]!r}",  # type: ignore[union-attr]
+                             "Python JSON loop")
+            run.cpu_s = cpu.stop()
+            return run
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(30)
+
+
 # -------------------------------------------------------------------------------- data
 
 
@@ -596,6 +646,10 @@ class Bench:
 
         return self._sink_file(f"conveyor{tasks}{'f' if fresh else 'r'}", run)
 
+    def json_loop(self) -> Run:
+        return self._sink_file("loop", lambda path, counter: python_json_loop(
+            self.bootstrap, self.topic, counter, path, self.n))[0]
+
     def archive(self, fmt: str) -> Run:
         root = self.workdir / f"archive-{fmt}-{uuid.uuid4().hex[:6]}"
         root.mkdir()
@@ -670,11 +724,13 @@ class Bench:
                 runs.append(("fresh Connect worker", others[2][0]))
             show(f"file sink x{tasks}", runs)
         (cj, _), archives = pair(lambda: self.connect_sink(1, JSON), [lambda: self.archive("jsonl"),
-                                                                        lambda: self.archive("parquet")])
+                                                                        lambda: self.archive("parquet"),
+                                                                        self.json_loop])
         record("c_sinkjson1", cj)
-        for fmt, a in zip(("jsonl", "parquet"), archives, strict=True):
-            record(f"v_archive_{fmt}", a)
-        show("archive-sink x1 (JSON)", [("FileStreamSink", cj), ("jsonl", archives[0]), ("parquet", archives[1])])
+        for label, a in zip(("archive_jsonl", "archive_parquet", "json_loop"), archives, strict=True):
+            record(f"v_{label}", a)
+        show("archive-sink x1 (JSON)", [("FileStreamSink", cj), ("jsonl", archives[0]), ("parquet", archives[1]),
+                                        ("plain Python loop", archives[2])])
         conveyor = [lambda: self.source("reused")] + (
             [lambda: self.source("fresh"), lambda: self.source("connect fresh")] if fresh else [])
         c, others = pair(lambda: self.source("connect"), conveyor)
@@ -713,6 +769,9 @@ FIGURES: tuple[tuple[str, str, str, str, float | None], ...] = (
      1.5),
     ("archive-sink parquet vs FileStreamSink (JSON), steady", "c_sinkjson1_steady", "v_archive_parquet_steady",
      "rate", 1.5),
+    ("archive lines, plain Python loop vs FileStreamSink (JSON)", "c_sinkjson1_steady", "v_json_loop_steady", "rate",
+     None),
+    ("archive lines, plain Python loop, CPU s", "c_sinkjson1_cpu", "v_json_loop_cpu", "time", None),
     ("archive-sink jsonl vs FileStreamSink (JSON), CPU s", "c_sinkjson1_cpu", "v_archive_jsonl_cpu", "time",
      CPU_TARGET),
     ("archive-sink parquet vs FileStreamSink (JSON), CPU s", "c_sinkjson1_cpu", "v_archive_parquet_cpu", "time",

@@ -57,6 +57,7 @@ class Case:
     close: Sequence[TopicPartition] = ()  # closed after put number close_after (default: the last)
     close_after: int = -1
     streamed: bool | None = None  # whether a write commits batches streamed into a COPY (None: either)
+    stream_rows: int = 1  # PostgresSinkTask.stream_rows: 1 sends each batch to the stream as it comes
 
 
 TYPED_TABLE = ("CREATE TABLE orders (id bigint, item text, price double precision, paid boolean, doc jsonb,"
@@ -159,6 +160,15 @@ CASES = {
         {"batch.size": "350"}, [TYPED_TABLE],
         [_typed_values(1000)[i:i + 100] for i in range(0, 1000, 100)], columnar=True, commit_each=False,
         streamed=True),
+    "batches-streamed-a-few-at-a-time": Case(
+        {"batch.size": "350"}, [TYPED_TABLE],
+        [_typed_values(1000)[i:i + 100] for i in range(0, 1000, 100)], columnar=True, commit_each=False,
+        streamed=True, stream_rows=250),
+    "a-close-midway-through-unsent-batches": Case(
+        {"batch.size": "10000"}, ["CREATE TABLE orders (id bigint, p integer)"],
+        [[rec(i + 50 * n, {"id": i + 50 * n, "p": p}, partition=p) for i in range(50)]
+         for n, p in enumerate((0, 1, 0, 1, 0))],
+        columnar=True, commit_each=False, close=(TP1,), close_after=3, stream_rows=120),
     "a-partition-closed-while-its-rows-are-streamed": Case(
         {"batch.size": "10000"}, ["CREATE TABLE orders (id bigint, p integer)"],
         [[rec(i, {"id": i, "p": p}, partition=p) for i in range(50)] for p in (0, 1, 0)],
@@ -218,6 +228,7 @@ def _run(case: Case, url: str, batched: bool, caplog: pytest.LogCaptureFixture) 
         _store(url, config, case.stored)
     reporter = RecordingReporter() if case.reporter else None
     task, _ = start_sink_task(PostgresSinkTask(), config, case.partitions, reporter)
+    task.stream_rows = case.stream_rows
     returned: list[Any] = []
     caplog.clear()
     try:

@@ -178,3 +178,22 @@ def test_buffer_chunks_payload_and_drop_first(monkeypatch: pytest.MonkeyPatch) -
     assert [r["offset"] for r in rows(buffer.count)] == [9, 10, 11, 12, 13, 14]
     buffer.drop_first(buffer.count)
     assert buffer.count == 0 and not buffer._chunks
+
+
+@pytest.mark.parametrize("cells", [
+    [None, None, None],
+    [None, [{"key": "a", "value": b"x"}], None, [], [{"key": "b", "value": None}, {"key": "c", "value": b"y"}]],
+    [[{"key": "a", "value": b"x"}], []],
+    [],
+], ids=["all-null", "some-null", "none-null", "empty"])
+@pytest.mark.parametrize("sliced", [False, True])
+def test_a_batchs_missing_headers_become_empty_lists_as_fill_null_makes_them(cells, sliced):
+    from conveyor.api.batches import HEADERS_TYPE
+    from conveyor.connectors.archive.parquet_batches import _empty_for_null
+
+    column = pa.array([[{"key": "z", "value": b"-"}], *cells], HEADERS_TYPE)
+    column = column.slice(1) if sliced else pa.array(cells, HEADERS_TYPE)
+    filled = _empty_for_null(column)
+    filled.validate(full=True)
+    assert filled.null_count == 0
+    assert filled.to_pylist() == [[] if c is None else c for c in cells]

@@ -48,11 +48,21 @@ _NULL_WITHOUT_SCHEMA = (pa.string(), pa.binary())  # a typed column's nulls have
 def parquet_columns(rows: pa.RecordBatch, layout: ParquetLayout) -> list[pa.Array]:
     """``[timestamp, key, value, headers]`` of ``rows`` (of one layout run) as the file's
     columns of ``layout``."""
-    headers = rows.column(HEADERS)
-    if headers.null_count:
-        headers = pc.fill_null(headers, pa.scalar([], headers.type))
     return [rows.column(TIMESTAMP), _cells(rows.column(KEY), layout.key.type),
-            _cells(rows.column(VALUE), layout.value.type), headers.cast(HEADERS_TYPE)]
+            _cells(rows.column(VALUE), layout.value.type), _empty_for_null(rows.column(HEADERS)).cast(HEADERS_TYPE)]
+
+
+def _empty_for_null(headers: pa.Array) -> pa.Array:
+    """``headers`` with an empty list for each null (no headers). A column of nulls only (the
+    common case) is built from zero offsets: ``fill_null`` on a list column costs about 2 us a
+    row."""
+    if not headers.null_count:
+        return headers
+    if headers.null_count == len(headers):
+        offsets = pa.py_buffer(bytes(4 * (len(headers) + 1)))
+        return pa.Array.from_buffers(headers.type, len(headers), [None, offsets],
+                                     children=[pa.array([], headers.type.value_type)])
+    return pc.fill_null(headers, pa.scalar([], headers.type))
 
 
 def _cells(column: pa.Array, type_: pa.DataType) -> pa.Array:

@@ -182,6 +182,11 @@ class PostgresSinkTask(BuiltIn, SinkTask):
     """Writes the records of its assigned partitions. Every hook runs on the task's
     runner thread (never concurrently); the task owns one connection."""
 
+    stream_rows = 2000
+    """Insert mode's batch path: rows decoded and sent to the open COPY at once. Arrow's JSON
+    reader costs about 0.25 ms a call, so small batches go together (measured: 1.2 us a row
+    at 500 rows a call, 0.8 us at 2,000, 0.7 us at 5,000)."""
+
     def __init__(self) -> None:
         self._config: PostgresSinkConfig | None = None
         self._conn: psycopg.Connection | None = None
@@ -192,11 +197,11 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         # record path moves into _buffer, and the batches after it follow until it is written.
         self._batches: list[pa.RecordBatch] = []
         self._fallbacks: set[str] = set()
-        # insert mode: the transaction whose COPY takes each batch as it comes, and how many
-        # of _batches it holds; None when not streaming (until the next write, once one
-        # batch could not be streamed: the write then takes them all at once).
+        # insert mode: the transaction whose COPY takes the batches as they come (stream_rows
+        # at a time), and how many of _batches it holds; None when not streaming (until the
+        # next write, once a batch could not be streamed: the write then takes them all at once).
         self._stream: columnar.CopyStream | None = None
-        self._streamed = 0
+        self._streamed = 0  # _batches[:_streamed] are in the stream
         self._no_stream = False
         self._assigned: set[TopicPartition] = set()
         # exactly.once: (topic, partition) -> next offset committed in PostgreSQL
@@ -569,20 +574,22 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         self._stored.update(next_offsets)
         self._failure = None
 
-    def _stream_batch(self) -> None:
-        """Send the newest batch to the open COPY (opening it for the first), insert mode.
-        Whatever keeps a batch out of the stream (:class:`~.columnar.NotColumnar`, another
-        table or columns, a database error) rolls the stream back and leaves every buffered
-        batch to the next write, which raises what must be raised."""
+    def _stream_batch(self, min_rows: int | None = None) -> None:
+        """Send the buffered batches not streamed yet to the open COPY (opening it), once they
+        hold ``min_rows`` rows (default :attr:`stream_rows`), insert mode. Whatever keeps them
+        out of the stream (:class:`~.columnar.NotColumnar`, another table or columns, a
+        database error) rolls the stream back and leaves every buffered batch to the next
+        write, which raises what must be raised."""
         cfg = self.config
         if self._no_stream or self._buffer or cfg.insert_mode is not InsertMode.INSERT:
+            return
+        pending = self._batches[self._streamed:]
+        if not pending or sum(batch.num_rows for batch in pending) < (min_rows or self.stream_rows):
             return
         writer = self._writer
         assert writer is not None
         try:
-            if self._streamed != len(self._batches) - 1:  # an earlier batch is in no stream (one was aborted)
-                raise columnar.NotColumnar("a batch before this one was not streamed")
-            kept, _ = self._pending_batches(self._batches[-1:])
+            kept, _ = self._pending_batches(pending)
             copies = columnar.plan(writer, self._connection(), cfg, kept, cached=self._stream is not None) \
                 if kept else []
             if len(copies) > 1 or (self._stream is not None and copies and
@@ -593,16 +600,18 @@ class PostgresSinkTask(BuiltIn, SinkTask):
                 if self._stream is None:
                     self._stream = columnar.CopyStream(self._connection(), copies[0])
                 self._stream.write(copies[0])
-            self._streamed += 1
+            self._streamed = len(self._batches)
         except (columnar.NotColumnar, psycopg.Error) as exc:
             log.debug("postgres-sink stops streaming until the next write: %s", exc)
             self._abort_stream()
             self._no_stream = True
 
     def _commit_stream(self) -> bool:
-        """Commit the open stream when it holds every buffered batch (with the offsets, under
-        ``exactly.once``); ``False`` when there is none, or it fails (rolled back: the caller
-        writes the batches again, and raises what must be raised)."""
+        """Stream the batches not streamed yet, then commit the open stream (with the offsets,
+        under ``exactly.once``); ``False`` when there is none, or it fails (rolled back: the
+        caller writes the batches again, and raises what must be raised)."""
+        if self._stream is not None:
+            self._stream_batch(min_rows=1)
         stream = self._stream
         if stream is None or self._streamed != len(self._batches):
             self._abort_stream()
