@@ -213,3 +213,18 @@ def test_rows_a_task_reports_from_a_batch_reach_the_dead_letter_queue_with_their
     assert {(key, value, tuple(headers)) for key, value, headers, _ in dead["records"]} == {
         (f"k{i}".encode(), b"bad", (("h", b"\x00\xff"), ("n", None))) for i in range(90) if i % 9 == 4}
     assert {h["__connect.errors.stage"] for *_, h in dead["records"]} == {"TASK_PUT"}
+
+
+def test_a_batch_holds_up_to_batch_max_records_where_put_holds_up_to_max_poll_records(
+    kafka_bootstrap, topic_factory, spark, tmp_path
+):
+    topic = topic_factory(partitions=1)
+    journal = tmp_path / "j.jsonl"
+    produce(kafka_bootstrap, topic, [(f"k{i}", f"{i}") for i in range(3000)])
+    config = {"topics": topic, "journal.path": str(journal), "value.converter": STRING, "key.converter": STRING,
+              "conveyor.batch.max.records": "1200"}
+    with running_connector(connector_manifest(_name(), RECORDING_BATCH, kafka_bootstrap, config), spark):
+        wait_until(lambda: len(_put(journal)) >= 3000, message="every record put")
+    sizes = [b["rows"] for b in _events(journal, "put_batch")]
+    assert max(sizes) <= 1200 and max(sizes) > 500, sizes
+    assert sorted(_put(journal)) == list(range(3000))

@@ -167,8 +167,9 @@ class SinkTask(Task, abc.ABC):
         message (the last 100,000 messages, up to 64 MiB of keys and values).
         The default hands the rows to :meth:`put` as records.
 
-        Records read in one poll come as one batch, or with typed columns as one batch per
-        run of records of one key schema and value schema, called in order.
+        Records read in one poll (up to ``conveyor.batch.max.records``, 5000; ``put`` gets up
+        to ``max.poll.records``) come as one batch, or with typed columns as one batch per run
+        of records of one key schema and value schema, called in order.
 
         Raises:
             RetriableError: as from :meth:`put`: the same batch is delivered again (and the

@@ -69,6 +69,14 @@ class SinkSettings(CommonSettings):
     max_poll_records: int = Field(
         500, alias="consumer.override.max.poll.records", ge=1, description="Largest batch handed to put()."
     )
+    batch_max_records: int = Field(
+        5000,
+        alias="conveyor.batch.max.records",
+        ge=1,
+        description="Largest record batch read at once on the batch path (put_batch); what librdkafka has already "
+        "fetched (queued.max.messages.kbytes) bounds it too. Arrow's kernels cost tens of microseconds a call, so "
+        "larger batches cost less per record; max.poll.records applies to put().",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -198,7 +198,8 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
             if self._consumer_paused:
                 self._release_holds()
             self._apply_rewinds()
-            msgs = self.consumer.consume(self.settings.max_poll_records, self._poll_timeout(now))
+            limit = self.settings.batch_max_records if self._batches is not None else self.settings.max_poll_records
+            msgs = self.consumer.consume(limit, self._poll_timeout(now))
             self._raise_callback_error()
             if msgs and not self.records_read:
                 log.debug("task %s: first records %.2f s after the runner began (task start, group join, first "
