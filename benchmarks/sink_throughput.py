@@ -18,9 +18,8 @@
   load of the same rows: one process consuming the topic, decoding the JSON and COPYing
   batches of the same size into an identical table, committing offsets after each. A
   COPY of the rows already decoded in memory is printed too, as PostgreSQL's ceiling, and the
-  fastest loader I could write by hand (Arrow's JSON reader and CSV writer, one COPY per
-  batch, no check per message: :func:`arrow_kafka_to_postgres`), as the upper bound of any
-  sink of these rows on this machine.
+  fastest serial loader I could write by hand (Arrow's JSON reader and CSV writer, one COPY
+  per batch, no check per message: :func:`arrow_kafka_to_postgres`).
 
 CPU seconds per million records of the consuming process (the raw loop's; a task's Python
 worker's, librdkafka's threads included, Spark's JVM and the driver left out) are printed for
@@ -262,8 +261,7 @@ def plain_kafka_to_postgres(bootstrap: str, topic: str, url: str, records: int, 
 
 
 def arrow_kafka_to_postgres(bootstrap: str, topic: str, url: str, records: int, batch: int) -> float:
-    """The fastest loader of these rows I could write by hand, as the upper bound of any sink
-    here: one consumer, the values of ``batch`` rows joined and decoded by Arrow's JSON reader
+    """The fastest serial loader of these rows I could write by hand: one consumer, the values of ``batch`` rows joined and decoded by Arrow's JSON reader
     (no check per message), rendered by Arrow's CSV writer into one ``COPY (FORMAT csv)``,
     committed, then a synchronous offset commit. From the first record to the last commit."""
     table = f"arrowload_{uuid.uuid4().hex[:6]}"
@@ -327,7 +325,7 @@ MEASUREMENTS = (
     ("smt1", "typed + ReplaceField, InsertField, batch path", "smt1r", 1.00),
     ("copy", "PostgreSQL COPY of decoded rows from memory", None, None),
     ("plain", "plain psycopg load from Kafka (1 process)", None, None),
-    ("arrow", "hand-written Arrow load (upper bound)", "plain", None),
+    ("arrow", "hand-written Arrow load (serial)", "plain", None),
     ("pg1r", "conveyor postgres-sink, 1 task, record path", "plain", None),
     ("pg1", "conveyor postgres-sink, 1 task", "plain", 1.50),
     ("pg2", "conveyor postgres-sink, 2 tasks", "plain", 0.60),

@@ -203,6 +203,7 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         self._stream: columnar.CopyStream | None = None
         self._streamed = 0  # _batches[:_streamed] are in the stream
         self._no_stream = False
+        self._commit_due = False  # batch.size rows are in the stream: commit at the next put_batch
         self._assigned: set[TopicPartition] = set()
         # exactly.once: (topic, partition) -> next offset committed in PostgreSQL
         self._stored: dict[tuple[str, int], int] = {}
@@ -303,9 +304,14 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         """:meth:`put` for a record batch: buffered as it is; once ``batch.size`` rows are
         buffered they are written in one transaction from their columns (:mod:`.columnar`:
         Arrow decodes the JSON and renders the CSV of a ``COPY``), or, where the columns
-        alone cannot show that this writes what the record path writes, as records.
-        Task runner thread. Raises as :meth:`put`."""
+        alone cannot show that this writes what the record path writes, as records. In
+        ``insert`` mode the rows are streamed into an open ``COPY`` as they come, and its
+        commit waits for the next call: PostgreSQL reads the last rows while the runtime
+        reads the next batch. Task runner thread. Raises as :meth:`put`."""
         self._raise_failure()
+        if self._commit_due:
+            self._commit_due = False
+            self._write_now(restore_to=len(self._batches))
         if batch.num_rows == 0:
             return
         if self._buffer:  # records of a fallback are still waiting: these join them
@@ -315,11 +321,17 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         self._batches.append(batch)
         self._stream_batch()
         if self._batched_rows >= self.config.batch_size:
-            try:
-                self._write_batches(restore_to=mark)
-            except ConnectError:
-                self._failure = None  # raised right here already
-                raise
+            if self._stream is not None and self._streamed == len(self._batches):
+                self._commit_due = True
+            else:
+                self._write_now(restore_to=mark)
+
+    def _write_now(self, restore_to: int) -> None:
+        try:
+            self._write_batches(restore_to=restore_to)
+        except ConnectError:
+            self._failure = None  # raised right here already
+            raise
 
     def flush(self, offsets: Offsets) -> None:
         """Write everything buffered (one transaction; task runner thread). Raises as
@@ -570,7 +582,7 @@ class PostgresSinkTask(BuiltIn, SinkTask):
 
     def _written(self, next_offsets: dict[tuple[str, int], int]) -> None:
         self._batches = []
-        self._no_stream = False
+        self._no_stream = self._commit_due = False
         self._stored.update(next_offsets)
         self._failure = None
 
@@ -635,6 +647,7 @@ class PostgresSinkTask(BuiltIn, SinkTask):
     def _abort_stream(self) -> None:
         stream, self._stream = self._stream, None
         self._streamed = 0
+        self._commit_due = False
         if stream is not None:
             stream.abort()
 
