@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 from conveyor.testing.node_images import BUSYBOX_IMAGE
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "conveyor"
 OPERATOR_NAMESPACE = "conveyor-system"
 
 
@@ -57,16 +55,11 @@ def conveyor_images(kube_node, images_building):
 def conveyor_release(kube_node, conveyor_images):
     """``helm install conveyor charts/conveyor`` with the images just built; waits until the
     operator pod is Ready. Returns the operator's namespace."""
-    operator, runtime = conveyor_images["operator"], conveyor_images["runtime"]
-    repo, tag = operator.ref.rsplit(":", 1)
-    runtime_repo, runtime_tag = runtime.ref.rsplit(":", 1)
-    kube_node.restricted_namespace(OPERATOR_NAMESPACE)  # the operator pod too is Pod Security "restricted"
-    kube_node.helm("install", "conveyor", str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
-                   "--set", f"image.repository={repo}", "--set", f"image.tag={tag}",
-                   "--set", "image.pullPolicy=Never",
-                   "--set", f"runtimeImage.repository={runtime_repo}", "--set", f"runtimeImage.tag={runtime_tag}",
-                   "--set", "statusIntervalSeconds=2",
-                   # the crash-loop test's driver is the test busybox image (no conveyor entrypoint)
-                   "--set", f"connectors.allowedImages={{{runtime_repo}:*,{BUSYBOX_IMAGE.rsplit(':', 1)[0]}:*}}",
-                   "--wait", "--timeout", "180s", timeout=240)
-    return OPERATOR_NAMESPACE
+    from conveyor.testing.chart import install_chart
+
+    runtime_repo = conveyor_images["runtime"].ref.rsplit(":", 1)[0]
+    return install_chart(kube_node, conveyor_images, namespace=OPERATOR_NAMESPACE, values={
+        "statusIntervalSeconds": "2",
+        # the crash-loop test's driver is the test busybox image (no conveyor entrypoint)
+        "connectors.allowedImages": f"{{{runtime_repo}:*,{BUSYBOX_IMAGE.rsplit(':', 1)[0]}:*}}",
+    })

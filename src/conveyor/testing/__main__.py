@@ -10,6 +10,13 @@
     Exits 1 if a component cannot start or dies while running. Always starts fresh ones: the
     CONVEYOR_* variables of the calling environment are ignored.
 
+``python -m conveyor.testing up --node [--env-file PATH]``
+    The same for what the Kubernetes quickstart stands on (as root): a single-node Kubernetes
+    where pods run (:mod:`conveyor.testing.node`), a Kafka broker and PostgreSQL on its IP, the
+    Dockerfile's images built (cached) and imported, and the chart installed
+    (:func:`conveyor.testing.chart.install_chart`); prints ``KUBECONFIG``, ``CONVEYOR_KUBECTL``,
+    ``CONVEYOR_HELM``, ``CONVEYOR_KAFKA_BOOTSTRAP`` and ``CONVEYOR_POSTGRES_URL`` exports.
+
 ``python -m conveyor.testing resolve [--connect] [--s3] [--schema-registry] [--avro]``
     Resolve the Apache Kafka jars from Maven Central into the cache (what CI does up front) and
     print their directory; with ``--connect`` also the Apache Kafka Connect worker's jars
@@ -49,9 +56,9 @@ def _raise_stop(signum, frame):
 
 
 def _up(args: argparse.Namespace) -> int:
-    none = not (args.kafka or args.postgres or args.kube)
-    want_kafka = args.kafka or none
-    want_pg = args.postgres or none
+    none = not (args.kafka or args.postgres or args.kube or args.node)
+    want_kafka = (args.kafka or none) and not args.node
+    want_pg = (args.postgres or none) and not args.node
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
     if hasattr(signal, "SIGHUP"):
@@ -85,6 +92,8 @@ def _up(args: argparse.Namespace) -> int:
             print(exports[-1], flush=True)
             print(f"kubernetes: {kube.server} (ready in {kube.ready_seconds:.1f}s, logs in {kube.workdir})",
                   file=sys.stderr, flush=True)
+        if args.node:
+            exports += _up_node(args, started)
         if args.env_file:
             _write_env_file(args.env_file, exports)
         print("running; stop with Ctrl-C or SIGTERM", file=sys.stderr, flush=True)
@@ -109,6 +118,52 @@ def _up(args: argparse.Namespace) -> int:
             print(f"{name} stopped", file=sys.stderr, flush=True)
         if args.env_file and started:
             Path(args.env_file).unlink(missing_ok=True)
+
+
+def _up_node(args: argparse.Namespace, started: list) -> list[str]:
+    """The single-node Kubernetes where pods run, a Kafka broker and PostgreSQL on its IP (pods
+    and this host reach them at one address), the Dockerfile's images built (cached) and
+    imported, and the chart installed: what ``examples/kubernetes/quickstart.sh`` stands on.
+    Appends each component to ``started``; returns the export lines (also printed)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conveyor.testing.chart import install_chart
+    from conveyor.testing.images import build_images
+    from conveyor.testing.kafka import KafkaBroker
+    from conveyor.testing.node import KubeNode
+    from conveyor.testing.postgres import PostgresServer
+
+    def step(what: str, began: float) -> None:
+        print(f"{what} in {time.monotonic() - began:.1f}s", file=sys.stderr, flush=True)
+
+    exports = []
+    with ThreadPoolExecutor(1, thread_name_prefix="images") as pool:
+        began = time.monotonic()
+        building = pool.submit(build_images)  # mostly downloads on a fresh machine: beside the node's start
+        node = KubeNode().start()
+        started.append(("kubernetes node", node))
+        step(f"kubernetes node {node.node_name} ready at {node.node_ip}", began)
+        exports += [f"export KUBECONFIG={node.admin_kubeconfig}",
+                    f"export CONVEYOR_KUBECTL={node.binaries.kubectl}", f"export CONVEYOR_HELM={node.binaries.helm}"]
+        began = time.monotonic()
+        kafka = KafkaBroker(host=node.node_ip, sasl_plain=False, heap=args.kafka_heap).start()
+        started.append(("kafka", kafka))
+        exports.append(f"export CONVEYOR_KAFKA_BOOTSTRAP={kafka.bootstrap_servers}")
+        pg = PostgresServer(host=node.node_ip, client_cidrs=[node.network.pod_cidr], database=args.database).start()
+        started.append(("postgres", pg))
+        exports.append(f"export CONVEYOR_POSTGRES_URL={pg.url}")
+        step(f"kafka at {kafka.bootstrap_servers} and postgres at {pg.url} (the node's IP)", began)
+        began = time.monotonic()
+        images = building.result()
+        step("images " + ", ".join(image.ref for image in images.values()), began)
+    began = time.monotonic()
+    for image in images.values():
+        node.import_image(image.archive, image.ref)
+    namespace = install_chart(node, images)
+    step(f"images imported into the node, chart installed (operator Ready in namespace {namespace})", began)
+    for line in exports:
+        print(line, flush=True)
+    return exports
 
 
 def _write_env_file(path: str, exports: list[str]) -> None:
@@ -177,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--postgres", action="store_true", help="start PostgreSQL")
     up.add_argument("--kube", action="store_true",
                     help="start a Kubernetes control plane (etcd + kube-apiserver; binaries from tools/kube/build.sh)")
+    up.add_argument("--node", action="store_true",
+                    help="start a single-node Kubernetes where pods run (as root), Kafka and PostgreSQL on its IP, "
+                         "build and import the images and install the chart; prints KUBECONFIG, CONVEYOR_KUBECTL, "
+                         "CONVEYOR_HELM, CONVEYOR_KAFKA_BOOTSTRAP and CONVEYOR_POSTGRES_URL")
     up.add_argument("--database", default="conveyor", help="database to create (default: conveyor)")
     up.add_argument("--kafka-heap", default="1g", help="broker JVM heap (default: 1g)")
     up.add_argument("--env-file", metavar="PATH",

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The Kubernetes quickstart (as root, on a Debian 12 machine): installs what is missing, brings
+# up a single-node Kubernetes where pods run, with a Kafka broker and PostgreSQL on the node's IP,
+# builds the Dockerfile's images, imports them into the node and `helm install`s the chart
+# (`python -m conveyor.testing up --node`, left running in the background), then runs
+# examples/kubernetes/quickstart.py against it. A second run reuses the running cluster.
+#
+#   bash examples/kubernetes/quickstart.sh          # up (or reuse), then the quickstart's steps
+#   bash examples/kubernetes/quickstart.sh --down   # stop the cluster, the broker and PostgreSQL
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+STATE="${CONVEYOR_CACHE_DIR:-$HOME/.cache/conveyor}/quickstart-kubernetes"
+ENV_FILE="$STATE/env" PID_FILE="$STATE/pid" LOG="$STATE/up.log"
+mkdir -p "$STATE"
+
+running() { [ -f "$PID_FILE" ] && kill -0 "$(cat "$PID_FILE")" 2>/dev/null; }
+
+if [ "${1:-}" = --down ]; then
+    if running; then
+        pid="$(cat "$PID_FILE")"
+        echo "stopping the quickstart's cluster, broker and PostgreSQL (pid $pid) ..."
+        kill -TERM "$pid"
+        for _ in $(seq 1 180); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+        kill -0 "$pid" 2>/dev/null && { echo "still running after 180 s: kill -9 $pid" >&2; exit 1; }
+    fi
+    rm -f "$PID_FILE" "$ENV_FILE"
+    echo "down"
+    exit 0
+fi
+
+# shellcheck source=../../scripts/install-deps.sh
+CONVEYOR_DEPS=quickstart source scripts/install-deps.sh
+section "kubernetes quickstart"
+began=$SECONDS
+if running && [ -f "$ENV_FILE" ]; then
+    echo "reusing the cluster started before (pid $(cat "$PID_FILE"); stop it with --down)"
+else
+    rm -f "$ENV_FILE"
+    echo "bringing up a single-node Kubernetes, Kafka and PostgreSQL, the images and the chart (log: $LOG)"
+    echo "  the first run builds the Kubernetes binaries (~20 min on 2 cores) and the images (a few minutes)"
+    setsid python -m conveyor.testing up --node --env-file "$ENV_FILE" </dev/null >"$LOG" 2>&1 &
+    echo $! >"$PID_FILE"
+    shown=0
+    until [ -f "$ENV_FILE" ]; do
+        running || { echo "the cluster did not come up; the end of $LOG:" >&2; tail -n 40 "$LOG" >&2; exit 1; }
+        lines=$(wc -l <"$LOG")
+        [ "$lines" -gt "$shown" ] && { tail -n +"$((shown + 1))" "$LOG" | sed 's/^/  /'; shown=$lines; }
+        sleep 2
+    done
+    tail -n +"$((shown + 1))" "$LOG" | grep -v '^export ' | sed 's/^/  /' || true
+    echo "up in $((SECONDS - began)) s"
+fi
+# shellcheck disable=SC1090
+source "$ENV_FILE"
+python examples/kubernetes/quickstart.py "$@"
+cat <<EOM
+
+The cluster keeps running. To look around:
+  export KUBECONFIG=$KUBECONFIG
+  alias kubectl=$CONVEYOR_KUBECTL
+  kubectl get connectors,pods -n quickstart
+Stop everything: bash examples/kubernetes/quickstart.sh --down   (whole run: $((SECONDS - began)) s)
+EOM
