@@ -3,7 +3,8 @@
 # up a single-node Kubernetes where pods run, with a Kafka broker and PostgreSQL on the node's IP,
 # builds the Dockerfile's images, imports them into the node and `helm install`s the chart
 # (`python -m conveyor.testing up --node`, left running in the background), then runs
-# examples/kubernetes/quickstart.py against it. A second run reuses the running cluster.
+# examples/kubernetes/quickstart.py against it. The cluster keeps running afterwards, for kubectl;
+# the next run stops it and starts a fresh one (reusing what was built).
 #
 #   bash examples/kubernetes/quickstart.sh          # up (or reuse), then the quickstart's steps
 #   bash examples/kubernetes/quickstart.sh --down   # stop the cluster, the broker and PostgreSQL
@@ -15,15 +16,20 @@ mkdir -p "$STATE"
 
 running() { [ -f "$PID_FILE" ] && kill -0 "$(cat "$PID_FILE")" 2>/dev/null; }
 
-if [ "${1:-}" = --down ]; then
+down() {
     if running; then
+        local pid
         pid="$(cat "$PID_FILE")"
         echo "stopping the quickstart's cluster, broker and PostgreSQL (pid $pid) ..."
         kill -TERM "$pid"
         for _ in $(seq 1 180); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-        kill -0 "$pid" 2>/dev/null && { echo "still running after 180 s: kill -9 $pid" >&2; exit 1; }
+        if kill -0 "$pid" 2>/dev/null; then echo "still running after 180 s: kill -9 $pid" >&2; return 1; fi
     fi
     rm -f "$PID_FILE" "$ENV_FILE"
+}
+
+if [ "${1:-}" = --down ]; then
+    down
     echo "down"
     exit 0
 fi
@@ -32,24 +38,19 @@ fi
 CONVEYOR_DEPS=quickstart source scripts/install-deps.sh
 section "kubernetes quickstart"
 began=$SECONDS
-if running && [ -f "$ENV_FILE" ]; then
-    echo "reusing the cluster started before (pid $(cat "$PID_FILE"); stop it with --down)"
-else
-    rm -f "$ENV_FILE"
-    echo "bringing up a single-node Kubernetes, Kafka and PostgreSQL, the images and the chart (log: $LOG)"
-    echo "  the first run builds the Kubernetes binaries (~20 min on 2 cores) and the images (a few minutes)"
-    setsid python -m conveyor.testing up --node --env-file "$ENV_FILE" </dev/null >"$LOG" 2>&1 &
-    echo $! >"$PID_FILE"
-    shown=0
-    until [ -f "$ENV_FILE" ]; do
-        running || { echo "the cluster did not come up; the end of $LOG:" >&2; tail -n 40 "$LOG" >&2; exit 1; }
-        lines=$(wc -l <"$LOG")
-        [ "$lines" -gt "$shown" ] && { tail -n +"$((shown + 1))" "$LOG" | sed 's/^/  /'; shown=$lines; }
-        sleep 2
-    done
-    tail -n +"$((shown + 1))" "$LOG" | grep -v '^export ' | sed 's/^/  /' || true
-    echo "up in $((SECONDS - began)) s"
-fi
+down  # every run starts from a fresh cluster (what is built stays cached)
+echo "bringing up a single-node Kubernetes, Kafka and PostgreSQL, the images and the chart (log: $LOG)"
+echo "  a fresh machine first builds the Kubernetes binaries (~20 min on 2 cores) and the images (a few minutes)"
+setsid python -m conveyor.testing up --node --env-file "$ENV_FILE" </dev/null >"$LOG" 2>&1 &
+echo $! >"$PID_FILE"
+shown=0
+until [ -f "$ENV_FILE" ]; do
+    running || { echo "the cluster did not come up; the end of $LOG:" >&2; tail -n 40 "$LOG" >&2; exit 1; }
+    lines=$(wc -l <"$LOG")
+    if [ "$lines" -gt "$shown" ]; then tail -n +"$((shown + 1))" "$LOG" | head -n "$((lines - shown))" | sed 's/^/  /'; shown=$lines; fi
+    sleep 2
+done
+echo "up in $((SECONDS - began)) s"
 # shellcheck disable=SC1090
 source "$ENV_FILE"
 python examples/kubernetes/quickstart.py "$@"
