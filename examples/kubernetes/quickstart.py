@@ -45,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 NAMESPACE = "quickstart"
 SINK, SOURCE = "orders-to-postgres", "orders-changes"
 CHANGES_TOPIC = "changes.public.orders"
+PARTITIONS = 4
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted"}
 console = Console(soft_wrap=True)
 T = TypeVar("T")
@@ -110,6 +111,15 @@ def orders(ids: range) -> list[tuple[str, str]]:
             for i in ids]
 
 
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """``topic`` with ``partitions`` partitions, unless it exists."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if topic not in admin.list_topics(timeout=30).topics:
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+
+
 def produce_steadily(bootstrap: str, ids: range, batch: int = 300, interval_s: float = 0.2) -> None:
     """``orders(ids)``, ``batch`` every ``interval_s`` seconds (6,000 in about 4 s)."""
     for start in range(ids.start, ids.stop, batch):
@@ -144,7 +154,9 @@ def run(kubectl: Kubectl, bootstrap: str, pg_url: str, *, first: int = 2000, mor
                          "--dry-run=client", "-o", "json").stdout
         kubectl("apply", "-f", "-", input=secret)
 
-    with step(f"{first:,} orders to the topic orders, then kubectl apply -f examples/kubernetes/{SINK}.yaml"):
+    with step(f"{first:,} orders to the topic orders ({PARTITIONS} partitions: one task per executor has some), "
+              f"then kubectl apply -f examples/kubernetes/{SINK}.yaml"):
+        create_topic(bootstrap, "orders", PARTITIONS)
         produce(bootstrap, "orders", orders(range(first)))
         print(kubectl("apply", "-f", "-", input=manifest(SINK, bootstrap, namespace)).stdout.strip(), flush=True)
         wait_for(lambda: tasks_running(kubectl, SINK, namespace, 2), timeout_s,
