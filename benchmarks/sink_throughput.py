@@ -227,51 +227,43 @@ def plain_kafka_to_postgres(bootstrap: str, topic: str, url: str, records: int, 
     ``batch`` rows in its own transaction, then a synchronous offset commit. From the first
     record to the last commit."""
     loads = _fastest_json_loads()
-    table = f"plainload_{uuid.uuid4().hex[:6]}"
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"plain-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "fetch.queue.backoff.ms": 10,
-    })
-    consumer.subscribe([topic])
-    with psycopg.connect(url) as conn:
-        conn.execute(f'CREATE TABLE "{table}" (id bigint, name text, pad text)')
-        conn.commit()
-        start = None
-        done = 0
-        rows: list[tuple] = []
-        while done < records:
-            for msg in consumer.consume(500, 1.0):
-                if msg.error() is not None:
-                    continue
-                if start is None:
-                    start = time.perf_counter()
-                value = loads(msg.value())
-                rows.append((value["id"], value["name"], value["pad"]))
-            if len(rows) >= batch or (rows and done + len(rows) >= records):
-                with conn.cursor() as cur, cur.copy(f'COPY "{table}" (id, name, pad) FROM STDIN') as copy:
-                    for row in rows:
-                        copy.write_row(row)
-                conn.commit()
-                consumer.commit(asynchronous=False)
-                done += len(rows)
-                rows = []
-        elapsed = time.perf_counter() - start
-    consumer.close()
-    return records / elapsed
+
+    def copy(cur: psycopg.Cursor, table: str, values: list[bytes]) -> None:
+        with cur.copy(f'COPY "{table}" (id, name, pad) FROM STDIN') as stream:
+            for value in map(loads, values):
+                stream.write_row((value["id"], value["name"], value["pad"]))
+
+    return _serial_load(bootstrap, topic, url, records, batch, "plain", copy)
 
 
 def arrow_kafka_to_postgres(bootstrap: str, topic: str, url: str, records: int, batch: int) -> float:
-    """The fastest serial loader of these rows I could write by hand: one consumer, the values of ``batch`` rows joined and decoded by Arrow's JSON reader
-    (no check per message), rendered by Arrow's CSV writer into one ``COPY (FORMAT csv)``,
-    committed, then a synchronous offset commit. From the first record to the last commit."""
-    table = f"arrowload_{uuid.uuid4().hex[:6]}"
+    """The fastest serial loader of these rows I could write by hand: the values of ``batch``
+    rows joined and decoded by Arrow's JSON reader (no check per message), rendered by Arrow's
+    CSV writer into one ``COPY (FORMAT csv)``; otherwise as :func:`plain_kafka_to_postgres`."""
+    read = pa_json.ReadOptions(use_threads=False, block_size=1 << 24)
+    write = pa_csv.WriteOptions(include_header=False, quoting_style="needed")
+
+    def copy(cur: psycopg.Cursor, table: str, values: list[bytes]) -> None:
+        rows = pa_json.read_json(pa.BufferReader(b"\n".join(values)), read_options=read)
+        csv = pa.BufferOutputStream()
+        pa_csv.write_csv(rows.select(["id", "name", "pad"]), csv, write)
+        with cur.copy(f'COPY "{table}" (id, name, pad) FROM STDIN (FORMAT csv)') as stream:
+            stream.write(csv.getvalue())
+
+    return _serial_load(bootstrap, topic, url, records, batch, "arrow", copy)
+
+
+def _serial_load(bootstrap: str, topic: str, url: str, records: int, batch: int, name: str,
+                 copy: Callable[[psycopg.Cursor, str, list[bytes]], None]) -> float:
+    """One consumer; every ``batch`` values, ``copy(cursor, table, values)`` into a new table
+    ``<name>load_*`` in its own transaction, then a synchronous offset commit. Records/s from
+    the first record to the last commit."""
+    table = f"{name}load_{uuid.uuid4().hex[:6]}"
     consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"arrow-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
+        "bootstrap.servers": bootstrap, "group.id": f"{name}-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10,
     })
     consumer.subscribe([topic])
-    read = pa_json.ReadOptions(use_threads=False, block_size=1 << 24)
-    write = pa_csv.WriteOptions(include_header=False, quoting_style="needed")
     with psycopg.connect(url) as conn:
         conn.execute(f'CREATE TABLE "{table}" (id bigint, name text, pad text)')
         conn.commit()
@@ -284,11 +276,8 @@ def arrow_kafka_to_postgres(bootstrap: str, topic: str, url: str, records: int, 
                     start = start or time.perf_counter()
                     values.append(msg.value())
             if len(values) >= batch or (values and done + len(values) >= records):
-                rows = pa_json.read_json(pa.BufferReader(b"\n".join(values)), read_options=read)
-                csv = pa.BufferOutputStream()
-                pa_csv.write_csv(rows.select(["id", "name", "pad"]), csv, write)
-                with conn.cursor() as cur, cur.copy(f'COPY "{table}" (id, name, pad) FROM STDIN (FORMAT csv)') as copy:
-                    copy.write(csv.getvalue())
+                with conn.cursor() as cur:
+                    copy(cur, table, values)
                 conn.commit()
                 consumer.commit(asynchronous=False)
                 done += len(values)
