@@ -60,6 +60,22 @@ def test_a_build_that_fails_names_its_exit_code_and_log(tmp_path):
                            env=dict(os.environ), timeout_s=10, what="the test build", component="test")
 
 
+def test_a_long_step_reports_its_time_and_its_logs_latest_line_until_it_ends(tmp_path, capfd):
+    log = tmp_path / "build.log"
+    log.write_text("go: downloading k8s.io/api v0.36.3\n")
+    with _support.progress_while("building the test binaries", log, every_s=0.1):
+        time.sleep(0.35)
+        log.write_text(log.read_text() + "[kube/build] kubelet v1.36.3: building\n\n")
+        time.sleep(0.3)
+    reports = capfd.readouterr().err.splitlines()
+    time.sleep(0.3)
+    assert capfd.readouterr().err == "", "it went on reporting after the step ended"
+    assert len(reports) >= 4
+    assert all(r.startswith("conveyor.testing: ... building the test binaries: 0m00s, now: ") for r in reports)
+    assert reports[0].endswith("go: downloading k8s.io/api v0.36.3")
+    assert reports[-1].endswith("[kube/build] kubelet v1.36.3: building")
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -90,18 +90,20 @@ def outside_test_timeout() -> Iterator[None]:
 
 
 def run_build(cmd: list[str], log_path: Path, *, env: dict[str, str], timeout_s: float,
-              what: str, component: str, hint: str = "") -> None:
+              what: str, component: str, hint: str = "", progress: str = "") -> None:
     """Run a long build step (``cmd``, output appended to ``log_path``) outside the test's
     timeout (:func:`outside_test_timeout`) and in its own process group, which is killed
     whole (the build tool's children too, e.g. ``go``'s compilers) when it overruns
-    ``timeout_s`` or the caller is interrupted.
+    ``timeout_s`` or the caller is interrupted. With ``progress``, reports under that name
+    every 30 s (:func:`progress_while`).
 
     Raises:
         ComponentUnavailable: it exited non-zero or did not finish in ``timeout_s``; the
             message names ``what`` and carries the log's tail.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with outside_test_timeout(), open(log_path, "ab") as log_file:
+    reporting = progress_while(progress, log_path) if progress else contextlib.nullcontext()
+    with outside_test_timeout(), reporting, open(log_path, "ab") as log_file:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)
         try:
@@ -117,6 +119,31 @@ def run_build(cmd: list[str], log_path: Path, *, env: dict[str, str], timeout_s:
     if returncode != 0:
         raise ComponentUnavailable(component, f"{what} failed (exit {returncode})", log_tail=tail(log_path, 30),
                                    hint=hint or f"log: {log_path}")
+
+
+@contextlib.contextmanager
+def progress_while(what: str, log_path: Path, *, every_s: float = 30.0) -> Iterator[None]:
+    """While the block runs, print ``conveyor.testing: ... <what>: <elapsed>, now: <the last
+    line of log_path>`` to the terminal (``sys.__stderr__``) every ``every_s`` seconds, so a
+    long cold step (a Go build, an image build) shows it is moving and what it is doing."""
+    done = threading.Event()
+    terminal = sys.__stderr__ or sys.stderr
+    began = time.monotonic()
+
+    def report() -> None:
+        while not done.wait(every_s):
+            minutes, seconds = divmod(int(time.monotonic() - began), 60)
+            lines = [line.strip() for line in tail(log_path, 5).splitlines() if line.strip()]
+            now = f", now: {lines[-1][:110]}" if lines else ""
+            print(f"conveyor.testing: ... {what}: {minutes}m{seconds:02d}s{now}", file=terminal, flush=True)
+
+    reporter = threading.Thread(target=report, name=f"progress {what}", daemon=True)
+    reporter.start()
+    try:
+        yield
+    finally:
+        done.set()
+        reporter.join()
 
 
 def tail(path: Path | str, lines: int = 40) -> str:

@@ -325,8 +325,9 @@ def _bootstrap(rootfs_tar: Path, log: Path) -> None:
     work = rootfs_tar.with_suffix(".tmp")
     _remove(work)
     _progress(f"bootstrapping a Debian {DEBIAN_SUITE} base from {DEBIAN_MIRROR} (debootstrap, ~1 min; log: {log})")
-    _run(["debootstrap", "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}", DEBIAN_SUITE,
-          str(work), DEBIAN_MIRROR], log, "debootstrap", timeout=1800)
+    with _support.progress_while("bootstrapping the Debian base", log):
+        _run(["debootstrap", "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}", DEBIAN_SUITE,
+              str(work), DEBIAN_MIRROR], log, "debootstrap", timeout=1800)
     _unmount_under(work)
     for pattern in ("var/cache/apt/archives/*.deb", "var/cache/apt/*.bin", "var/lib/apt/lists/*_*",
                     "var/log/*.log", "var/log/apt/*"):
@@ -460,9 +461,10 @@ def _build(context: Path, target: str, tag: str, base: BaseImage) -> BuiltImage:
         (images_dir() / "ca").mkdir(exist_ok=True)
         shutil.copyfile(ca, images_dir() / "ca" / "ca-certificates.crt")
         cert = ["--volume", f"{images_dir() / 'ca'}:/mnt:ro", "--build-arg", "PIP_CERT=/mnt/ca-certificates.crt"]
-    _run(_buildah("bud", "--isolation", "chroot", "--pull-never", "--layers", "--force-rm",
-                  "--build-arg", f"BASE_IMAGE={base.ref}", *cert, "--target", target, "--tag", ref,
-                  "--file", str(context / "Dockerfile"), str(context)), log, f"buildah bud --target {target}")
+    with _support.progress_while(f"building the {target} image", log):
+        _run(_buildah("bud", "--isolation", "chroot", "--pull-never", "--layers", "--force-rm",
+                      "--build-arg", f"BASE_IMAGE={base.ref}", *cert, "--target", target, "--tag", ref,
+                      "--file", str(context / "Dockerfile"), str(context)), log, f"buildah bud --target {target}")
     built = time.monotonic()
     archive = images_dir() / f"{target}-{tag}.tar"
     partial = archive.with_suffix(".tar.tmp")

@@ -151,7 +151,8 @@ def ensure_kube_binaries(env: Mapping[str, str] | None = None) -> KubeBinaries:
     log_path.write_bytes(b"")
     _support.run_build(["bash", str(script)], log_path, env={**env, "CONVEYOR_CACHE_DIR": str(root)},
                        timeout_s=BUILD_TIMEOUT_S, what=f"tools/kube/build.sh (log {log_path})",
-                       component=COMPONENT, hint=_BUILD_HINT)
+                       component=COMPONENT, hint=_BUILD_HINT,
+                       progress="building the Kubernetes binaries")
     print(f"conveyor.testing: Kubernetes binaries built in {time.monotonic() - started:.0f}s",
           file=terminal, flush=True)
     return kube_binaries(env)
@@ -204,7 +205,8 @@ def ensure_node_binaries() -> NodeBinaries:
         _support.run_build(["bash", str(script), "node"], log_path,
                            env={**os.environ, "CONVEYOR_CACHE_DIR": str(_support.cache_root())},
                            timeout_s=BUILD_TIMEOUT_S * 2, what="`tools/kube/build.sh node`",
-                           component=NODE_COMPONENT, hint=f"full log: {log_path}")
+                           component=NODE_COMPONENT, hint=f"full log: {log_path}",
+                           progress="building the node's Kubernetes binaries")
         if (paths := found()) is None:
             raise ComponentUnavailable(NODE_COMPONENT, f"`tools/kube/build.sh node` left {', '.join(_NODE_TOOLS)} "
                                        f"not all in {bindir}", log_tail=_support.tail(log_path, 30),

@@ -23,7 +23,8 @@ forwards nothing). Services run on the host, e.g. Kafka and PostgreSQL for pods,
 
 Two settings make this run on these machines (``../shared/realnode/README.md``): containerd's
 ``restrict_oom_score_adj = true`` (the VM lacks ``CAP_SYS_RESOURCE``) and the kubelet's
-``failCgroupV1: false``. Only one node runs per machine at a time (a lock under the cache).
+``failCgroupV1: false``. Only one node runs per machine at a time (the lock :data:`NODE_LOCK`:
+its bridges, IPs and iptables chains are the machine's, whatever the cache).
 
 State: everything lives in a fresh work directory removed on :meth:`KubeNode.stop`, except
 containerd's content store (``<cache>/node/containerd``) so imported images survive runs.
@@ -66,6 +67,18 @@ _WORKDIR = Path("/tmp/conveyor-node")
 _CNI_BIN = Path("/usr/lib/cni")
 _INSTALL_HINT = ("apt-get install containerd runc containernetworking-plugins iptables conntrack iproute2 "
                  "busybox-static gcc libc6-dev")
+
+
+NODE_LOCK = Path("/run/conveyor/node.lock")
+"""Held by the running node's process (its pid inside); one node per machine."""
+
+
+def _who_holds_the_node(owner: str) -> tuple[str, str]:
+    """(reason, hint) for a node refused because the process ``owner`` (a pid) runs one."""
+    if owner.isdigit() and "conveyor.testing up --node" in _support._cmdline(int(owner)):
+        return (f"the Kubernetes quickstart's cluster runs on this machine (pid {owner})",
+                "stop it with `bash examples/kubernetes/quickstart.sh --down`, then run again")
+    return (f"another test node runs on this machine (pid {owner or '?'})", "wait for that test session to end")
 
 
 class KubeNode(kube_client.KubeEndpoint):
@@ -271,17 +284,16 @@ class KubeNode(kube_client.KubeEndpoint):
         return _support.cache_root() / "node"
 
     def _take_lock(self) -> None:
-        path = self._state_dir() / "lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(path, "a+")  # noqa: SIM115 - held for the node's lifetime
+        NODE_LOCK.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(NODE_LOCK, "a+")  # noqa: SIM115 - held for the node's lifetime
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
             owner = lock.read().strip()
             lock.close()
-            raise ComponentUnavailable(COMPONENT, f"another test node runs on this machine (pid {owner or '?'})",
-                                       hint="wait for that test session to end") from None
+            reason, hint = _who_holds_the_node(owner)
+            raise ComponentUnavailable(COMPONENT, reason, hint=hint) from None
         lock.seek(0)
         lock.truncate()
         lock.write(str(os.getpid()))
