@@ -60,20 +60,49 @@ def test_a_build_that_fails_names_its_exit_code_and_log(tmp_path):
                            env=dict(os.environ), timeout_s=10, what="the test build", component="test")
 
 
+def _next_report(capfd, seen: list[str]) -> str:
+    """Wait (at most 10 s) for the next line progress_while prints; keeps every line in ``seen``."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        seen += capfd.readouterr().err.splitlines()
+        if seen:
+            return seen.pop(0)
+        time.sleep(0.02)
+    raise AssertionError("no progress report in 10 s")
+
+
 def test_a_long_step_reports_its_time_and_its_logs_latest_line_until_it_ends(tmp_path, capfd):
-    log = tmp_path / "build.log"
+    log, seen = tmp_path / "build.log", []
     log.write_text("go: downloading k8s.io/api v0.36.3\n")
-    with _support.progress_while("building the test binaries", log, every_s=0.1):
-        time.sleep(0.35)
-        log.write_text(log.read_text() + "[kube/build] kubelet v1.36.3: building\n\n")
-        time.sleep(0.3)
-    reports = capfd.readouterr().err.splitlines()
-    time.sleep(0.3)
+    with _support.progress_while("building the test binaries", log, every_s=0.05):
+        assert _next_report(capfd, seen) == \
+            "conveyor.testing: ... building the test binaries: 0m00s, now: go: downloading k8s.io/api v0.36.3"
+        log.write_text(log.read_text() + "k8s.io/apiserver/pkg/server\n\n")
+        while (report := _next_report(capfd, seen)).endswith("k8s.io/api v0.36.3"):
+            pass
+        assert report == "conveyor.testing: ... building the test binaries: 0m00s, now: k8s.io/apiserver/pkg/server"
+    capfd.readouterr()
+    time.sleep(0.2)
     assert capfd.readouterr().err == "", "it went on reporting after the step ended"
-    assert len(reports) >= 4
-    assert all(r.startswith("conveyor.testing: ... building the test binaries: 0m00s, now: ") for r in reports)
-    assert reports[0].endswith("go: downloading k8s.io/api v0.36.3")
-    assert reports[-1].endswith("[kube/build] kubelet v1.36.3: building")
+
+
+def test_a_long_step_reports_the_stage_its_script_is_on_beside_the_compilers_latest_line(tmp_path, capfd):
+    log, seen = tmp_path / "build.log", []
+    with log.open("w") as out, _support.progress_while("building", log, every_s=0.05, stage="[kube/build]"):
+        assert _next_report(capfd, seen) == "conveyor.testing: ... building: 0m00s"
+        out.write("[kube/build] kube-apiserver v1.36.3: building with go1.26.8...\nk8s.io/api/core/v1\nk8s.io/api/app")
+        out.flush()
+        while (report := _next_report(capfd, seen)) == "conveyor.testing: ... building: 0m00s":
+            pass
+        # the line still being written is not shown until it ends
+        assert report == "conveyor.testing: ... building: 0m00s, kube-apiserver v1.36.3: building with go1.26.8..., " \
+                         "now: k8s.io/api/core/v1"
+        out.write("s/v1\n[kube/build] kubelet v1.36.3: building with go1.26.8...\n")
+        out.flush()
+        while (report := _next_report(capfd, seen)).endswith("now: k8s.io/api/core/v1"):
+            pass
+        assert report == "conveyor.testing: ... building: 0m00s, kubelet v1.36.3: building with go1.26.8..., " \
+                         "now: k8s.io/api/apps/v1"
 
 
 def _alive(pid: int) -> bool:

@@ -111,7 +111,8 @@ export CGO_ENABLED=0
 # The compiler collects garbage less often (it uses more memory, a few GiB at most for these
 # packages): cold builds take less CPU.
 export GOGC=${GOGC:-400}
-# Never let a go.mod "toolchain" line download a different Go silently.
+# -v on every build: the log names each package as it compiles (the harness shows the last one
+# as progress). Never let a go.mod "toolchain" line download a different Go silently.
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 
 # Same version variables hack/lib/version.sh sets, so /version and `kubectl
@@ -129,7 +130,7 @@ kube_ldflags() {
 
 # build_kube NAME PKG: a main package of the apiserver wrapper module.
 build_kube() {
-    (cd "$HERE/apiserver" && "$GO" build -mod=readonly -trimpath -ldflags "$(kube_ldflags)" \
+    (cd "$HERE/apiserver" && "$GO" build -v -mod=readonly -trimpath -ldflags "$(kube_ldflags)" \
         -o "$BIN/$1.tmp" "$2")
     mv "$BIN/$1.tmp" "$BIN/$1"
 }
@@ -146,7 +147,7 @@ build_scheduler() { build_kube kube-scheduler ./cmd/kube-scheduler; }
 build_proxy() { build_kube kube-proxy ./cmd/kube-proxy; }
 
 build_etcd() {
-    (cd "$HERE/etcd" && "$GO" build -mod=readonly -trimpath -ldflags "-s -w" \
+    (cd "$HERE/etcd" && "$GO" build -v -mod=readonly -trimpath -ldflags "-s -w" \
         -o "$BIN/etcd.tmp" .)
     mv "$BIN/etcd.tmp" "$BIN/etcd"
 }
@@ -154,7 +155,7 @@ build_etcd() {
 build_coredns() {
     # CoreDNS's go.mod has no replace directives: plain `go install` works. All its
     # in-tree plugins are compiled in; the Corefile chooses (kubernetes, no forward).
-    GOBIN="$BIN/.coredns-tmp" "$GO" install -trimpath -ldflags "-s -w" \
+    GOBIN="$BIN/.coredns-tmp" "$GO" install -v -trimpath -ldflags "-s -w" \
         "github.com/coredns/coredns@$COREDNS_VERSION"
     mv "$BIN/.coredns-tmp/coredns" "$BIN/coredns"
     rmdir "$BIN/.coredns-tmp"
@@ -164,7 +165,7 @@ build_helm() {
     # helm's go.mod has no replace directives, so plain `go install` works.
     # -X sets the version `helm version` prints (otherwise it is taken from
     # the module's build info, which is fine too; this keeps it explicit).
-    GOBIN="$BIN/.helm-tmp" "$GO" install -trimpath \
+    GOBIN="$BIN/.helm-tmp" "$GO" install -v -trimpath \
         -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
         "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
     mv "$BIN/.helm-tmp/helm" "$BIN/helm"

@@ -90,19 +90,19 @@ def outside_test_timeout() -> Iterator[None]:
 
 
 def run_build(cmd: list[str], log_path: Path, *, env: dict[str, str], timeout_s: float,
-              what: str, component: str, hint: str = "", progress: str = "") -> None:
+              what: str, component: str, hint: str = "", progress: str = "", stage: str = "") -> None:
     """Run a long build step (``cmd``, output appended to ``log_path``) outside the test's
     timeout (:func:`outside_test_timeout`) and in its own process group, which is killed
     whole (the build tool's children too, e.g. ``go``'s compilers) when it overruns
     ``timeout_s`` or the caller is interrupted. With ``progress``, reports under that name
-    every 30 s (:func:`progress_while`).
+    every 30 s (:func:`progress_while`, with ``stage``).
 
     Raises:
         ComponentUnavailable: it exited non-zero or did not finish in ``timeout_s``; the
             message names ``what`` and carries the log's tail.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    reporting = progress_while(progress, log_path) if progress else contextlib.nullcontext()
+    reporting = progress_while(progress, log_path, stage=stage) if progress else contextlib.nullcontext()
     with outside_test_timeout(), reporting, open(log_path, "ab") as log_file:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)
@@ -122,20 +122,33 @@ def run_build(cmd: list[str], log_path: Path, *, env: dict[str, str], timeout_s:
 
 
 @contextlib.contextmanager
-def progress_while(what: str, log_path: Path, *, every_s: float = 30.0) -> Iterator[None]:
-    """While the block runs, print ``conveyor.testing: ... <what>: <elapsed>, now: <the last
-    line of log_path>`` to the terminal (``sys.__stderr__``) every ``every_s`` seconds, so a
-    long cold step (a Go build, an image build) shows it is moving and what it is doing."""
+def progress_while(what: str, log_path: Path, *, every_s: float = 30.0, stage: str = "") -> Iterator[None]:
+    """While the block runs, print ``conveyor.testing: ... <what>: <elapsed>[, <stage>], now: <the
+    last line of log_path>`` to the terminal (``sys.__stderr__``) every ``every_s`` seconds, so a
+    long cold step (a Go build, an image build) shows it is moving and what it is doing. With
+    ``stage`` (a line prefix), the log's last line starting with it is shown too, without the
+    prefix (e.g. which binary a build script is on, while the compiler names packages)."""
     done = threading.Event()
     terminal = sys.__stderr__ or sys.stderr
     began = time.monotonic()
 
     def report() -> None:
+        offset, current, last = 0, "", ""
         while not done.wait(every_s):
+            with contextlib.suppress(OSError), open(log_path, "rb") as log_file:
+                log_file.seek(offset)
+                chunk = log_file.read()
+                cut = chunk.rfind(b"\n") + 1  # whole lines only; the rest is read next time
+                offset += cut
+                for line in chunk[:cut].decode("utf-8", "replace").splitlines():
+                    line = line.strip()
+                    if stage and line.startswith(stage):
+                        current = line[len(stage):].strip()
+                    elif line:
+                        last = line
             minutes, seconds = divmod(int(time.monotonic() - began), 60)
-            lines = [line.strip() for line in tail(log_path, 5).splitlines() if line.strip()]
-            now = f", now: {lines[-1][:110]}" if lines else ""
-            print(f"conveyor.testing: ... {what}: {minutes}m{seconds:02d}s{now}", file=terminal, flush=True)
+            shown = "".join(f", {part[:110]}" for part in (current, last and f"now: {last}") if part)
+            print(f"conveyor.testing: ... {what}: {minutes}m{seconds:02d}s{shown}", file=terminal, flush=True)
 
     reporter = threading.Thread(target=report, name=f"progress {what}", daemon=True)
     reporter.start()

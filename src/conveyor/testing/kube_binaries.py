@@ -23,6 +23,8 @@ ENV_BIN = "CONVEYOR_KUBE_BIN"
 ENV_KUBECONFIG = "CONVEYOR_KUBECONFIG"
 
 COMPONENT = "kubernetes"
+BUILD_STAGE = "[kube/build]"
+"""Prefix of build.sh's own lines (which binary it is on); the rest of its log is ``go -v``'s."""
 #: Repository root when running from a checkout (src/conveyor/testing/kube_binaries.py -> ../../..).
 _REPO = Path(__file__).resolve().parents[3]
 BUILD_TIMEOUT_S = 1800  # cold: about 8 min on two cores; a stalled module download fails the run, not pytest
@@ -152,7 +154,7 @@ def ensure_kube_binaries(env: Mapping[str, str] | None = None) -> KubeBinaries:
     _support.run_build(["bash", str(script)], log_path, env={**env, "CONVEYOR_CACHE_DIR": str(root)},
                        timeout_s=BUILD_TIMEOUT_S, what=f"tools/kube/build.sh (log {log_path})",
                        component=COMPONENT, hint=_BUILD_HINT,
-                       progress="building the Kubernetes binaries")
+                       progress="building the Kubernetes binaries", stage=BUILD_STAGE)
     print(f"conveyor.testing: Kubernetes binaries built in {time.monotonic() - started:.0f}s",
           file=terminal, flush=True)
     return kube_binaries(env)
@@ -206,7 +208,7 @@ def ensure_node_binaries() -> NodeBinaries:
                            env={**os.environ, "CONVEYOR_CACHE_DIR": str(_support.cache_root())},
                            timeout_s=BUILD_TIMEOUT_S * 2, what="`tools/kube/build.sh node`",
                            component=NODE_COMPONENT, hint=f"full log: {log_path}",
-                           progress="building the node's Kubernetes binaries")
+                           progress="building the node's Kubernetes binaries", stage=BUILD_STAGE)
         if (paths := found()) is None:
             raise ComponentUnavailable(NODE_COMPONENT, f"`tools/kube/build.sh node` left {', '.join(_NODE_TOOLS)} "
                                        f"not all in {bindir}", log_tail=_support.tail(log_path, 30),
