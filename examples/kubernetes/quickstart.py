@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -211,6 +212,7 @@ def main() -> int:
     parser.add_argument("--more", type=int, default=6000, help="orders produced while a pod is evicted")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each step")
     args = parser.parse_args()
+    logging.getLogger("conveyor.testing.producer").setLevel(logging.ERROR)  # retried warnings of a new broker
     kubectl = Kubectl(os.environ["CONVEYOR_KUBECTL"])
     shown = run(kubectl, os.environ["CONVEYOR_KAFKA_BOOTSTRAP"], os.environ["CONVEYOR_POSTGRES_URL"],
                 first=args.orders, more=args.more, timeout_s=args.timeout)

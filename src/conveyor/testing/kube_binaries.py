@@ -147,8 +147,8 @@ def ensure_kube_binaries(env: Mapping[str, str] | None = None) -> KubeBinaries:
     log_path = root / "kube" / "build.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     terminal = sys.__stderr__ or sys.stderr
-    print(f"\nconveyor.testing: building the Kubernetes binaries the tests need with {script} "
-          f"(first use only, ~8 min; log: {log_path}) ...", file=terminal, flush=True)
+    print(f"\nconveyor.testing: building the Kubernetes binaries (kube-apiserver, kubectl, etcd, helm) with "
+          f"{script} (first use only, ~8 min; log: {log_path}) ...", file=terminal, flush=True)
     started = time.monotonic()
     log_path.write_bytes(b"")
     _support.run_build(["bash", str(script)], log_path, env={**env, "CONVEYOR_CACHE_DIR": str(root)},
@@ -178,7 +178,7 @@ class NodeBinaries:
 
 def ensure_node_binaries() -> NodeBinaries:
     """Find the node's binaries, building them with ``tools/kube/build.sh node`` when missing
-    (first use: ~15 min cold on 2 cores, then cached; progress on the terminal, output in
+    (first use: ~4 min on 2 cores after the control plane's ~8, then cached; progress on the terminal, output in
     ``<cache>/kube/build-node.log``).
 
     Raises:
@@ -200,7 +200,7 @@ def ensure_node_binaries() -> NodeBinaries:
         log_path = _support.cache_root() / "kube" / "build-node.log"
         terminal = sys.__stderr__ or sys.stderr
         print(f"\nconveyor.testing: building the node's Kubernetes binaries with `{script} node` "
-              f"(first use only, ~15 min; log: {log_path}) ...", file=terminal, flush=True)
+              f"(first use only, ~4 min; log: {log_path}) ...", file=terminal, flush=True)
         started = time.monotonic()
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_bytes(b"")

@@ -100,13 +100,16 @@ def produce(
     headers: list[tuple[str, bytes]] | None = None,
 ) -> None:
     """Write ``(key, value)`` pairs to ``topic`` (optionally one partition) and wait for acks.
+    librdkafka's log lines (e.g. a retried "Coordinator load in progress" right after a broker
+    starts) go to the ``conveyor.testing.producer`` logger, not straight to stderr.
 
     Raises:
         RuntimeError: when a record is not acknowledged within 60 s.
     """
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "enable.idempotence": True})
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "enable.idempotence": True},
+                        logger=logging.getLogger("conveyor.testing.producer"))
     errors: list[str] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
