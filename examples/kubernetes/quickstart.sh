@@ -40,7 +40,7 @@ section "kubernetes quickstart"
 began=$SECONDS
 down  # every run starts from a fresh cluster (what is built stays cached)
 echo "bringing up a single-node Kubernetes, Kafka and PostgreSQL, the images and the chart (log: $LOG)"
-echo "  a fresh machine first builds the Kubernetes binaries (~12 min on 2 cores) and, beside them, the images (~5 min)"
+echo "  a fresh machine first builds the Kubernetes binaries (~10 min on 2 cores) and, beside them, the images (~4 min)"
 setsid python -m conveyor.testing up --node --env-file "$ENV_FILE" </dev/null >"$LOG" 2>&1 &
 echo $! >"$PID_FILE"
 shown=0
