@@ -1,6 +1,6 @@
 """What the operator's handlers share: the operator's settings, its one API client, the
-connectors' control secrets and the pods it has drained (:data:`RUNTIME`, set up by the startup
-handler), a client of a connector's driver with its admin token, a Connector parsed into the
+connectors' control secrets, the pods it has drained and when each driver's status is next due
+(:data:`RUNTIME`, set up by the startup handler), a client of a connector's driver with its admin token, a Connector parsed into the
 runtime's manifest, its status written back, and the retry delays."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from conveyor.manifest import ConnectorManifest
 from conveyor_operator import GROUP, PLURAL, VERSION
 from conveyor_operator.kube import Kube
 from conveyor_operator.observe.conditions import Conditions
+from conveyor_operator.observe.status_schedule import StatusSchedule
 from conveyor_operator.reconcile.control_secret import ControlSecrets
 from conveyor_operator.reconcile.shared_objects import SharedObjects
 from conveyor_operator.settings import OperatorSettings
@@ -37,6 +38,7 @@ class _Runtime:
     kube: Kube | None = None
     shared_objects: SharedObjects = SharedObjects()
     drained_pods: set[str] = set()
+    status_schedule: StatusSchedule = StatusSchedule(settings.status_interval_seconds)
     control_secrets: ControlSecrets | None = None
     lock = threading.Lock()
 

@@ -13,6 +13,12 @@
 ``conveyor_operator_reconcile_failures_total``     reconciliations that raised (``retry`` and
                                                    ``error``)
 ``conveyor_operator_reconcile_duration_seconds``   histogram of their duration
+``conveyor_operator_status_reads_total{outcome}``  reads of a driver's status, by outcome:
+                                                   ``answered``, ``unreachable`` (no answer,
+                                                   or an error status)
+``conveyor_operator_status_writes_total{result}``  what each read led to: ``written`` (the
+                                                   Connector's status changed), ``unchanged``
+                                                   (no request sent)
 =================================================  ==========================================
 
 plus prometheus_client's process and Python collectors. The families live in :data:`REGISTRY`,
@@ -50,8 +56,18 @@ FAILURES = Counter("conveyor_operator_reconcile_failures",
                    "Reconciliations of a Connector that raised (kopf retries them).", registry=REGISTRY)
 DURATION = Histogram("conveyor_operator_reconcile_duration_seconds", "Duration of a reconciliation of a Connector.",
                      buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60), registry=REGISTRY)
-for _result in RESULTS:  # every result from the start: rate() needs the series before its first increment
+STATUS_READS = Counter("conveyor_operator_status_reads", "Reads of a driver's status, by outcome.", ["outcome"],
+                       registry=REGISTRY)
+STATUS_WRITES = Counter("conveyor_operator_status_writes",
+                        "Status reads that changed the Connector's status (written) or not (unchanged).", ["result"],
+                        registry=REGISTRY)
+# every label from the start: rate() needs the series before its first increment
+for _result in RESULTS:
     RECONCILES.labels(_result)
+for _outcome_name in ("answered", "unreachable"):
+    STATUS_READS.labels(_outcome_name)
+for _result in ("written", "unchanged"):
+    STATUS_WRITES.labels(_result)
 
 _outcome = threading.local()
 

@@ -25,7 +25,13 @@ class OperatorSettings(BaseModel):
         description="URL of a connector's driver control API; {name}, {namespace} and {port} are filled in.",
     )
     control_port: int = Field(8083, description="Port of the driver's control API (container and Service).")
-    status_interval_seconds: float = Field(10.0, gt=0, description="How often status is read from the driver.")
+    status_interval_seconds: float = Field(
+        10.0, gt=0, description="How often status is read from a driver that answers (and the status timer's tick)."
+    )
+    status_max_backoff_seconds: float = Field(
+        60.0, gt=0, description="Longest wait between status reads of a driver that does not answer (the waits "
+        "double from status_interval_seconds); a change of one of the connector's pods ends the wait.",
+    )
     request_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of a control API call that does not block.")
     kube_request_timeout_seconds: float = Field(
         30.0, gt=0, description="Read timeout of each Kubernetes API call the operator's handlers make (the "

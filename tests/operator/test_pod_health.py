@@ -1,6 +1,6 @@
 """Pods that cannot run are named in the Connector's conditions (pure: pods as the API returns them)."""
 
-from conveyor_operator.observe.pod_health import POD_PROBLEM_REASONS, pod_problem
+from conveyor_operator.observe.pod_health import POD_PROBLEM_REASONS, pod_problem, pod_summary
 
 
 def pod(name, conditions=(), containers=(), deleting=False):
@@ -50,3 +50,20 @@ def test_terminating_pods_are_ignored_and_the_first_by_name_wins():
     c = pod("a-ccc", containers=[waiting("CrashLoopBackOff")])
     assert pod_problem([c, gone, b]).pod == "a-bbb"
     assert {"Unschedulable", "CrashLoopBackOff", "ImagePullBackOff"} <= POD_PROBLEM_REASONS
+
+
+def test_the_pod_index_keeps_what_pod_problem_reads_and_finds_the_same_problems():
+    crash = waiting("CrashLoopBackOff", restartCount=4, lastState={"terminated": {"exitCode": 1, "reason": "Error"}})
+    pods = [pod("a-exec-3", conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                         "message": "0/1 nodes are available"}]),
+            pod("a-driver-1", containers=[crash]),
+            pod("a-bbb", containers=[waiting("ErrImagePull")], deleting=True)]
+    for full in pods:
+        full["metadata"].update({"uid": "u", "labels": {"conveyor.dev/connector": "a"}, "managedFields": [{}] * 9})
+        full["spec"] = {"containers": [{"name": "driver", "image": "conveyor:9.9", "env": [{"name": "X"}] * 50}]}
+        full["status"]["initContainerStatuses"] = [waiting("PodInitializing")]
+    kept = [pod_summary(p) for p in pods]
+    assert pod_problem(kept) == pod_problem(pods) and pod_problem(kept).pod == "a-driver-1"
+    assert pod_problem(kept[::2]) == pod_problem(pods[::2]) and pod_problem(kept[::2]).reason == "Unschedulable"
+    assert all(set(k) == {"metadata", "status"} and set(k["metadata"]) <= {"name", "deletionTimestamp"} for k in kept)
+    assert pod_summary({}) == {"metadata": {}, "status": {}}

@@ -15,6 +15,7 @@ from conveyor_operator import names
 from conveyor_operator.context import RUNTIME
 from conveyor_operator.kube import Kube
 from conveyor_operator.logs import redact_handlers
+from conveyor_operator.observe.status_schedule import StatusSchedule
 from conveyor_operator.reconcile.control_key import OperatorKey
 from conveyor_operator.reconcile.control_secret import ControlSecrets
 from conveyor_operator.reconcile.shared_objects import SharedObjects
@@ -46,6 +47,7 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     RUNTIME.kube = Kube(_api_client(ours.max_workers), ours.field_manager,
                         request_timeout_s=(5.0, ours.kube_request_timeout_seconds))
     RUNTIME.drained_pods = set()
+    RUNTIME.status_schedule = StatusSchedule(ours.status_interval_seconds, ours.status_max_backoff_seconds)
     RUNTIME.shared_objects = SharedObjects()
     RUNTIME.control_secrets = ControlSecrets(OperatorKey.load(ours.key_file))
     settings.persistence.finalizer = names.FINALIZER

@@ -1,9 +1,17 @@
 """The status timer: the driver's ``GET /status`` copied into the Connector's ``.status``, with
-its conditions (Ready, Degraded), pod problems and automatic restarts."""
+its conditions (Ready, Degraded), pod problems and automatic restarts.
+
+What it costs at rest (issue 33): a driver is read when due (:mod:`conveyor_operator.observe.status_schedule`:
+every tick while it answers, backing off to a minute while it does not, at once after a pod
+event); the pods' problems come from the operator's in-memory pod index (:func:`connector_pods`,
+fed by its watch of the connectors' pods), not a list per read; the status is written only when
+it changed. A Connector whose driver never answers and whose pods do not change costs no API
+request at all."""
 
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -12,7 +20,7 @@ from pydantic import ValidationError
 
 from conveyor.control.client import DriverRefused, DriverUnreachable
 from conveyor.manifest import AutoRestartSpec
-from conveyor_operator import names
+from conveyor_operator import metrics, names
 from conveyor_operator.context import (
     RESOURCE,
     RUNTIME,
@@ -24,30 +32,53 @@ from conveyor_operator.context import (
 from conveyor_operator.observe import auto_restart
 from conveyor_operator.observe.conditions import Conditions
 from conveyor_operator.observe.driver_status import short_trace, task_lag
-from conveyor_operator.observe.pod_health import POD_PROBLEM_REASONS, pod_problem
+from conveyor_operator.observe.pod_health import POD_PROBLEM_REASONS, pod_problem, pod_summary
 from conveyor_operator.reconcile.push import STATE_OF
 from conveyor_operator.status import ConditionType as C
 
 log = logging.getLogger("conveyor_operator")
 
 
+@kopf.index("v1", "pods", labels={names.LABEL_CONNECTOR: kopf.PRESENT})
+def connector_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[tuple[str, str], Any]:
+    """The operator's in-memory index of the connectors' pods, by (namespace, Connector): what
+    :func:`~conveyor_operator.observe.pod_health.pod_problem` reads of each."""
+    return {(namespace, labels[names.LABEL_CONNECTOR]): pod_summary(body)}
+
+
+@kopf.on.event("v1", "pods", labels={names.LABEL_CONNECTOR: kopf.PRESENT})
+async def hurry_status(namespace: str, labels: kopf.Labels, **_: Any) -> None:
+    """A pod of the connector changed (its driver Ready, an executor gone): read its status at the
+    next tick instead of after a back-off. On the event loop: it takes no handler thread."""
+    RUNTIME.status_schedule.hurry((namespace, labels[names.LABEL_CONNECTOR]))
+
+
 @kopf.timer(*RESOURCE, interval=RUNTIME.settings.status_interval_seconds, sharp=False)
 def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, namespace: str,
-                   **_: Any) -> None:
-    """Copy the driver's ``/status`` into ``.status`` and derive Ready and Degraded."""
-    if meta.get("deletionTimestamp") or status.get("observedGeneration") is None:
+                   connector_pods: kopf.Index, **_: Any) -> None:
+    """Copy the driver's ``/status`` into ``.status`` and derive Ready and Degraded, when due."""
+    key = (namespace, name)
+    if meta.get("deletionTimestamp"):
+        RUNTIME.status_schedule.forget(key)
+        return
+    if status.get("observedGeneration") is None or not RUNTIME.status_schedule.due(key, time.monotonic()):
         return
     conditions = Conditions(status.get("conditions"), meta.get("generation"))
     if conditions.get(C.DEGRADED) and conditions.get(C.DEGRADED)["reason"] in SPEC_PROBLEMS:
         return
+    pods = list(connector_pods.get(key, ()))
     try:
         report = driver_client(name, namespace).status()
     except (DriverUnreachable, DriverRefused) as exc:
-        if not _report_pod_problem(body, conditions, namespace, name):
+        metrics.STATUS_READS.labels("unreachable").inc()
+        RUNTIME.status_schedule.unreachable(key, time.monotonic())
+        if not _report_pod_problem(body, conditions, pods):
             refused = isinstance(exc, DriverRefused) and exc.status in (401, 403)  # not our <name>-control tokens
             conditions.set(C.READY, False, "DriverUnauthorized" if refused else "DriverUnreachable", str(exc))
-        write_status(shared_kube(), namespace, name, conditions)
+        _write_if_changed(status, namespace, name, conditions)
         return
+    metrics.STATUS_READS.labels("answered").inc()
+    RUNTIME.status_schedule.answered(key, time.monotonic())
     connector = report.get("connector") or {}
     tasks = [{k: v for k, v in {
         "id": t.get("id"), "state": t.get("state"), "pod": t.get("pod") or t.get("worker_id") or None,
@@ -65,7 +96,7 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
     elif connector.get("state") == wanted and all(t["state"] == wanted for t in tasks):
         conditions.set(C.DEGRADED, False, "AsExpected")
         conditions.set(C.READY, True, wanted.capitalize(), f"connector and {len(tasks)} task(s) {wanted}")
-    elif not _report_pod_problem(body, conditions, namespace, name):
+    elif not _report_pod_problem(body, conditions, pods):
         conditions.set(C.READY, False, "Converging", f"connector {connector.get('state')}, want {wanted}")
     entry = {"state": connector.get("state", "UNASSIGNED")}
     if connector.get("worker_id"):
@@ -73,7 +104,20 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
     if connector.get("trace"):
         entry["trace"] = short_trace(connector["trace"])
     restarts.pop("note", None)
-    write_status(shared_kube(), namespace, name, conditions, connector=entry, tasks=tasks, **restarts)
+    _write_if_changed(status, namespace, name, conditions, connector=entry, tasks=tasks, **restarts)
+
+
+def _write_if_changed(status: kopf.Status, namespace: str, name: str, conditions: Conditions,
+                      **fields: Any) -> bool:
+    """Write the conditions and ``fields`` unless ``.status`` already says exactly that (a
+    driver that stays unreachable, a connector whose tasks and lag stay the same): no request
+    then. Returns whether it wrote."""
+    if status.get("conditions") == conditions.items and all(status.get(k) == v for k, v in fields.items()):
+        metrics.STATUS_WRITES.labels("unchanged").inc()
+        return False
+    write_status(shared_kube(), namespace, name, conditions, **fields)
+    metrics.STATUS_WRITES.labels("written").inc()
+    return True
 
 
 def _auto_restart(body: kopf.Body, status: kopf.Status, failing: bool, name: str, namespace: str) -> dict[str, Any]:
@@ -102,12 +146,11 @@ def _auto_restart(body: kopf.Body, status: kopf.Status, failing: bool, name: str
     return {} if decision.status == current else {"autoRestart": decision.status}
 
 
-def _report_pod_problem(body: kopf.Body, conditions: Conditions, namespace: str, name: str) -> bool:
+def _report_pod_problem(body: kopf.Body, conditions: Conditions, pods: list[dict[str, Any]]) -> bool:
     """When a pod of the connector cannot run (unschedulable, image not pulled, crash loop):
     Degraded and not Ready with the pod's reason, and a Warning Event when that is new.
     Otherwise clears a Degraded that such a problem had set. Returns True for a problem."""
-    kube = shared_kube()
-    problem = pod_problem(kube.list_pods(namespace, f"{names.LABEL_CONNECTOR}={name}"))
+    problem = pod_problem(pods)
     degraded = conditions.get(C.DEGRADED) or {}
     if problem is None:
         if degraded.get("status") == "True" and degraded.get("reason") in POD_PROBLEM_REASONS:
@@ -115,7 +158,7 @@ def _report_pod_problem(body: kopf.Body, conditions: Conditions, namespace: str,
         return False
     if degraded.get("status") != "True" or degraded.get("reason") != problem.reason \
             or degraded.get("message") != problem.message:
-        kube.event(body, "Warning", problem.reason, problem.message)
+        shared_kube().event(body, "Warning", problem.reason, problem.message)
     conditions.set(C.DEGRADED, True, problem.reason, problem.message)
     conditions.set(C.READY, False, problem.reason, problem.message)
     return True

@@ -62,3 +62,16 @@ def pod_problem(pods: Iterable[dict[str, Any]]) -> PodProblem | None:
         if problem is not None:
             return problem
     return None
+
+
+def pod_summary(pod: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`pod_problem` reads of a pod (name, deletion, conditions, container statuses):
+    the operator keeps this much of each connector pod in memory (its pod index), not the
+    whole object."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    return {
+        "metadata": {k: meta[k] for k in ("name", "deletionTimestamp") if meta.get(k)},
+        "status": {k: status[k] for k in ("conditions", "initContainerStatuses", "containerStatuses")
+                   if status.get(k)},
+    }
