@@ -35,6 +35,11 @@ consistent list of ClusterRoleBindings and RoleBindings from its watch cache, ~0
 
 After each run, the same count of connectors' rendered objects is applied with ``kubectl apply
 --server-side`` into a fresh namespace (benchmarks/apply_baseline.py), measured the same way.
+Both are also measured from their batch's start (the first create sent; the first kubectl
+started): the client threads send the Connectors' creates in a few seconds, so each one's own
+latency includes the time it waits in the operator, while a kubectl waits for a free client
+thread before it starts, so its own latency leaves that wait out, and stops growing with the
+count once the count passes the client threads. From the batch's start, both include it.
 
 Targets (issue 33, at 1,000 Connectors): create p99 <= 0.5x the p99 of ``kubectl apply
 --server-side`` of the same count in the same run (the absolute p99 < 1 s of issue 12, which two
@@ -50,6 +55,7 @@ run has a fresh operator process and namespace; every process started here is st
 from __future__ import annotations
 
 import argparse
+import base64
 import importlib.metadata
 import json
 import os
@@ -222,6 +228,8 @@ class Watcher(threading.Thread):
         self.api, self.path, self.on_event = api, path, on_event
         self.established = threading.Event()
         self.error: BaseException | None = None
+        self.restarts = 0
+        """Times the API server ended the watch and it was started again from the last event."""
         self._response: Any = None
         self._stopping = False
 
@@ -231,17 +239,22 @@ class Watcher(threading.Thread):
         try:
             listed = self.api.call("GET", self.path, query=[("limit", "1")])
             rv = listed["metadata"]["resourceVersion"]
-            self._response = self.api.call("GET", self.path, query=[
-                ("watch", "true"), ("resourceVersion", rv), ("allowWatchBookmarks", "true"),
-                ("timeoutSeconds", "3600")], stream=True)
-            self.established.set()
-            for line in iter_resp_lines(self._response):
-                t = time.monotonic()
-                event = json.loads(line)
-                if event["type"] == "ERROR":
-                    raise RuntimeError(f"watch of {self.path} failed: {event['object']}")
-                if event["type"] != "BOOKMARK":
-                    self.on_event(event["type"], event["object"], t)
+            # the API server ends a watch whose reader falls behind a burst (its cacher closes an
+            # unresponsive watcher), or at its timeout: watch again from the last event seen
+            while not self._stopping:
+                self._response = self.api.call("GET", self.path, query=[
+                    ("watch", "true"), ("resourceVersion", rv), ("allowWatchBookmarks", "true"),
+                    ("timeoutSeconds", "3600")], stream=True)
+                self.established.set()
+                for line in iter_resp_lines(self._response):
+                    t = time.monotonic()
+                    event = json.loads(line)
+                    if event["type"] == "ERROR":
+                        raise RuntimeError(f"watch of {self.path} failed: {event['object']}")
+                    rv = event["object"]["metadata"]["resourceVersion"]
+                    if event["type"] != "BOOKMARK":
+                        self.on_event(event["type"], event["object"], t)
+                self.restarts += 1
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             if not self._stopping:
                 self.error = exc
@@ -329,6 +342,7 @@ class Timeline:
     deployment: dict[str, float] = field(default_factory=dict)
     finalizer: dict[str, float] = field(default_factory=dict)
     reconciled: dict[str, float] = field(default_factory=dict)  # status.observedGeneration written
+    settled: dict[str, float] = field(default_factory=dict)  # the first status read after it written
     sent_delete: dict[str, float] = field(default_factory=dict)
     deleted: dict[str, float] = field(default_factory=dict)
     deleted_held: dict[str, bool] = field(default_factory=dict)  # DELETED object has a deletionTimestamp
@@ -346,8 +360,12 @@ class Timeline:
         with self.lock:
             if FINALIZER in (meta.get("finalizers") or []):
                 self.finalizer.setdefault(name, t)
-            if (obj.get("status") or {}).get("observedGeneration") is not None:
+            status = obj.get("status") or {}
+            if status.get("observedGeneration") is not None:
                 self.reconciled.setdefault(name, t)
+                ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+                if ready.get("reason") not in (None, "DriverStarting"):
+                    self.settled.setdefault(name, t)
             if kind == "DELETED":
                 self.deleted.setdefault(name, t)
                 # the object as last stored: when a finalizer held it, it carries the
@@ -360,6 +378,7 @@ class RunResult:
     label: str
     count: int
     create: list[float]
+    create_from_batch: list[float]
     delete: list[float]
     create_wall: float
     delete_wall: float
@@ -377,6 +396,7 @@ class RunResult:
     requests_create: dict[str, int]
     requests_delete: dict[str, int]
     rest_s: float = 0.0
+    watch_restarts: int = 0
     requests_rest: dict[str, int] = field(default_factory=dict)
     cpu_rest: dict[str, float] = field(default_factory=dict)
 
@@ -522,8 +542,10 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
             rss_loaded_idle = _proc_status(op.pid, "VmRSS") or 0.0
             requests_create = _diff(_request_counts(api), requests_before)
 
-            # at rest: every Connector reconciled, no driver answering; what the operator asks
-            # of the API server now is what it costs per Connector while nothing happens
+            # at rest: every Connector reconciled and its driver asked once (the status then
+            # says DriverUnreachable: no driver answers here); what the operator asks of the API
+            # server now is what it costs per Connector while nothing happens
+            _wait_all("a first status read", names, timeline.settled, watchers, op, timeout)
             requests_before = _request_counts(api)
             with _cpu_meter(pids) as cpu_rest:
                 deadline = time.monotonic() + rest_s
@@ -554,6 +576,7 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
         return RunResult(
             label=label, count=count,
             create=[timeline.deployment[n] - timeline.sent_create[n] for n in names],
+            create_from_batch=[timeline.deployment[n] - min(timeline.sent_create.values()) for n in names],
             delete=[timeline.deleted[n] - timeline.sent_delete[n] for n in names],
             create_wall=create_wall, delete_wall=delete_wall,
             to_finalizer=[timeline.finalizer[n] - timeline.sent_create[n] for n in names if n in timeline.finalizer],
@@ -565,6 +588,7 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
             cpu_create=cpu_create, cpu_delete=cpu_delete, operator_log=op.log_path,
             requests_create=requests_create, requests_delete=requests_delete,
             rest_s=rest_s, requests_rest=requests_rest, cpu_rest=cpu_rest,
+            watch_restarts=sum(w.restarts for w in watchers),
         )
     finally:
         for w in watchers:
@@ -577,9 +601,10 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
         api.close()
 
 
-def run_baseline(kube: KubeEndpoint, count: int, clients: int, timeout: float) -> list[float]:
+def run_baseline(kube: KubeEndpoint, count: int, clients: int, timeout: float) -> tuple[list[float], list[float]]:
     """Seconds per connector, ``kubectl apply --server-side`` of what the operator renders ->
-    Deployment ADDED (benchmarks/apply_baseline.py), in a fresh namespace."""
+    Deployment ADDED (benchmarks/apply_baseline.py), in a fresh namespace: from its kubectl's
+    start, and from the batch's start."""
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     kube.create_namespace(namespace)
     api, timeline = Api(kube, pool=4), Timeline()
@@ -620,6 +645,7 @@ def report(r: RunResult, cores: int) -> None:
     print(f"  {'seconds, per connector':<40}{'p50':>8}{'p95':>8}{'p99':>8}{'max':>8}   all {r.count} (wall)")
     print(_row("create sent -> Deployment ADDED", r.create,
                f"   {r.create_wall:6.2f} s   target p99 < {TARGET_CREATE_P99_S:.0f} s: {verdict}"))
+    print(_row("first create sent -> Deployment ADDED", r.create_from_batch))
     delete_verdict = "PASS" if _quantiles(r.delete)["p99"] < TARGET_DELETE_P99_S else "MISS"
     print(_row("delete sent -> Connector DELETED", r.delete,
                f"   {r.delete_wall:6.2f} s   target p99 < {TARGET_DELETE_P99_S:.0f} s: {delete_verdict}"))
@@ -632,6 +658,9 @@ def report(r: RunResult, cores: int) -> None:
     print(f"  operator RSS: {r.rss_started:.1f} MiB steady after startup (/healthz after {r.startup_s:.1f} s, "
           f"+2 s idle), {r.rss_loaded_idle:.1f} MiB idle with {r.count} connectors, "
           f"peak (VmHWM) {r.peak_rss:.1f} MiB   target peak < {TARGET_PEAK_RSS_MIB:.0f} MB: {rss_verdict}")
+    if r.watch_restarts:
+        print(f"  (the API server ended the benchmark's watches {r.watch_restarts} time(s) under the load; each "
+              f"was watched again from its last event: nothing missed)")
     if r.cpu_rest:
         n = sum(r.requests_rest.values())
         top = ", ".join(f"{k} {v}" for k, v in r.requests_rest.items()) or "none"
@@ -653,18 +682,21 @@ def report(r: RunResult, cores: int) -> None:
                   f"{n / r.count:.1f} per connector: {top}")
 
 
-def summary(results: list[RunResult], baselines: list[float]) -> None:
-    """One line per run: its create and delete figures, the kubectl floor of the same count and
-    the ratio, the requests at rest and the peak RSS."""
+def summary(results: list[RunResult], baselines: list[tuple[float, float]]) -> None:
+    """One line per run: create p99 from each connector's own create, and from the batch's
+    start, each beside the kubectl floor of the same count measured the same way; delete p99;
+    the API requests at rest; the peak RSS."""
     width = max(len(r.label) for r in results) + 2
-    print("\nall runs (seconds; RSS MiB; kubectl: p99 of `kubectl apply --server-side` of the same count):")
-    print(f"  {'run':<{width}}{'count':>6}{'create p50':>11}{'p99':>7}{'wall':>7}{'kubectl':>8}{'ratio':>7}"
-          f"{'delete p99':>11}{'rest req/conn/min':>18}{'peak RSS':>9}")
-    for r, floor in zip(results, baselines):
-        c, d = _quantiles(r.create), _quantiles(r.delete)
+    print("\nall runs (seconds; RSS MiB). create p99 from each connector's own create request (kubectl: from its "
+          "own kubectl's start), and from the batch's first create (kubectl: from the first kubectl's start):")
+    print(f"  {'run':<{width}}{'count':>6}{'create p99':>11}{'kubectl':>8}{'ratio':>7}{'from batch':>11}"
+          f"{'kubectl':>8}{'ratio':>7}{'delete p99':>11}{'rest req/conn/min':>18}{'peak RSS':>9}")
+    for r, (floor, floor_batch) in zip(results, baselines):
+        c, b, d = _quantiles(r.create), _quantiles(r.create_from_batch), _quantiles(r.delete)
         rest = sum(r.requests_rest.values()) / r.count / (r.rest_s / 60) if r.rest_s else float("nan")
-        print(f"  {r.label:<{width}}{r.count:>6}{c['p50']:>11.2f}{c['p99']:>7.2f}{r.create_wall:>7.2f}{floor:>8.2f}"
-              f"{c['p99'] / floor:>6.2f}x{d['p99']:>11.2f}{rest:>18.3f}{r.peak_rss:>9.1f}")
+        print(f"  {r.label:<{width}}{r.count:>6}{c['p99']:>11.2f}{floor:>8.2f}{c['p99'] / floor:>6.2f}x"
+              f"{b['p99']:>11.2f}{floor_batch:>8.2f}{b['p99'] / floor_batch:>6.2f}x{d['p99']:>11.2f}"
+              f"{rest:>18.3f}{r.peak_rss:>9.1f}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -718,6 +750,13 @@ def _install_chart(kube: KubeEndpoint) -> tuple[str, bool]:
     deployment = next(d for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "Deployment")
     CHART_OPERATOR_ENV.update({e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]
                                .get("env", []) if "value" in e and e["name"].startswith("CONVEYOR_OPERATOR_")})
+    # the key the chart's pod mounts from its <release>-operator-key Secret, in a file of our own
+    key = next(d for d in yaml.safe_load_all(rendered) if d and d.get("kind") == "Secret"
+               and d["metadata"]["name"].endswith("-operator-key"))["metadata"]["name"]
+    encoded = kube.kubectl("get", "secret", key, "-n", OPERATOR_NAMESPACE, "-o", "jsonpath={.data.key}").stdout
+    key_file = Path(tempfile.mkdtemp(prefix="conveyor-bench-key-")) / "key"
+    key_file.write_bytes(base64.b64decode(encoded))
+    CHART_OPERATOR_ENV["CONVEYOR_OPERATOR_KEY_FILE"] = str(key_file)
     return accounts[0], installed
 
 
@@ -796,7 +835,7 @@ def main() -> None:
         if not server_pids:
             print("  (the API server's processes are not on this machine: their CPU is not metered)")
 
-        baselines: list[float] = []
+        baselines: list[tuple[float, float]] = []
         for count in counts:
             clients = args.clients or min(count, 100)
             for label, env in settings:
@@ -810,12 +849,15 @@ def main() -> None:
                                 env, args.operator_log_level, args.timeout, server_pids, args.rest_seconds)
                             results.append(result)
                             report(result, cores)
-                            baseline = run_baseline(kube, count, clients, args.timeout)
-                            baselines.append(_quantiles(baseline)["p99"])
-                            ratios.append(_quantiles(result.create)["p99"] / baselines[-1])
+                            baseline, baseline_from_batch = run_baseline(kube, count, clients, args.timeout)
+                            baselines.append((_quantiles(baseline)["p99"], _quantiles(baseline_from_batch)["p99"]))
+                            ratios.append(_quantiles(result.create)["p99"] / baselines[-1][0])
                             print(_row("kubectl apply --server-side -> ADDED", baseline,
                                        f"   ratio of p99s {ratios[-1]:.2f}x   target <= {TARGET_RATIO:.1f}x: "
                                        f"{'PASS' if ratios[-1] <= TARGET_RATIO else 'MISS'}"))
+                            batch_ratio = _quantiles(result.create_from_batch)["p99"] / baselines[-1][1]
+                            print(_row("first kubectl started -> ADDED", baseline_from_batch,
+                                       f"   ratio of p99s {batch_ratio:.2f}x (both from their batch's start)"))
         summary(results, baselines)
         print(f"\noperator create p99 / kubectl apply --server-side p99, per run: "
               f"{', '.join(f'{r:.2f}x' for r in ratios)} (target <= {TARGET_RATIO:.1f}x)")
