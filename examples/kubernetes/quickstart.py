@@ -80,21 +80,28 @@ def step(title: str) -> Iterator[None]:
 
 
 def wait_for(probe: Callable[[], T], timeout_s: float, what: str, progress: Callable[[], str] | None = None) -> T:
-    """``probe()``'s first truthy result, checked every second for up to ``timeout_s``.
+    """``probe()``'s first truthy result, checked every second for up to ``timeout_s``. A probe
+    (or ``progress``) that cannot reach PostgreSQL for a moment (``psycopg.OperationalError``: a
+    connect timeout on a busy machine) is tried again at the next second.
 
     Raises:
-        TimeoutError: naming ``what``.
+        TimeoutError: naming ``what``, and the probe's last error if it had one.
     """
     deadline = time.monotonic() + timeout_s
+    error: psycopg.OperationalError | None = None
     with console.status(what) as status:
         while True:
-            found = probe()
-            if found:
-                return found
+            try:
+                found = probe()
+                if found:
+                    return found
+                if progress is not None:
+                    status.update(f"{what} ({progress()})")
+                error = None
+            except psycopg.OperationalError as exc:
+                error = exc
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{what}: not within {timeout_s:.0f}s")
-            if progress is not None:
-                status.update(f"{what} ({progress()})")
+                raise TimeoutError(f"{what}: not within {timeout_s:.0f}s" + (f" (last error: {error})" if error else ""))
             time.sleep(1.0)
 
 
