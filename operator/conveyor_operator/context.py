@@ -16,6 +16,7 @@ from conveyor.manifest import ConnectorManifest
 from conveyor_operator import GROUP, PLURAL, VERSION
 from conveyor_operator.kube import Kube
 from conveyor_operator.observe.conditions import Conditions
+from conveyor_operator.observe.status_poller import StatusPoller
 from conveyor_operator.observe.status_schedule import StatusSchedule
 from conveyor_operator.reconcile.control_secret import ControlSecrets
 from conveyor_operator.reconcile.shared_objects import SharedObjects
@@ -39,6 +40,7 @@ class _Runtime:
     shared_objects: SharedObjects = SharedObjects()
     drained_pods: set[str] = set()
     status_schedule: StatusSchedule = StatusSchedule(settings.status_interval_seconds)
+    status_poller: StatusPoller | None = None
     control_secrets: ControlSecrets | None = None
     lock = threading.Lock()
 

@@ -26,11 +26,15 @@ class OperatorSettings(BaseModel):
     )
     control_port: int = Field(8083, description="Port of the driver's control API (container and Service).")
     status_interval_seconds: float = Field(
-        10.0, gt=0, description="How often status is read from a driver that answers (and the status timer's tick)."
+        10.0, gt=0, description="How often status is read from a driver that answers."
     )
     status_max_backoff_seconds: float = Field(
         60.0, gt=0, description="Longest wait between status reads of a driver that does not answer (the waits "
         "double from status_interval_seconds); a change of one of the connector's pods ends the wait.",
+    )
+    status_workers: int = Field(
+        16, ge=1, description="Threads reading drivers' statuses (conveyor_operator.observe.status_poller), apart "
+        "from max_workers: a driver that does not answer holds one for up to request_timeout_seconds.",
     )
     request_timeout_seconds: float = Field(5.0, gt=0, description="Timeout of a control API call that does not block.")
     kube_request_timeout_seconds: float = Field(

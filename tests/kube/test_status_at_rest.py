@@ -1,15 +1,21 @@
 """What the operator's status reads cost against a real kube-apiserver (issue 33): a Connector
 whose driver never answers is read less and less often and its status written once, not on
 every tick; a pod of the connector that changes brings the next read forward; a pod that cannot
-run is found in the operator's pod index, without a list of pods per read."""
+run is found in the operator's pod index, without a list of pods per read; among a thousand
+Connectors, a task that fails is in its Connector's status within seconds."""
 
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from _objects import connector, eventually, unique_name
+from _drivers import LocalDriver
+from _objects import GROUP, PLURAL, VERSION, connector, eventually, unique_name
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from conveyor.testing.ports import free_port
+from conveyor.testing.runs import produce
 from conveyor_operator import metrics
 
 pytestmark = pytest.mark.integration
@@ -60,3 +66,59 @@ def test_a_driver_that_never_answers_costs_no_status_write_and_fewer_reads_at_re
                               c["reason"] == "Unschedulable" and c, timeout_s=10,
                               message="Degraded Unschedulable, from the pod index")
         assert f"pod {name}-exec-1 cannot be scheduled" in degraded["message"]
+
+
+THOUSAND = 1000
+FAILURE_SEEN_WITHIN_S = 15.0
+
+
+def test_a_task_failure_is_in_the_status_within_15_s_among_a_thousand_connectors(
+        kube_api, kube_namespace, operator, api, kafka_bootstrap, tmp_path, spark):
+    """Issue 33: 999 Connectors whose drivers do not answer (the operator's control URL is the one
+    driver that runs here, which refuses their tokens) and one whose driver answers, all read at
+    the production interval (10 s); that one's task fails, and its Connector says so within 15 s."""
+    prefix, name, topic = unique_name("many"), unique_name("fails"), unique_name("fails-topic")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    port = free_port()
+    others = [f"{prefix}-{i:04d}" for i in range(THOUSAND - 1)]
+    with operator(port, env={"CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS": "10"}), \
+            ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda n: api.create_connector(connector(
+            n, kube_namespace, "noop-sink", kafka_bootstrap, {"topics": "t"}, deletionPolicy={"cleanup": False})),
+            others))
+        api.create_connector(connector(name, kube_namespace, "conveyor.testing.faults:FaultySinkConnector",
+                                       kafka_bootstrap, {
+            "topics": topic, "key.converter": "string", "value.converter": "string",
+            "faulty.connector.class": "noop-sink", "faulty.journal.path": str(tmp_path / "journal.jsonl"),
+            "faulty.fail.task": "0", "faulty.fail.after.records": "2"}, deletionPolicy={"cleanup": False}))
+
+        def applied() -> bool:  # a list of a thousand Connectors is megabytes: every 2 s, not every 0.2 s
+            time.sleep(2)
+            items = api.custom.list_namespaced_custom_object(GROUP, VERSION, kube_namespace, PLURAL)["items"]
+            return sum(1 for c in items if (c.get("status") or {}).get("observedGeneration") is not None) == THOUSAND
+
+        eventually(applied, timeout_s=300, message=f"{THOUSAND} Connectors applied")
+        driver = LocalDriver(spark, api, kube_namespace, name, tmp_path, port)
+        try:
+            driver.wait_running()
+            eventually(lambda: [t.get("state") for t in (api.get_connector(kube_namespace, name).get("status") or {})
+                                .get("tasks") or []] == ["RUNNING"], timeout_s=120, message="status: task RUNNING")
+            produce(kafka_bootstrap, topic, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(5)])
+            eventually(lambda: driver.status()["tasks"][0]["state"] == "FAILED", timeout_s=60,
+                       message="the driver: task 0 FAILED")
+            failed_at = time.monotonic()
+            eventually(lambda: [t.get("state") for t in (api.get_connector(kube_namespace, name).get("status") or {})
+                                .get("tasks") or []] == ["FAILED"], timeout_s=FAILURE_SEEN_WITHIN_S + 15,
+                       message="status: task FAILED")
+            seen_after = time.monotonic() - failed_at
+            assert seen_after <= FAILURE_SEEN_WITHIN_S, f"the failure reached the status after {seen_after:.1f} s"
+            degraded = api.condition(kube_namespace, name, "Degraded")
+            assert degraded["status"] == "True" and degraded["reason"] == "Failed"
+        finally:
+            driver.stop()
+        list(pool.map(lambda n: api.custom.delete_namespaced_custom_object(GROUP, VERSION, kube_namespace, PLURAL, n),
+                      [*others, name]))
+        eventually(lambda: time.sleep(1) or not api.custom.list_namespaced_custom_object(
+            GROUP, VERSION, kube_namespace, PLURAL, limit=1)["items"],
+                   timeout_s=300, message="every Connector deleted (the operator removes its finalizer)")

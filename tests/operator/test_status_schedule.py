@@ -33,7 +33,7 @@ def test_a_pod_event_makes_the_next_read_due_at_once_without_resetting_the_back_
     schedule.hurry(("ns", "never-seen"))
     assert schedule.due(A, 0.0) and not schedule.due(B, 0.0)
     assert schedule.unreachable(A, 0.0) == 60, "still backing off: a pod event is no answer"
-    assert schedule.due(("ns", "never-seen"), 0.0) and len(schedule) == 2
+    assert len(schedule) == 2, "a hurry of a Connector not tracked tracks nothing"
 
 
 def test_a_deleted_connector_is_forgotten():
@@ -42,3 +42,52 @@ def test_a_deleted_connector_is_forgotten():
     schedule.forget(A)
     schedule.forget(B)
     assert len(schedule) == 0 and schedule.due(A, 0.0)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_take_gives_the_due_keys_in_order_and_none_before_they_are_due():
+    clock = _Clock()
+    schedule = StatusSchedule(interval_s=10, clock=clock)
+    schedule.track(A)
+    schedule.track(B)
+    schedule.track(A)  # tracked again: unchanged
+    assert [schedule.take(0), schedule.take(0), schedule.take(0)] == [A, B, None]
+    schedule.answered(A, clock.now)
+    schedule.finish(A, clock.now)
+    schedule.unreachable(B, clock.now)
+    schedule.finish(B, clock.now)
+    clock.now = 9.9
+    assert schedule.take(0) is None
+    clock.now = 10.0
+    assert {schedule.take(0), schedule.take(0)} == {A, B}
+
+
+def test_a_key_being_read_is_not_given_twice_and_a_hurry_meanwhile_makes_it_due_right_after():
+    clock = _Clock()
+    schedule = StatusSchedule(interval_s=10, clock=clock)
+    schedule.track(A)
+    assert schedule.take(0) == A
+    schedule.hurry(A)
+    assert schedule.take(0) is None, "being read"
+    schedule.answered(A, clock.now)
+    schedule.finish(A, clock.now)
+    assert schedule.take(0) == A, "hurried during its read: due at once, not an interval later"
+    schedule.finish(A, clock.now)
+    assert schedule.take(0) is None, "a read that reported nothing is due an interval later"
+    clock.now = 10.0
+    assert schedule.take(0) == A
+
+
+def test_a_forgotten_key_is_never_given_and_a_hurry_of_an_untracked_key_tracks_nothing():
+    schedule = StatusSchedule(interval_s=10, clock=_Clock())
+    schedule.track(A)
+    schedule.forget(A)
+    schedule.hurry(B)
+    assert schedule.take(0) is None and len(schedule) == 0

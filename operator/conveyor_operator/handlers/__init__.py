@@ -10,7 +10,8 @@ create / update / resume    validate (images and ServiceAccounts against the
                             (server-side apply, owned by the Connector); push config
                             and state changes to a running driver (``PUT /config``,
                             ``POST /state``) or roll it (:mod:`.connector`)
-timer                       ``GET /status`` of the driver into ``.status`` (:mod:`.status`)
+Connector and pod events    the status poller (its own threads) reads the driver's ``GET /status``
+                            into ``.status`` when due, at once after a pod event (:mod:`.status`)
 (metrics)                   each create / update / resume is counted and timed
                             (:mod:`conveyor_operator.metrics`)
 ``conveyor.dev/restart``    restart the tasks; ``conveyor.dev/restart-task: "<id>"``

@@ -1,5 +1,5 @@
-"""kopf's activities: the operator's start (settings, API client, control secrets, kopf's own
-settings), its login to the API server, and its cleanup."""
+"""kopf's activities: the operator's start (settings, API client, control secrets, the status
+poller, kopf's own settings), its login to the API server, and its cleanup."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from kubernetes import config as kube_config
 
 from conveyor_operator import names
 from conveyor_operator.context import RUNTIME
+from conveyor_operator.handlers.status import read_status
 from conveyor_operator.kube import Kube
 from conveyor_operator.logs import redact_handlers
+from conveyor_operator.observe.status_poller import StatusPoller
 from conveyor_operator.observe.status_schedule import StatusSchedule
 from conveyor_operator.reconcile.control_key import OperatorKey
 from conveyor_operator.reconcile.control_secret import ControlSecrets
@@ -40,7 +42,8 @@ def _api_client(max_workers: int) -> client.ApiClient:
 
 
 @kopf.on.startup()
-def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+def startup(settings: kopf.OperatorSettings, connector_bodies: kopf.Index, connector_pods: kopf.Index,
+            **_: Any) -> None:
     redact_handlers()  # also those installed since main() (kopf run configures its own)
     ours = OperatorSettings.from_env()
     RUNTIME.settings = ours
@@ -50,6 +53,10 @@ def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     RUNTIME.status_schedule = StatusSchedule(ours.status_interval_seconds, ours.status_max_backoff_seconds)
     RUNTIME.shared_objects = SharedObjects()
     RUNTIME.control_secrets = ControlSecrets(OperatorKey.load(ours.key_file))
+    # kopf fills the indices before any resource handler runs; these are live views of them
+    RUNTIME.status_poller = StatusPoller(
+        RUNTIME.status_schedule, lambda key: read_status(key, connector_bodies, connector_pods), ours.status_workers)
+    RUNTIME.status_poller.start()
     settings.persistence.finalizer = names.FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.conveyor.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -83,5 +90,8 @@ def login(**_: Any) -> kopf.ConnectionInfo:
 
 @kopf.on.cleanup()
 def shutdown(**_: Any) -> None:
+    if RUNTIME.status_poller is not None:
+        RUNTIME.status_poller.stop()
+        RUNTIME.status_poller = None
     if RUNTIME.kube is not None:
         RUNTIME.kube.api.close()

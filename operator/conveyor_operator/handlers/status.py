@@ -1,12 +1,14 @@
-"""The status timer: the driver's ``GET /status`` copied into the Connector's ``.status``, with
-its conditions (Ready, Degraded), pod problems and automatic restarts.
+"""The connectors' status: each driver's ``GET /status`` copied into its Connector's ``.status``,
+with its conditions (Ready, Degraded), pod problems and automatic restarts.
 
-What it costs at rest (issue 33): a driver is read when due (:mod:`conveyor_operator.observe.status_schedule`:
-every tick while it answers, backing off to a minute while it does not, at once after a pod
-event); the pods' problems come from the operator's in-memory pod index (:func:`connector_pods`,
-fed by its watch of the connectors' pods), not a list per read; the status is written only when
-it changed. A Connector whose driver never answers and whose pods do not change costs no API
-request at all."""
+Who reads when (issue 33): :class:`~conveyor_operator.observe.status_poller.StatusPoller`, on
+threads of its own (never kopf's handler threads, so creates, updates and deletes never wait for
+a driver), reads a driver when :mod:`conveyor_operator.observe.status_schedule` says it is due:
+every interval while it answers, backing off to a minute while it does not, at once after one of
+its pods changed. What it reads of the Connector and its pods comes from the operator's
+in-memory indices (:func:`connector_bodies`, :func:`connector_pods`, fed by its watches), not
+from a request; the status is written only when it changed. A Connector whose driver never
+answers and whose pods do not change costs no API request at all."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from conveyor_operator.observe import auto_restart
 from conveyor_operator.observe.conditions import Conditions
 from conveyor_operator.observe.driver_status import short_trace, task_lag
 from conveyor_operator.observe.pod_health import POD_PROBLEM_REASONS, pod_problem, pod_summary
+from conveyor_operator.observe.status_schedule import Key
 from conveyor_operator.reconcile.push import STATE_OF
 from conveyor_operator.status import ConditionType as C
 
@@ -46,33 +49,71 @@ def connector_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: An
     return {(namespace, labels[names.LABEL_CONNECTOR]): pod_summary(body)}
 
 
+@kopf.index(*RESOURCE)
+def connector_bodies(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], Any]:
+    """The operator's in-memory index of the Connectors, by (namespace, name): what a status read
+    needs of each (:func:`status_view`)."""
+    return {(namespace, name): status_view(body)}
+
+
+def status_view(body: kopf.Body | dict[str, Any]) -> dict[str, Any]:
+    """What a status read and its Events use of a Connector: its kind, identity, generation,
+    ``spec`` and ``status``; not its annotations (kopf's copy of the last handled spec) nor its
+    managed fields, which would double what a thousand Connectors cost the operator in memory."""
+    meta = body.get("metadata") or {}
+    return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "generation", "deletionTimestamp")
+                         if meta.get(k) is not None},
+            "spec": dict(body.get("spec") or {}), "status": dict(body.get("status") or {})}
+
+
+@kopf.on.event(*RESOURCE)
+async def track_status(type: str | None, namespace: str, name: str, meta: kopf.Meta, status: kopf.Status,
+                       **_: Any) -> None:
+    """A Connector applied once (``status.observedGeneration``) has its status read from then on;
+    one deleted or being deleted no more. On the event loop: it takes no handler thread."""
+    key = (namespace, name)
+    if type == "DELETED" or meta.get("deletionTimestamp"):
+        RUNTIME.status_schedule.forget(key)
+    elif status.get("observedGeneration") is not None:
+        RUNTIME.status_schedule.track(key)
+
+
 @kopf.on.event("v1", "pods", labels={names.LABEL_CONNECTOR: kopf.PRESENT})
 async def hurry_status(namespace: str, labels: kopf.Labels, **_: Any) -> None:
-    """A pod of the connector changed (its driver Ready, an executor gone): read its status at the
-    next tick instead of after a back-off. On the event loop: it takes no handler thread."""
+    """A pod of the connector changed (its driver Ready, an executor gone): read its status now
+    instead of after a back-off. On the event loop: it takes no handler thread."""
     RUNTIME.status_schedule.hurry((namespace, labels[names.LABEL_CONNECTOR]))
 
 
-@kopf.timer(*RESOURCE, interval=RUNTIME.settings.status_interval_seconds, sharp=False)
-def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, namespace: str,
-                   connector_pods: kopf.Index, **_: Any) -> None:
-    """Copy the driver's ``/status`` into ``.status`` and derive Ready and Degraded, when due."""
-    key = (namespace, name)
-    if meta.get("deletionTimestamp"):
+def _latest(index: kopf.Index, key: Key) -> Any:
+    """The value ``index`` holds for ``key`` (a Connector re-created under the same name may have
+    two for a moment: its predecessor's goes with the predecessor's DELETED event)."""
+    values = list(index.get(key, ()))
+    return values[-1] if values else None
+
+
+def read_status(key: Key, connectors: kopf.Index, pods: kopf.Index) -> None:
+    """Copy the driver's ``/status`` of the Connector ``key`` into its ``.status`` and derive Ready
+    and Degraded (called by the status poller, on one of its threads)."""
+    namespace, name = key
+    body = _latest(connectors, key)
+    if body is None:
         RUNTIME.status_schedule.forget(key)
         return
-    if status.get("observedGeneration") is None or not RUNTIME.status_schedule.due(key, time.monotonic()):
+    meta, status = body["metadata"], body["status"]
+    if meta.get("deletionTimestamp") or status.get("observedGeneration") is None:
         return
     conditions = Conditions(status.get("conditions"), meta.get("generation"))
     if conditions.get(C.DEGRADED) and conditions.get(C.DEGRADED)["reason"] in SPEC_PROBLEMS:
         return
-    pods = list(connector_pods.get(key, ()))
+    connector_pod_list = list(pods.get(key, ()))
     try:
         report = driver_client(name, namespace).status()
     except (DriverUnreachable, DriverRefused) as exc:
         metrics.STATUS_READS.labels("unreachable").inc()
         RUNTIME.status_schedule.unreachable(key, time.monotonic())
-        if not _report_pod_problem(body, conditions, pods):
+        if not _report_pod_problem(body, conditions, connector_pod_list):
             refused = isinstance(exc, DriverRefused) and exc.status in (401, 403)  # not our <name>-control tokens
             conditions.set(C.READY, False, "DriverUnauthorized" if refused else "DriverUnreachable", str(exc))
         _write_if_changed(status, namespace, name, conditions)
@@ -96,7 +137,7 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
     elif connector.get("state") == wanted and all(t["state"] == wanted for t in tasks):
         conditions.set(C.DEGRADED, False, "AsExpected")
         conditions.set(C.READY, True, wanted.capitalize(), f"connector and {len(tasks)} task(s) {wanted}")
-    elif not _report_pod_problem(body, conditions, pods):
+    elif not _report_pod_problem(body, conditions, connector_pod_list):
         conditions.set(C.READY, False, "Converging", f"connector {connector.get('state')}, want {wanted}")
     entry = {"state": connector.get("state", "UNASSIGNED")}
     if connector.get("worker_id"):
@@ -107,7 +148,7 @@ def refresh_status(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: 
     _write_if_changed(status, namespace, name, conditions, connector=entry, tasks=tasks, **restarts)
 
 
-def _write_if_changed(status: kopf.Status, namespace: str, name: str, conditions: Conditions,
+def _write_if_changed(status: dict[str, Any], namespace: str, name: str, conditions: Conditions,
                       **fields: Any) -> bool:
     """Write the conditions and ``fields`` unless ``.status`` already says exactly that (a
     driver that stays unreachable, a connector whose tasks and lag stay the same): no request
@@ -120,7 +161,7 @@ def _write_if_changed(status: kopf.Status, namespace: str, name: str, conditions
     return True
 
 
-def _auto_restart(body: kopf.Body, status: kopf.Status, failing: bool, name: str, namespace: str) -> dict[str, Any]:
+def _auto_restart(body: dict[str, Any], status: dict[str, Any], failing: bool, name: str, namespace: str) -> dict[str, Any]:
     """``spec.autoRestart`` (:mod:`conveyor_operator.observe.auto_restart`): restart what failed when
     due. Returns the status fields to write (``autoRestart`` when it changed) and a ``note``
     for the Degraded message."""
@@ -146,7 +187,7 @@ def _auto_restart(body: kopf.Body, status: kopf.Status, failing: bool, name: str
     return {} if decision.status == current else {"autoRestart": decision.status}
 
 
-def _report_pod_problem(body: kopf.Body, conditions: Conditions, pods: list[dict[str, Any]]) -> bool:
+def _report_pod_problem(body: dict[str, Any], conditions: Conditions, pods: list[dict[str, Any]]) -> bool:
     """When a pod of the connector cannot run (unschedulable, image not pulled, crash loop):
     Degraded and not Ready with the pod's reason, and a Warning Event when that is new.
     Otherwise clears a Degraded that such a problem had set. Returns True for a problem."""
