@@ -5,11 +5,14 @@ runtime's manifest, its status written back, and the retry delays."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import kopf
+from kubernetes.client.rest import ApiException
 
 from conveyor.control.client import DriverClient
 from conveyor.manifest import ConnectorManifest
@@ -91,3 +94,24 @@ def missing_reference_delay(retry: int) -> float:
     """Seconds until the ``retry``-th (0-based) look for a missing Secret or ConfigMap: 5, 10,
     20, then 30 for as long as it is missing."""
     return min(MISSING_REFERENCE_MAX_DELAY_SECONDS, backoff(retry))
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def api_errors_retried(handler: F) -> F:
+    """An error answer of the API server in ``handler`` (a quota exceeded, a webhook down, a 429
+    that outlasted :data:`conveyor_operator.kube.THROTTLED_RETRY_SECONDS`) retried after
+    :func:`backoff` of kopf's ``retry`` (5, 10, 20 s... up to 5 minutes), not after kopf's fixed
+    minute for unexpected exceptions."""
+
+    @functools.wraps(handler)
+    def retried(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return handler(*args, **kwargs)
+        except ApiException as exc:
+            delay = backoff(kwargs.get("retry", 0))
+            raise kopf.TemporaryError(f"the API server answered {exc.status} {exc.reason}; again in {delay:.0f} s",
+                                      delay=delay) from exc
+
+    return retried  # type: ignore[return-value]

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.discovery import LazyDiscoverer
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import RetryCallState, retry, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 
 from conveyor_operator import GROUP, VERSION
 
@@ -61,6 +61,31 @@ def _plain(_client: Any, data: Any) -> Any:
     return data
 
 
+THROTTLED_RETRY_SECONDS = 60.0
+"""How long a call the API server throttles (429) is tried again before its handler fails."""
+
+
+def _throttled(exc: BaseException) -> bool:
+    """The API server's priority and fairness (or a webhook's rate limit) refused the request
+    for now: 429 Too Many Requests."""
+    return isinstance(exc, ApiException) and exc.status == 429
+
+
+_jitter = wait_random_exponential(multiplier=0.2, max=5.0)
+
+
+def _retry_after(state: RetryCallState) -> float:
+    """The wait the API server asks for in ``Retry-After`` (whole seconds; APF says 1), with up
+    to as much again of jitter so that throttled threads do not come back at once; else a
+    jittered exponential back-off (0.2 s doubling, at most 5 s)."""
+    exc = state.outcome.exception() if state.outcome else None
+    header = ((getattr(exc, "headers", None) or {}).get("Retry-After") or "").strip()
+    if header.isdigit():
+        asked = min(float(header), 10.0)
+        return asked + _jitter(state) * asked / 5.0
+    return _jitter(state)
+
+
 class Kube:
     """API calls through ``kubernetes.dynamic`` (paths from the API server's discovery) over one
     shared :class:`kubernetes.client.ApiClient` (thread-safe; its connection pool should be as
@@ -103,12 +128,18 @@ class Kube:
                 self._discovery = _Discovery(self.api, self.request_timeout_s)
             return self._discovery
 
+    @retry(retry=retry_if_exception(_throttled), wait=_retry_after, stop=stop_after_delay(THROTTLED_RETRY_SECONDS),
+           reraise=True)
     def _call(self, path: str, method: str, body: Any = None, query: list | None = None,
               content_type: str = "application/json") -> Any:
-        """One request through ``kubernetes.dynamic``; the answer as plain JSON data.
+        """One request through ``kubernetes.dynamic``; the answer as plain JSON data. A request the
+        API server throttles (429) is sent again after the ``Retry-After`` it asks for, for up to
+        :data:`THROTTLED_RETRY_SECONDS` (the official client never retries, and a failed handler
+        waits for kopf's retry, a minute by default).
 
         Raises:
-            kubernetes.dynamic.exceptions.DynamicApiError: (an :class:`ApiException`) an error answer.
+            kubernetes.dynamic.exceptions.DynamicApiError: (an :class:`ApiException`) an error answer
+                (a 429 only once it has lasted :data:`THROTTLED_RETRY_SECONDS`).
         """
         return self._client().request(method, path, body=body, query_params=list(query or []),
                                       header_params={"Accept": "application/json"}, content_type=content_type,

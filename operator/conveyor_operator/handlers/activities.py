@@ -35,9 +35,9 @@ def _configuration() -> client.Configuration:
     return configuration
 
 
-def _api_client(max_workers: int) -> client.ApiClient:
+def _api_client(pool_size: int) -> client.ApiClient:
     configuration = _configuration()
-    configuration.connection_pool_maxsize = max_workers
+    configuration.connection_pool_maxsize = pool_size
     return client.ApiClient(configuration)
 
 
@@ -47,7 +47,8 @@ def startup(settings: kopf.OperatorSettings, connector_bodies: kopf.Index, conne
     redact_handlers()  # also those installed since main() (kopf run configures its own)
     ours = OperatorSettings.from_env()
     RUNTIME.settings = ours
-    RUNTIME.kube = Kube(_api_client(ours.max_workers), ours.field_manager,
+    # a connection for each thread that calls: the handlers' and the status poller's
+    RUNTIME.kube = Kube(_api_client(ours.max_workers + ours.status_workers), ours.field_manager,
                         request_timeout_s=(5.0, ours.kube_request_timeout_seconds))
     RUNTIME.drained_pods = set()
     RUNTIME.status_schedule = StatusSchedule(ours.status_interval_seconds, ours.status_max_backoff_seconds)
@@ -62,6 +63,11 @@ def startup(settings: kopf.OperatorSettings, connector_bodies: kopf.Index, conne
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="kopf.conveyor.dev", key="last-handled-configuration")
     settings.posting.level = logging.WARNING
+    # After patching a Connector kopf waits for its watch to deliver that version before it
+    # handles the object again; past the wait it handles the older events it holds, which lack its
+    # own last-handled annotation, as a new creation. At a thousand Connectors created at once the
+    # watch lags by more than kopf's default 5 s: 828 duplicate reconciles (issue 33).
+    settings.persistence.consistency_timeout = 60.0
     settings.execution.max_workers = ours.max_workers
     settings.peering.standalone = True
     settings.watching.server_timeout = 600

@@ -14,6 +14,7 @@ from conveyor_operator.context import (
     RESOURCE,
     RUNTIME,
     SPEC_PROBLEMS,
+    api_errors_retried,
     backoff,
     driver_client,
     missing_reference_delay,
@@ -46,6 +47,7 @@ def _reject(body: kopf.Body, conditions: Conditions, reason: str, message: str) 
 @kopf.on.update(*RESOURCE)
 @kopf.on.resume(*RESOURCE)
 @metrics.observe_reconcile
+@api_errors_retried
 def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, retry: int = 0, **_: Any) -> None:
     """Render and apply what runs the connector; push live changes to its driver.
 
@@ -95,21 +97,26 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, r
     ensure_namespace_objects(manifest, RUNTIME.settings, RUNTIME.shared_objects, kube)
     assert RUNTIME.control_secrets is not None, "operator not started"
     try:
-        control_secret_version = RUNTIME.control_secrets.ensure(
+        control_secret_version, created = RUNTIME.control_secrets.ensure(
             kube, body, render.owner_reference(name, uid), status.get("controlSecretVersion"), not first_apply)
     except NotOurs as exc:
         _wait_for_predecessor(ns, name, conditions, generation, [str(exc)])
-    for obj in render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled, control_secret_version):
-        kube.apply(obj)
-    for policy in network_policy.disabled_policies(manifest, RUNTIME.settings):
-        kube.delete(*policy)
-    applied = f"generation {generation} applied" + (f"; {left_to_driver}" if left_to_driver else "")
-    conditions.set(C.PROGRESSING, True, "Reconciled", applied)
-    conditions.set(C.DEGRADED, False, "AsExpected")
-    if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in SPEC_PROBLEMS:
-        conditions.set(C.READY, False, "DriverStarting", "waiting for the driver's first status")
-    write_status(kube, ns, name, conditions, observedGeneration=generation, tasksMax=manifest.spec.tasks_max,
-                 configHash=wanted_config, controlSecretVersion=control_secret_version)
+    try:
+        for obj in render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled, control_secret_version):
+            kube.apply(obj)
+        for policy in network_policy.disabled_policies(manifest, RUNTIME.settings):
+            kube.delete(*policy)
+        applied = f"generation {generation} applied" + (f"; {left_to_driver}" if left_to_driver else "")
+        conditions.set(C.PROGRESSING, True, "Reconciled", applied)
+        conditions.set(C.DEGRADED, False, "AsExpected")
+        if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in SPEC_PROBLEMS:
+            conditions.set(C.READY, False, "DriverStarting", "waiting for the driver's first status")
+        write_status(kube, ns, name, conditions, observedGeneration=generation, tasksMax=manifest.spec.tasks_max,
+                     configHash=wanted_config, controlSecretVersion=control_secret_version)
+    except BaseException:
+        if first_apply and created:  # the retry would take our own Secret for an earlier Connector's
+            RUNTIME.control_secrets.discard(kube, ns, name)
+        raise
 
 
 def _wait_for_predecessor(namespace: str, name: str, conditions: Conditions, generation: int | None,

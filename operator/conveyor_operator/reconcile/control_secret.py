@@ -27,6 +27,7 @@ the pods onto new values. Values are never logged.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -36,6 +37,8 @@ from conveyor.control.auth import ADMIN_TOKEN_FILE, SPARK_AUTH_SECRET_FILE, TASK
 from conveyor_operator import GROUP, VERSION, names
 from conveyor_operator.kube import Kube
 from conveyor_operator.reconcile.control_key import ConnectorIdentity, OperatorKey
+
+log = logging.getLogger(__name__)
 
 ADMIN_TOKEN_KEY = ADMIN_TOKEN_FILE
 TASK_TOKEN_KEY = TASK_TOKEN_FILE
@@ -79,9 +82,10 @@ class ControlSecrets:
         self._lock = threading.Lock()
 
     def ensure(self, kube: Kube, connector: dict[str, Any], owner: dict[str, Any], recorded_version: str | None,
-               applied_before: bool) -> str:
+               applied_before: bool) -> tuple[str, bool]:
         """Create ``connector``'s Secret, or replace it when ``recorded_version`` (its
-        ``status.controlSecretVersion``) is not the wanted version; returns the wanted version.
+        ``status.controlSecretVersion``) is not the wanted version; returns the wanted version and
+        whether this call created the Secret where none was (see :meth:`discard`).
 
         Args:
             applied_before: the operator applied this Connector before (``status.configHash``),
@@ -96,6 +100,7 @@ class ControlSecrets:
         who = identity(connector)
         version = self.key.version(who)
         body = control_secret(self.key, who, owner)
+        created = True
         try:
             kube.create(body)
         except ApiException as exc:
@@ -103,12 +108,24 @@ class ControlSecrets:
                 raise
             if not applied_before:
                 raise NotOurs(f"Secret {body['metadata']['name']}") from None
+            created = False
             if recorded_version != version:
                 kube.delete("v1", "Secret", who.namespace, body["metadata"]["name"])
                 self._create_if_absent(kube, body)
         with self._lock:
             self._known[(who.namespace, who.name)] = who
-        return version
+        return version, created
+
+    def discard(self, kube: Kube, namespace: str, connector: str) -> None:
+        """Delete the Secret that :meth:`ensure` has just created for a first apply that then
+        failed before recording it (``status.configHash``): the retry then creates it again,
+        where a Secret left behind would be taken for an earlier Connector's (:class:`NotOurs`)
+        and the Connector would wait for it forever. Best effort: a failure is logged."""
+        try:
+            kube.delete("v1", "Secret", namespace, names.control_secret(connector))
+        except ApiException as exc:
+            log.warning("connector %s/%s: the control Secret of a failed first apply was not deleted (%s); "
+                        "the Connector waits for it until it is", namespace, connector, exc.reason)
 
     @staticmethod
     def _create_if_absent(kube: Kube, body: dict[str, Any]) -> None:
