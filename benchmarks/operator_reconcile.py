@@ -762,7 +762,7 @@ def _install_chart(kube: KubeEndpoint) -> tuple[str, bool]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", default="100",
+    parser.add_argument("--count", default="100,300,1000",
                         help="connectors created (and deleted) at once; a comma list (100,300,1000) runs each")
     parser.add_argument("--rest-seconds", type=float, default=60.0,
                         help="seconds at rest between the creates and the deletes, to count the API requests the "

@@ -44,6 +44,7 @@ class _Runtime:
     drained_pods: set[str] = set()
     status_schedule: StatusSchedule = StatusSchedule(settings.status_interval_seconds)
     status_poller: StatusPoller | None = None
+    memory_trimming: threading.Event | None = None
     control_secrets: ControlSecrets | None = None
     lock = threading.Lock()
 

@@ -867,6 +867,30 @@ def test_the_control_secret_is_derived_created_once_owned_rotated_and_authentica
         eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=120, message="Connector gone")
 
 
+def test_a_first_apply_that_fails_after_its_control_secret_is_retried_to_the_end(kube_api, kube_namespace,
+                                                                                 operator, api):
+    """A quota that admits no Deployment fails the first apply after the control Secret was
+    created; the retry must not take that Secret for an earlier Connector's (it would wait for it
+    forever): once the quota is gone, the Connector is applied."""
+    name = _name("quota")
+    api.core.create_namespaced_resource_quota(kube_namespace, client.V1ResourceQuota(
+        metadata=client.V1ObjectMeta(name="no-deployments"),
+        spec=client.V1ResourceQuotaSpec(hard={"count/deployments.apps": "0"})))
+    with operator():
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
+        eventually(lambda: api.core.read_namespaced_config_map(f"{name}-connector", kube_namespace), timeout_s=30,
+                   message="the first apply under way (its ConfigMap)")
+        time.sleep(6)  # the first retry (after 5 s) fails on the quota too
+        with pytest.raises(client.ApiException):
+            api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace)
+        api.core.delete_namespaced_resource_quota("no-deployments", kube_namespace)
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), timeout_s=60,
+                   message="the Deployment, once the quota is gone")
+        progressing = eventually(lambda: (c := api.condition(kube_namespace, name, "Progressing")) and
+                                 c["reason"] == "Reconciled" and c, timeout_s=30, message="Progressing Reconciled")
+        assert progressing["status"] == "True", "not WaitingForPredecessor on its own Secret"
+
+
 def test_an_object_of_the_connectors_name_that_is_someone_elses_is_not_taken_over(kube_api, kube_namespace,
                                                                                   operator, api):
     name = _name("taken")

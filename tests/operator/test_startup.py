@@ -14,6 +14,8 @@ def _start(settings: kopf.OperatorSettings) -> None:
     handlers.startup(settings=settings, connector_bodies={}, connector_pods={})
     RUNTIME.status_poller.stop()
     RUNTIME.status_poller = None
+    if RUNTIME.memory_trimming is not None:
+        RUNTIME.memory_trimming.set()
 
 
 def test_the_api_server_filters_pods_by_the_connector_label(monkeypatch):
@@ -37,3 +39,14 @@ def test_watching_named_namespaces_kopf_scans_neither_namespaces_nor_crds(monkey
         settings = kopf.OperatorSettings()
         _start(settings)
         assert settings.scanning.disabled is disabled
+
+
+def test_the_operator_can_give_freed_memory_back_on_this_c_library():
+    """glibc (the operator's image is Debian's): malloc_trim is there, and the trimming thread
+    runs and stops."""
+    from conveyor_operator import memory
+
+    assert memory._malloc_trim() is not None
+    stop = memory.start_trimming(interval_s=0.01)
+    assert stop is not None
+    stop.set()

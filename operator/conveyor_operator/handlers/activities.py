@@ -11,7 +11,7 @@ import kopf
 from kubernetes import client
 from kubernetes import config as kube_config
 
-from conveyor_operator import names
+from conveyor_operator import memory, names
 from conveyor_operator.context import RUNTIME
 from conveyor_operator.handlers.status import read_status
 from conveyor_operator.kube import Kube
@@ -58,6 +58,7 @@ def startup(settings: kopf.OperatorSettings, connector_bodies: kopf.Index, conne
     RUNTIME.status_poller = StatusPoller(
         RUNTIME.status_schedule, lambda key: read_status(key, connector_bodies, connector_pods), ours.status_workers)
     RUNTIME.status_poller.start()
+    RUNTIME.memory_trimming = memory.start_trimming()
     settings.persistence.finalizer = names.FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.conveyor.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -99,5 +100,8 @@ def shutdown(**_: Any) -> None:
     if RUNTIME.status_poller is not None:
         RUNTIME.status_poller.stop()
         RUNTIME.status_poller = None
+    if RUNTIME.memory_trimming is not None:
+        RUNTIME.memory_trimming.set()
+        RUNTIME.memory_trimming = None
     if RUNTIME.kube is not None:
         RUNTIME.kube.api.close()

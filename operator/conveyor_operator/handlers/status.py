@@ -45,15 +45,31 @@ log = logging.getLogger("conveyor_operator")
 @kopf.index("v1", "pods", labels={names.LABEL_CONNECTOR: kopf.PRESENT})
 def connector_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[tuple[str, str], Any]:
     """The operator's in-memory index of the connectors' pods, by (namespace, Connector): what
-    :func:`~conveyor_operator.observe.pod_health.pod_problem` reads of each."""
-    return {(namespace, labels[names.LABEL_CONNECTOR]): pod_summary(body)}
+    :func:`~conveyor_operator.observe.pod_health.pod_problem` reads of each.
+
+    A pod that changed (its driver Ready, an executor gone) also has its connector's status read
+    now instead of after a back-off: kopf calls an index on every event, on its event loop and
+    without a log line per call (an event handler logs one at INFO per event, which at a thousand
+    Connectors was most of the operator's log)."""
+    key = (namespace, labels[names.LABEL_CONNECTOR])
+    RUNTIME.status_schedule.hurry(key)
+    return {key: pod_summary(body)}
 
 
 @kopf.index(*RESOURCE)
-def connector_bodies(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], Any]:
+def connector_bodies(namespace: str, name: str, meta: kopf.Meta, status: kopf.Status, body: kopf.Body,
+                     **_: Any) -> dict[tuple[str, str], Any]:
     """The operator's in-memory index of the Connectors, by (namespace, name): what a status read
-    needs of each (:func:`status_view`)."""
-    return {(namespace, name): status_view(body)}
+    needs of each (:func:`status_view`).
+
+    A Connector applied once (``status.observedGeneration``) has its status read from then on; one
+    being deleted no more (one gone is dropped by its next read, which finds it no longer here)."""
+    key = (namespace, name)
+    if meta.get("deletionTimestamp"):
+        RUNTIME.status_schedule.forget(key)
+    elif status.get("observedGeneration") is not None:
+        RUNTIME.status_schedule.track(key)
+    return {key: status_view(body)}
 
 
 def status_view(body: kopf.Body | dict[str, Any]) -> dict[str, Any]:
@@ -65,25 +81,6 @@ def status_view(body: kopf.Body | dict[str, Any]) -> dict[str, Any]:
             "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "generation", "deletionTimestamp")
                          if meta.get(k) is not None},
             "spec": dict(body.get("spec") or {}), "status": dict(body.get("status") or {})}
-
-
-@kopf.on.event(*RESOURCE)
-async def track_status(type: str | None, namespace: str, name: str, meta: kopf.Meta, status: kopf.Status,
-                       **_: Any) -> None:
-    """A Connector applied once (``status.observedGeneration``) has its status read from then on;
-    one deleted or being deleted no more. On the event loop: it takes no handler thread."""
-    key = (namespace, name)
-    if type == "DELETED" or meta.get("deletionTimestamp"):
-        RUNTIME.status_schedule.forget(key)
-    elif status.get("observedGeneration") is not None:
-        RUNTIME.status_schedule.track(key)
-
-
-@kopf.on.event("v1", "pods", labels={names.LABEL_CONNECTOR: kopf.PRESENT})
-async def hurry_status(namespace: str, labels: kopf.Labels, **_: Any) -> None:
-    """A pod of the connector changed (its driver Ready, an executor gone): read its status now
-    instead of after a back-off. On the event loop: it takes no handler thread."""
-    RUNTIME.status_schedule.hurry((namespace, labels[names.LABEL_CONNECTOR]))
 
 
 def _latest(index: kopf.Index, key: Key) -> Any:
