@@ -876,6 +876,9 @@ def test_a_first_apply_that_fails_after_its_control_secret_is_retried_to_the_end
     api.core.create_namespaced_resource_quota(kube_namespace, client.V1ResourceQuota(
         metadata=client.V1ObjectMeta(name="no-deployments"),
         spec=client.V1ResourceQuotaSpec(hard={"count/deployments.apps": "0"})))
+    # play the quota controller (this tier runs none): the usage the admission plugin checks against
+    api.core.patch_namespaced_resource_quota_status("no-deployments", kube_namespace, {"status": {
+        "hard": {"count/deployments.apps": "0"}, "used": {"count/deployments.apps": "0"}}})
     with operator():
         api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
         eventually(lambda: api.core.read_namespaced_config_map(f"{name}-connector", kube_namespace), timeout_s=30,
