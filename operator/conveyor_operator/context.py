@@ -32,7 +32,7 @@ MAX_EVICTIONS_KEPT = 10
 MAX_BACKOFF_SECONDS = 300.0
 MISSING_REFERENCE_MAX_DELAY_SECONDS = 30.0
 SPEC_PROBLEMS = ("InvalidSpec", "NotAllowed", "InvalidConfig", "MissingReference")
-"""Degraded reasons about the spec itself: the status timer leaves them for the next edit."""
+"""Degraded reasons about the spec itself: the status reads leave them for the next edit."""
 
 
 class _Runtime:

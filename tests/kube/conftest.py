@@ -15,7 +15,7 @@ from _objects import operator_key_file
 
 from conveyor.testing.ports import free_port
 
-# The status timer's interval is read when conveyor_operator.handlers.status is first imported.
+# The operator reads the status interval from the environment when it starts (its startup handler).
 os.environ.setdefault("CONVEYOR_OPERATOR_STATUS_INTERVAL_SECONDS", "1")
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "conveyor"

@@ -96,7 +96,7 @@ def test_apply_creates_owned_objects_and_scale_changes_tasks_max(kube_api, kube_
                    == 1, message="observedGeneration 1")
         progressing = api.condition(kube_namespace, name, "Progressing")
         assert progressing["status"] == "True"
-        # without a driver the status timer says so
+        # without a driver the status reads say so
         eventually(lambda: (api.condition(kube_namespace, name, "Ready") or {}).get("reason") == "DriverUnreachable",
                    message="Ready=False DriverUnreachable")
 

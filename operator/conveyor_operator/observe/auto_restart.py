@@ -8,7 +8,7 @@ Strimzi's ``KafkaConnector`` ``autoRestart`` does them:
 * the count is kept in ``status.autoRestart`` and forgotten once the connector has run
   without failing for the current back-off (or after a manual restart).
 
-Pure decisions; the operator's status timer acts on them.
+Pure decisions; the operator's status reads act on them (:mod:`conveyor_operator.handlers.status`).
 """
 
 from __future__ import annotations
