@@ -62,24 +62,24 @@ class StatusSchedule:
                 self._entries[key] = _Entry()
                 self._push(key, 0.0)
 
-    def due(self, key: Key, now: float) -> bool:
-        """True when ``key``'s status should be read now (never read yet, its wait over, or hurried)."""
+    def answered(self, key: Key, now: float) -> None:
+        """The driver answered: next read after ``interval_s``. A key not tracked (forgotten during
+        its read) stays untracked."""
         with self._changed:
             entry = self._entries.get(key)
-            return entry is None or (not entry.reading and now >= entry.due)
-
-    def answered(self, key: Key, now: float) -> None:
-        """The driver answered: next read after ``interval_s``."""
-        with self._changed:
-            entry = self._entries.setdefault(key, _Entry())
+            if entry is None:
+                return
             entry.failures = 0
             self._set_due(key, entry, now + self.interval_s)
 
     def unreachable(self, key: Key, now: float) -> float:
         """The driver did not answer: wait longer each time in a row (``interval_s``, then doubling,
-        at most ``max_backoff_s``). Returns the wait in seconds."""
+        at most ``max_backoff_s``). Returns the wait in seconds (0 for a key not tracked, which
+        stays untracked)."""
         with self._changed:
-            entry = self._entries.setdefault(key, _Entry())
+            entry = self._entries.get(key)
+            if entry is None:
+                return 0.0
             entry.failures += 1
             wait = min(self.max_backoff_s, self.interval_s * 2 ** min(entry.failures - 1, 16))
             self._set_due(key, entry, now + wait)
