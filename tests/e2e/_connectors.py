@@ -77,10 +77,20 @@ def row_count(url: str, table: str) -> int:
         return 0
 
 
-def diagnostics(node, namespace: str) -> str:
-    """Pods, events and the last log lines of every pod in ``namespace`` (for assertion messages)."""
+def diagnostics(node, namespace: str, operator_namespace: str = "conveyor-system") -> str:
+    """Pods, events and the last log lines of every pod in ``namespace``, the Connectors' status
+    and what the operator logged of ``namespace`` (for assertion messages)."""
     parts = [node.kubectl("get", "pods,connectors", "-n", namespace, "-o", "wide", check=False).stdout,
-             node.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout[-3000:]]
+             node.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout[-3000:],
+             "--- the Connectors' status ---\n" + node.kubectl(
+                 "get", "connectors", "-n", namespace, "-o", "jsonpath={range .items[*]}{.metadata.name}: "
+                 "{.status}{\"\\n\"}{end}", check=False).stdout[-3000:]]
+    for previous in ((), ("--previous",)):
+        log = node.kubectl("logs", "-n", operator_namespace, "-l", "app.kubernetes.io/component=operator",
+                           "--tail=-1", *previous, check=False).stdout
+        mentions = [line for line in log.splitlines() if namespace in line]
+        parts.append(f"--- the operator{' before its last restart' if previous else ''}, of {namespace} ---\n"
+                     + "\n".join(mentions[-40:]))
     for pod in pods(node, namespace, "app.kubernetes.io/managed-by"):
         name = pod["metadata"]["name"]
         parts.append(f"--- {name} ---\n" + node.kubectl("logs", name, "-n", namespace, "--all-containers",

@@ -63,7 +63,8 @@ def connector_bodies(namespace: str, name: str, meta: kopf.Meta, status: kopf.St
     needs of each (:func:`status_view`).
 
     A Connector applied once (``status.observedGeneration``) has its status read from then on; one
-    being deleted no more (one gone is dropped by its next read, which finds it no longer here)."""
+    being deleted no more (one gone is dropped by the reads that find it no longer here:
+    :meth:`~conveyor_operator.observe.status_schedule.StatusSchedule.absent`)."""
     key = (namespace, name)
     if meta.get("deletionTimestamp"):
         RUNTIME.status_schedule.forget(key)
@@ -96,7 +97,7 @@ def read_status(key: Key, connectors: kopf.Index, pods: kopf.Index) -> None:
     namespace, name = key
     body = _latest(connectors, key)
     if body is None:
-        RUNTIME.status_schedule.forget(key)
+        RUNTIME.status_schedule.absent(key)
         return
     meta, status = body["metadata"], body["status"]
     if meta.get("deletionTimestamp") or status.get("observedGeneration") is None:

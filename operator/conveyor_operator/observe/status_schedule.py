@@ -31,6 +31,8 @@ class _Entry:
     reading: bool = False
     hurried: bool = False
     """Hurried while its read was under way: due again as soon as that read ends."""
+    absent: bool = False
+    """A read found no Connector under the key (see :meth:`StatusSchedule.absent`)."""
 
 
 class StatusSchedule:
@@ -96,6 +98,24 @@ class StatusSchedule:
                 entry.hurried = True
             else:
                 self._set_due(key, entry, 0.0)
+
+    def absent(self, key: Key) -> bool:
+        """A read found no Connector under ``key`` in the operator's index. The first time, the
+        key stays (due an interval later): kopf stores what an index function returns only after
+        it returns, and that function is what tracked the key, so a read can come first (seen
+        after an operator restart, whose indices start empty: the Connectors listed were read
+        once, found absent and never read again). The second time, the Connector is gone (a
+        DELETED event empties its index entry without calling the index function) and the key is
+        forgotten. Returns whether it was."""
+        with self._changed:
+            entry = self._entries.get(key)
+            if entry is None:
+                return True
+            if entry.absent:
+                del self._entries[key]
+                return True
+            entry.absent = True
+            return False
 
     def forget(self, key: Key) -> None:
         """The Connector is gone (or being deleted): no more reads."""
