@@ -28,7 +28,8 @@ and every other process on the machine used (the harness shares the cores with a
 the API requests the server received (from its /metrics).
 
 ``--max-workers 8,32,128`` runs the operator with each CONVEYOR_OPERATOR_MAX_WORKERS side by
-side. ``--what-if-bind-escalate`` also runs each setting with the operator's ServiceAccount
+side; ``--operator-env 'MALLOC_ARENA_MAX=16;'`` runs each ';'-separated environment side by side
+(rounds of ``--runs`` interleaved: each setting once per round). ``--what-if-bind-escalate`` also runs each setting with the operator's ServiceAccount
 granted ``bind`` and ``escalate`` on Roles, which the chart does not grant: without them the API
 server runs its RBAC escalation check on every Role and RoleBinding the operator applies (a
 consistent list of ClusterRoleBindings and RoleBindings from its watch cache, ~0.1 s each).
@@ -39,7 +40,9 @@ Both are also measured from their batch's start (the first create sent; the firs
 started): the client threads send the Connectors' creates in a few seconds, so each one's own
 latency includes the time it waits in the operator, while a kubectl waits for a free client
 thread before it starts, so its own latency leaves that wait out, and stops growing with the
-count once the count passes the client threads. From the batch's start, both include it.
+count once the count passes the client threads. From the batch's start, both include it. The
+delete figure has its floor too: as many Connectors that no operator watches (no finalizer),
+deleted at once the same way, DELETE sent -> DELETED: what the API server alone takes.
 
 Targets (issue 33, at 1,000 Connectors): create p99 <= 0.5x the p99 of ``kubectl apply
 --server-side`` of the same count in the same run (the absolute p99 < 1 s of issue 12, which two
@@ -629,6 +632,39 @@ def run_baseline(kube: KubeEndpoint, count: int, clients: int, timeout: float) -
         api.close()
 
 
+def run_delete_floor(kube: KubeEndpoint, count: int, clients: int, timeout: float) -> list[float]:
+    """Seconds per connector, DELETE sent -> Connector DELETED, of ``count`` Connectors that no
+    operator watches (no finalizer holds them), deleted at once from ``clients`` threads: what
+    the API server alone takes for the same deletes, the floor of the operator's delete figure."""
+    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    kube.create_namespace(namespace)
+    api, timeline = Api(kube, pool=max(clients, 4)), Timeline()
+    watcher = Watcher(Api(kube, 2), _connectors_path(namespace), timeline.on_connector)
+    watcher.start()
+    names = [f"bench-{i:04d}" for i in range(count)]
+    try:
+        watcher.established.wait(30)
+        with ThreadPoolExecutor(max_workers=clients) as pool:
+            list(pool.map(lambda n: api.call("POST", _connectors_path(namespace), connector_body(n, namespace)), names))
+
+            def delete(name: str) -> None:
+                timeline.sent_delete[name] = time.monotonic()
+                api.call("DELETE", _connectors_path(namespace, name))
+
+            list(pool.map(delete, names))
+        deadline = time.monotonic() + timeout
+        while any(n not in timeline.deleted for n in names):
+            if watcher.error is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"delete floor: Connectors not DELETED after {timeout:.0f}s ({watcher.error!r})")
+            time.sleep(0.02)
+        return [timeline.deleted[n] - timeline.sent_delete[n] for n in names]
+    finally:
+        watcher.stop()
+        watcher.api.close()
+        _delete_leftovers(api, namespace)
+        api.close()
+
+
 # --------------------------------------------------------------------------------------------
 # report
 
@@ -682,21 +718,21 @@ def report(r: RunResult, cores: int) -> None:
                   f"{n / r.count:.1f} per connector: {top}")
 
 
-def summary(results: list[RunResult], baselines: list[tuple[float, float]]) -> None:
+def summary(results: list[RunResult], baselines: list[tuple[float, float]], delete_floors: list[float]) -> None:
     """One line per run: create p99 from each connector's own create, and from the batch's
-    start, each beside the kubectl floor of the same count measured the same way; delete p99;
-    the API requests at rest; the peak RSS."""
+    start, each beside the kubectl floor of the same count measured the same way; delete p99
+    beside the API server's alone; the API requests at rest; the peak RSS."""
     width = max(len(r.label) for r in results) + 2
     print("\nall runs (seconds; RSS MiB). create p99 from each connector's own create request (kubectl: from its "
           "own kubectl's start), and from the batch's first create (kubectl: from the first kubectl's start):")
     print(f"  {'run':<{width}}{'count':>6}{'create p99':>11}{'kubectl':>8}{'ratio':>7}{'from batch':>11}"
-          f"{'kubectl':>8}{'ratio':>7}{'delete p99':>11}{'rest req/conn/min':>18}{'peak RSS':>9}")
-    for r, (floor, floor_batch) in zip(results, baselines):
+          f"{'kubectl':>8}{'ratio':>7}{'delete p99':>11}{'no op':>7}{'rest req/conn/min':>18}{'peak RSS':>9}")
+    for r, (floor, floor_batch), delete_floor in zip(results, baselines, delete_floors):
         c, b, d = _quantiles(r.create), _quantiles(r.create_from_batch), _quantiles(r.delete)
         rest = sum(r.requests_rest.values()) / r.count / (r.rest_s / 60) if r.rest_s else float("nan")
         print(f"  {r.label:<{width}}{r.count:>6}{c['p99']:>11.2f}{floor:>8.2f}{c['p99'] / floor:>6.2f}x"
               f"{b['p99']:>11.2f}{floor_batch:>8.2f}{b['p99'] / floor_batch:>6.2f}x{d['p99']:>11.2f}"
-              f"{rest:>18.3f}{r.peak_rss:>9.1f}")
+              f"{delete_floor:>7.2f}{rest:>18.3f}{r.peak_rss:>9.1f}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -773,6 +809,10 @@ def main() -> None:
     parser.add_argument("--max-workers", default="",
                         help="comma list of CONVEYOR_OPERATOR_MAX_WORKERS values to run side by side "
                              "(default: the operator's own default, or the value in the environment)")
+    parser.add_argument("--operator-env", default="",
+                        help="';'-separated settings of the operator's environment to run side by side, each "
+                             "space-separated NAME=VALUE (e.g. 'MALLOC_ARENA_MAX=16;' for glibc's default arenas "
+                             "beside the operator's own limit)")
     parser.add_argument("--operator-log-level", default="INFO", help="the operator's log level (chart: INFO)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each phase")
     parser.add_argument("--keep-logs", action="store_true", help="keep the operator logs (path printed)")
@@ -789,6 +829,10 @@ def main() -> None:
     settings: list[tuple[str, dict[str, str]]] = []
     for value in [v.strip() for v in args.max_workers.split(",") if v.strip()]:
         settings.append((f"CONVEYOR_OPERATOR_MAX_WORKERS={value}", {"CONVEYOR_OPERATOR_MAX_WORKERS": value}))
+    if args.operator_env:
+        for variant in args.operator_env.split(";"):
+            pairs = dict(p.split("=", 1) for p in variant.split())
+            settings.append((" ".join(f"{k}={v}" for k, v in pairs.items()) or "the operator's defaults", pairs))
     if not settings:
         inherited = os.environ.get("CONVEYOR_OPERATOR_MAX_WORKERS")
         settings = [(f"CONVEYOR_OPERATOR_MAX_WORKERS={inherited or '32 (default)'}",
@@ -797,6 +841,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="conveyor-bench-operator-"))
     results: list[RunResult] = []
     ratios: list[float] = []
+    delete_floors: list[float] = []
     with ExitStack() as stack:
         if not args.keep_logs:
             stack.callback(shutil.rmtree, workdir, ignore_errors=True)
@@ -838,10 +883,10 @@ def main() -> None:
         baselines: list[tuple[float, float]] = []
         for count in counts:
             clients = args.clients or min(count, 100)
-            for label, env in settings:
-                for what_if in (False, True) if args.what_if_bind_escalate else (False,):
-                    with _what_if_bind_escalate(kube, account) if what_if else ExitStack():
-                        for i in range(args.runs):
+            for i in range(args.runs):  # rounds interleaved: each setting once per round
+                for label, env in settings:
+                    for what_if in (False, True) if args.what_if_bind_escalate else (False,):
+                        with _what_if_bind_escalate(kube, account) if what_if else ExitStack():
                             result = run_once(
                                 kube, operator_kubeconfig, workdir, count, clients,
                                 f"{count} connectors, run {i + 1}/{args.runs}, {label}"
@@ -858,7 +903,12 @@ def main() -> None:
                             batch_ratio = _quantiles(result.create_from_batch)["p99"] / baselines[-1][1]
                             print(_row("first kubectl started -> ADDED", baseline_from_batch,
                                        f"   ratio of p99s {batch_ratio:.2f}x (both from their batch's start)"))
-        summary(results, baselines)
+                            floor = run_delete_floor(kube, count, clients, args.timeout)
+                            delete_floors.append(_quantiles(floor)["p99"])
+                            print(_row("delete, no operator -> DELETED", floor,
+                                       f"   ratio of p99s {_quantiles(result.delete)['p99'] / delete_floors[-1]:.2f}x "
+                                       "(the operator's delete p99 / the API server's alone)"))
+        summary(results, baselines, delete_floors)
         print(f"\noperator create p99 / kubectl apply --server-side p99, per run: "
               f"{', '.join(f'{r:.2f}x' for r in ratios)} (target <= {TARGET_RATIO:.1f}x)")
         if args.keep_logs:
