@@ -79,7 +79,8 @@ def row_count(url: str, table: str) -> int:
 
 def diagnostics(node, namespace: str, operator_namespace: str = "conveyor-system") -> str:
     """Pods, events and the last log lines of every pod in ``namespace``, the Connectors' status
-    and what the operator logged of ``namespace`` (for assertion messages)."""
+    and what the operator logged of ``namespace``, its warnings and errors and its last lines
+    (for assertion messages)."""
     parts = [node.kubectl("get", "pods,connectors", "-n", namespace, "-o", "wide", check=False).stdout,
              node.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout[-3000:],
              "--- the Connectors' status ---\n" + node.kubectl(
@@ -88,9 +89,11 @@ def diagnostics(node, namespace: str, operator_namespace: str = "conveyor-system
     for previous in ((), ("--previous",)):
         log = node.kubectl("logs", "-n", operator_namespace, "-l", "app.kubernetes.io/component=operator",
                            "--tail=-1", *previous, check=False).stdout
-        mentions = [line for line in log.splitlines() if namespace in line]
-        parts.append(f"--- the operator{' before its last restart' if previous else ''}, of {namespace} ---\n"
-                     + "\n".join(mentions[-40:]))
+        lines = log.splitlines()
+        mentions = [line for line in lines if namespace in line or " WARNING " in line or " ERROR " in line]
+        parts.append(f"--- the operator{' before its last restart' if previous else ''}: its lines of {namespace}, "
+                     f"its warnings and errors, then its last lines ---\n"
+                     + "\n".join(mentions[-30:]) + "\n...\n" + "\n".join(lines[-15:]))
     for pod in pods(node, namespace, "app.kubernetes.io/managed-by"):
         name = pod["metadata"]["name"]
         parts.append(f"--- {name} ---\n" + node.kubectl("logs", name, "-n", namespace, "--all-containers",

@@ -76,3 +76,17 @@ def test_a_read_that_raises_is_logged_and_the_key_read_again_an_interval_later(c
         assert "status of connector ns/a not read" in caplog.text
     finally:
         poller.stop()
+
+
+def test_the_poller_resyncs_the_schedule_with_the_index_keys():
+    schedule = StatusSchedule(interval_s=60)
+    reads: list[tuple[str, str]] = []
+    index_keys = [("ns", "lost")]  # in the index, never tracked (what the resync is for)
+    poller = StatusPoller(schedule, reads.append, 2, keys=lambda: list(index_keys), resync_s=0.2)
+    poller.start()
+    try:
+        _wait(lambda: reads == [("ns", "lost")])
+        index_keys.clear()
+        _wait(lambda: len(schedule) == 0)  # two resyncs without it
+    finally:
+        poller.stop()

@@ -13,7 +13,7 @@ from kubernetes import config as kube_config
 
 from conveyor_operator import memory, names
 from conveyor_operator.context import RUNTIME
-from conveyor_operator.handlers.status import read_status
+from conveyor_operator.handlers.status import read_status, tracked_keys
 from conveyor_operator.kube import Kube
 from conveyor_operator.logs import redact_handlers
 from conveyor_operator.observe.status_poller import StatusPoller
@@ -56,7 +56,8 @@ def startup(settings: kopf.OperatorSettings, connector_bodies: kopf.Index, conne
     RUNTIME.control_secrets = ControlSecrets(OperatorKey.load(ours.key_file))
     # kopf fills the indices before any resource handler runs; these are live views of them
     RUNTIME.status_poller = StatusPoller(
-        RUNTIME.status_schedule, lambda key: read_status(key, connector_bodies, connector_pods), ours.status_workers)
+        RUNTIME.status_schedule, lambda key: read_status(key, connector_bodies, connector_pods), ours.status_workers,
+        keys=lambda: tracked_keys(connector_bodies))
     RUNTIME.status_poller.start()
     RUNTIME.memory_trimming = memory.start_trimming()
     settings.persistence.finalizer = names.FINALIZER

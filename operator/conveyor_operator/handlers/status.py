@@ -63,14 +63,26 @@ def connector_bodies(namespace: str, name: str, meta: kopf.Meta, status: kopf.St
     needs of each (:func:`status_view`).
 
     A Connector applied once (``status.observedGeneration``) has its status read from then on; one
-    being deleted no more (one gone is dropped by the reads that find it no longer here:
-    :meth:`~conveyor_operator.observe.status_schedule.StatusSchedule.absent`)."""
+    being deleted no more; the status poller's resync (:func:`tracked_keys`) settles the rest."""
     key = (namespace, name)
     if meta.get("deletionTimestamp"):
         RUNTIME.status_schedule.forget(key)
     elif status.get("observedGeneration") is not None:
         RUNTIME.status_schedule.track(key)
     return {key: status_view(body)}
+
+
+def tracked_keys(connectors: kopf.Index) -> list[Key]:
+    """The Connectors whose status is to be read, from the index: applied once and not being
+    deleted (what :func:`connector_bodies` tracks). Called on the status poller's thread while
+    kopf's event loop updates the index: a copy of its keys is taken first."""
+    keys: list[Key] = []
+    for key in list(connectors.keys()):
+        body = _latest(connectors, key)
+        if body is not None and not body["metadata"].get("deletionTimestamp") \
+                and body["status"].get("observedGeneration") is not None:
+            keys.append(key)
+    return keys
 
 
 def status_view(body: kopf.Body | dict[str, Any]) -> dict[str, Any]:
@@ -96,8 +108,7 @@ def read_status(key: Key, connectors: kopf.Index, pods: kopf.Index) -> None:
     and Degraded (called by the status poller, on one of its threads)."""
     namespace, name = key
     body = _latest(connectors, key)
-    if body is None:
-        RUNTIME.status_schedule.absent(key)
+    if body is None:  # not stored yet, or gone: the poller's resync settles which (StatusSchedule.sync)
         return
     meta, status = body["metadata"], body["status"]
     if meta.get("deletionTimestamp") or status.get("observedGeneration") is None:

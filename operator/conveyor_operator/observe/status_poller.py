@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from conveyor_operator.observe.status_schedule import Key, StatusSchedule
 
 log = logging.getLogger("conveyor_operator")
+
+RESYNC_SECONDS = 30.0
+"""Between two resyncs of the schedule with the operator's index (:class:`StatusPoller`)."""
 
 
 class StatusPoller:
@@ -28,16 +32,27 @@ class StatusPoller:
     ``schedule.answered`` / ``schedule.unreachable`` (else the next read is an interval later).
     An exception it raises is logged and the key read again an interval later.
 
+    Every ``resync_s`` seconds the schedule is made to hold exactly ``keys()`` (the Connectors
+    in the operator's index; :meth:`StatusSchedule.sync`), as a controller's informer resyncs: a
+    Connector the event-driven tracking missed is read again within that time (logged at
+    WARNING: it is a bug to report), one gone is dropped.
+
     Args:
         schedule: what is due when.
         read: one Connector's status read and write.
         workers: reads at once (threads).
+        keys: the keys to read, from the index (``None``: no resync).
+        resync_s: seconds between resyncs.
     """
 
-    def __init__(self, schedule: StatusSchedule, read: Callable[[Key], None], workers: int) -> None:
+    def __init__(self, schedule: StatusSchedule, read: Callable[[Key], None], workers: int,
+                 keys: Callable[[], Iterable[Key]] | None = None, resync_s: float = RESYNC_SECONDS) -> None:
         self.schedule = schedule
         self.read = read
         self.workers = workers
+        self.keys = keys
+        self.resync_s = resync_s
+        self._next_resync = time.monotonic() + resync_s
         self._slots = threading.BoundedSemaphore(workers)
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="status-read")
         self._stopping = threading.Event()
@@ -53,8 +68,22 @@ class StatusPoller:
         self._thread.join(timeout_s)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def _resync(self) -> None:
+        if self.keys is None or time.monotonic() < self._next_resync:
+            return
+        self._next_resync = time.monotonic() + self.resync_s
+        try:
+            tracked, forgotten = self.schedule.sync(self.keys())
+        except RuntimeError:  # the index changed size while its keys were copied: next time
+            return
+        if tracked:
+            log.warning("status reads: %d Connector(s) of the index were not tracked; reading them now", tracked)
+        if forgotten:
+            log.debug("status reads: %d Connector(s) no longer in the index forgotten", forgotten)
+
     def _loop(self) -> None:
         while not self._stopping.is_set():
+            self._resync()
             if not self._slots.acquire(timeout=1.0):
                 continue
             key = self.schedule.take(timeout_s=1.0)

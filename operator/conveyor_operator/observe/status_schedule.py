@@ -17,7 +17,7 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 Key = tuple[str, str]
@@ -31,8 +31,8 @@ class _Entry:
     reading: bool = False
     hurried: bool = False
     """Hurried while its read was under way: due again as soon as that read ends."""
-    absent: bool = False
-    """A read found no Connector under the key (see :meth:`StatusSchedule.absent`)."""
+    unlisted: bool = False
+    """Not among the keys of the last :meth:`StatusSchedule.sync`."""
 
 
 class StatusSchedule:
@@ -99,23 +99,32 @@ class StatusSchedule:
             else:
                 self._set_due(key, entry, 0.0)
 
-    def absent(self, key: Key) -> bool:
-        """A read found no Connector under ``key`` in the operator's index. The first time, the
-        key stays (due an interval later): kopf stores what an index function returns only after
-        it returns, and that function is what tracked the key, so a read can come first (seen
-        after an operator restart, whose indices start empty: the Connectors listed were read
-        once, found absent and never read again). The second time, the Connector is gone (a
-        DELETED event empties its index entry without calling the index function) and the key is
-        forgotten. Returns whether it was."""
+    def sync(self, keys: Iterable[Key]) -> tuple[int, int]:
+        """Make the tracked keys exactly ``keys`` (the Connectors the operator's index holds, to be
+        read): a key missing is tracked, due at once; a key no longer there is forgotten. The
+        index functions track and forget as events come; this catches what they cannot: kopf
+        stores an index function's value only after it returns, so a read can come first and
+        find nothing, and a DELETED event empties the index without calling the function. A key
+        is forgotten when two syncs in a row did not list it: the first may have copied the index
+        between an index function's track and kopf storing its value.
+        Returns (tracked, forgotten)."""
+        wanted = set(keys)
         with self._changed:
-            entry = self._entries.get(key)
-            if entry is None:
-                return True
-            if entry.absent:
+            gone = []
+            for key, entry in self._entries.items():
+                if key in wanted:
+                    entry.unlisted = False
+                elif entry.unlisted:
+                    gone.append(key)
+                else:
+                    entry.unlisted = True
+            for key in gone:
                 del self._entries[key]
-                return True
-            entry.absent = True
-            return False
+            new = [key for key in wanted if key not in self._entries]
+            for key in new:
+                self._entries[key] = _Entry()
+                self._push(key, 0.0)
+            return len(new), len(gone)
 
     def forget(self, key: Key) -> None:
         """The Connector is gone (or being deleted): no more reads."""
