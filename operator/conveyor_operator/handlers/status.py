@@ -65,11 +65,16 @@ def connector_bodies(namespace: str, name: str, meta: kopf.Meta, status: kopf.St
     A Connector applied once (``status.observedGeneration``) has its status read from then on; one
     being deleted no more; the status poller's resync (:func:`tracked_keys`) settles the rest."""
     key = (namespace, name)
-    if meta.get("deletionTimestamp"):
-        RUNTIME.status_schedule.forget(key)
-    elif status.get("observedGeneration") is not None:
+    if _to_read(meta, status):
         RUNTIME.status_schedule.track(key)
+    elif meta.get("deletionTimestamp"):
+        RUNTIME.status_schedule.forget(key)
     return {key: status_view(body)}
+
+
+def _to_read(meta: dict[str, Any], status: dict[str, Any]) -> bool:
+    """Whether a Connector's status is read: applied once and not being deleted."""
+    return not meta.get("deletionTimestamp") and status.get("observedGeneration") is not None
 
 
 def tracked_keys(connectors: kopf.Index) -> list[Key]:
@@ -79,8 +84,7 @@ def tracked_keys(connectors: kopf.Index) -> list[Key]:
     keys: list[Key] = []
     for key in list(connectors.keys()):
         body = _latest(connectors, key)
-        if body is not None and not body["metadata"].get("deletionTimestamp") \
-                and body["status"].get("observedGeneration") is not None:
+        if body is not None and _to_read(body["metadata"], body["status"]):
             keys.append(key)
     return keys
 
@@ -111,7 +115,7 @@ def read_status(key: Key, connectors: kopf.Index, pods: kopf.Index) -> None:
     if body is None:  # not stored yet, or gone: the poller's resync settles which (StatusSchedule.sync)
         return
     meta, status = body["metadata"], body["status"]
-    if meta.get("deletionTimestamp") or status.get("observedGeneration") is None:
+    if not _to_read(meta, status):
         return
     conditions = Conditions(status.get("conditions"), meta.get("generation"))
     if conditions.get(C.DEGRADED) and conditions.get(C.DEGRADED)["reason"] in SPEC_PROBLEMS:

@@ -122,8 +122,7 @@ class StatusSchedule:
                 del self._entries[key]
             new = [key for key in wanted if key not in self._entries]
             for key in new:
-                self._entries[key] = _Entry()
-                self._push(key, 0.0)
+                self.track(key)  # the condition's lock is reentrant
             return len(new), len(gone)
 
     def forget(self, key: Key) -> None:
