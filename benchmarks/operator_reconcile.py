@@ -29,7 +29,9 @@ the API requests the server received (from its /metrics).
 
 ``--max-workers 8,32,128`` runs the operator with each CONVEYOR_OPERATOR_MAX_WORKERS side by
 side; ``--operator-env 'MALLOC_ARENA_MAX=16;'`` runs each ';'-separated environment side by side
-(rounds of ``--runs`` interleaved: each setting once per round). ``--what-if-bind-escalate`` also runs each setting with the operator's ServiceAccount
+(rounds of ``--runs`` interleaved: each setting once per round). ``--profile DIR`` keeps, for each
+run's create and delete phases, the API server's Go CPU profile and (with py-spy installed) the
+operator's stacks. ``--what-if-bind-escalate`` also runs each setting with the operator's ServiceAccount
 granted ``bind`` and ``escalate`` on Roles, which the chart does not grant: without them the API
 server runs its RBAC escalation check on every Role and RoleBinding the operator applies (a
 consistent list of ClusterRoleBindings and RoleBindings from its watch cache, ~0.1 s each).
@@ -488,9 +490,54 @@ def _delete_leftovers(api: Api, namespace: str) -> None:
         api.call("DELETE", f"/api/v1/namespaces/{namespace}")
 
 
+@contextmanager
+def _py_spy(pid: int, out: Path | None) -> Iterator[None]:
+    """``py-spy record`` of ``pid`` while the block runs, into ``out``: 50 samples/s of the thread
+    holding the GIL (where the operator's CPU goes; threads waiting for an answer are left out),
+    without pausing it, as collapsed stacks; nothing when ``out`` is None or there is no py-spy."""
+    if out is None or shutil.which("py-spy") is None:
+        yield
+        return
+    spy = subprocess.Popen(["py-spy", "record", "--nonblocking", "--gil", "-p", str(pid), "-r", "50", "-f", "raw", "-o", str(out)],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        time.sleep(0.5)  # attached
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        with suppress(subprocess.TimeoutExpired):
+            spy.wait(30)
+        if spy.poll() is None:
+            spy.kill()
+
+
+@contextmanager
+def _apiserver_pprof(api: Api, seconds: int, out: Path | None) -> Iterator[None]:
+    """The API server's Go CPU profile (``/debug/pprof/profile``, on by default) of the block's
+    first ``seconds``, into ``out`` (read it with ``go tool pprof -top``); nothing when ``out`` is
+    None."""
+    if out is None:
+        yield
+        return
+
+    def fetch() -> None:
+        try:
+            response = api.call("GET", "/debug/pprof/profile", query=[("seconds", str(seconds))], stream=True)
+            out.write_bytes(response.read())
+        except Exception as exc:  # noqa: BLE001 - a diagnostic only
+            print(f"  (no API server profile: {exc!r})")
+
+    thread = threading.Thread(target=fetch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join(seconds + 30)
+
+
 def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count: int, clients: int,
              label: str, extra_env: dict[str, str], log_level: str, timeout: float,
-             server_pids: dict[str, list[int]], rest_s: float = 60.0) -> RunResult:
+             server_pids: dict[str, list[int]], rest_s: float = 60.0, profile_dir: Path | None = None) -> RunResult:
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     kube.create_namespace(namespace)
     api = Api(kube, pool=max(clients, 4))
@@ -534,7 +581,9 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
 
         with ThreadPoolExecutor(max_workers=clients) as pool:
             requests_before = _request_counts(api)
-            with _cpu_meter(pids) as cpu_create:
+            with _py_spy(op.pid, profile_dir and profile_dir / f"{namespace}-create.txt"), \
+                    _apiserver_pprof(api, 30, profile_dir and profile_dir / f"{namespace}-create-apiserver.pb.gz"), \
+                    _cpu_meter(pids) as cpu_create:
                 list(pool.map(create, names))
                 _wait_all("a Deployment", names, timeline.deployment, watchers, op, timeout)
             create_wall = max(timeline.deployment[n] for n in names) - min(timeline.sent_create.values())
@@ -563,7 +612,9 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
                 raise AssertionError(f"connectors without the {FINALIZER} finalizer before deletion: {without[:5]}")
 
             requests_before = _request_counts(api)
-            with _cpu_meter(pids) as cpu_delete:
+            with _py_spy(op.pid, profile_dir and profile_dir / f"{namespace}-delete.txt"), \
+                    _apiserver_pprof(api, 5, profile_dir and profile_dir / f"{namespace}-delete-apiserver.pb.gz"), \
+                    _cpu_meter(pids) as cpu_delete:
                 list(pool.map(delete, names))
                 _wait_all("deletion", names, timeline.deleted, watchers, op, timeout)
             requests_delete = _diff(_request_counts(api), requests_before)
@@ -632,10 +683,12 @@ def run_baseline(kube: KubeEndpoint, count: int, clients: int, timeout: float) -
         api.close()
 
 
-def run_delete_floor(kube: KubeEndpoint, count: int, clients: int, timeout: float) -> list[float]:
+def run_delete_floor(kube: KubeEndpoint, count: int, clients: int, timeout: float,
+                     server_pids: dict[str, list[int]]) -> tuple[list[float], dict[str, float]]:
     """Seconds per connector, DELETE sent -> Connector DELETED, of ``count`` Connectors that no
     operator watches (no finalizer holds them), deleted at once from ``clients`` threads: what
-    the API server alone takes for the same deletes, the floor of the operator's delete figure."""
+    the API server alone takes for the same deletes, the floor of the operator's delete figure;
+    with the CPU seconds of the API server, etcd and this process meanwhile."""
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     kube.create_namespace(namespace)
     api, timeline = Api(kube, pool=max(clients, 4)), Timeline()
@@ -651,13 +704,14 @@ def run_delete_floor(kube: KubeEndpoint, count: int, clients: int, timeout: floa
                 timeline.sent_delete[name] = time.monotonic()
                 api.call("DELETE", _connectors_path(namespace, name))
 
-            list(pool.map(delete, names))
-        deadline = time.monotonic() + timeout
-        while any(n not in timeline.deleted for n in names):
-            if watcher.error is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"delete floor: Connectors not DELETED after {timeout:.0f}s ({watcher.error!r})")
-            time.sleep(0.02)
-        return [timeline.deleted[n] - timeline.sent_delete[n] for n in names]
+            deadline = time.monotonic() + timeout
+            with _cpu_meter({**server_pids, "benchmark": [os.getpid()]}) as cpu:
+                list(pool.map(delete, names))
+                while any(n not in timeline.deleted for n in names):
+                    if watcher.error is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"delete floor: Connectors not DELETED after {timeout:.0f}s ({watcher.error!r})")
+                    time.sleep(0.02)
+        return [timeline.deleted[n] - timeline.sent_delete[n] for n in names], cpu
     finally:
         watcher.stop()
         watcher.api.close()
@@ -816,11 +870,20 @@ def main() -> None:
     parser.add_argument("--operator-log-level", default="INFO", help="the operator's log level (chart: INFO)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each phase")
     parser.add_argument("--keep-logs", action="store_true", help="keep the operator logs (path printed)")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="profile the create and delete phases into DIR: the API server's CPU "
+                             "(<namespace>-<phase>-apiserver.pb.gz, for `go tool pprof -top`) and, when py-spy is on "
+                             "PATH (`pip install py-spy`), the operator's thread holding the GIL (<namespace>-<phase>.txt, collapsed "
+                             "stacks, e.g. for flamegraph.pl)")
     parser.add_argument("--what-if-bind-escalate", action="store_true",
                         help="also run each setting with the operator's ServiceAccount granted bind+escalate on "
                              "Roles (not in the chart): shows the cost of the RBAC escalation check")
     args = parser.parse_args()
     counts = [int(v) for v in args.count.split(",") if v.strip()]
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        if shutil.which("py-spy") is None:
+            print("--profile: no py-spy on PATH (pip install py-spy): the API server's profiles only")
 
     # SIGTERM/SIGHUP unwind like Ctrl-C, so every `finally` (operator, apiserver, etcd) runs
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -891,7 +954,8 @@ def main() -> None:
                                 kube, operator_kubeconfig, workdir, count, clients,
                                 f"{count} connectors, run {i + 1}/{args.runs}, {label}"
                                 + (", WHAT-IF bind+escalate on Roles" if what_if else ""),
-                                env, args.operator_log_level, args.timeout, server_pids, args.rest_seconds)
+                                env, args.operator_log_level, args.timeout, server_pids, args.rest_seconds,
+                                args.profile)
                             results.append(result)
                             report(result, cores)
                             baseline, baseline_from_batch = run_baseline(kube, count, clients, args.timeout)
@@ -903,11 +967,15 @@ def main() -> None:
                             batch_ratio = _quantiles(result.create_from_batch)["p99"] / baselines[-1][1]
                             print(_row("first kubectl started -> ADDED", baseline_from_batch,
                                        f"   ratio of p99s {batch_ratio:.2f}x (both from their batch's start)"))
-                            floor = run_delete_floor(kube, count, clients, args.timeout)
+                            floor, floor_cpu = run_delete_floor(kube, count, clients, args.timeout, server_pids)
                             delete_floors.append(_quantiles(floor)["p99"])
                             print(_row("delete, no operator -> DELETED", floor,
                                        f"   ratio of p99s {_quantiles(result.delete)['p99'] / delete_floors[-1]:.2f}x "
                                        "(the operator's delete p99 / the API server's alone)"))
+                            print(f"  {'':<40}CPU s of these deletes: "
+                                  + ", ".join(f"{k} {v:.2f}" for k, v in floor_cpu.items() if k != "wall")
+                                  + f" (with the operator: kube-apiserver {result.cpu_delete.get('kube-apiserver', 0):.2f}"
+                                  + f", operator {result.cpu_delete.get('operator', 0):.2f})")
         summary(results, baselines, delete_floors)
         print(f"\noperator create p99 / kubectl apply --server-side p99, per run: "
               f"{', '.join(f'{r:.2f}x' for r in ratios)} (target <= {TARGET_RATIO:.1f}x)")

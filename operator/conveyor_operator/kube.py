@@ -1,9 +1,10 @@
 """The few API server calls the operator makes, over the official ``kubernetes`` client's
-``kubernetes.dynamic``: server-side apply, create, get, delete, and merge patches of a Connector's
-status and annotations."""
+``ApiClient`` with the paths of ``kubernetes.dynamic``'s discovery: server-side apply, create,
+get, delete, and merge patches of a Connector's status and annotations."""
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 import threading
@@ -94,12 +95,12 @@ def _retry_after(state: RetryCallState) -> float:
 
 
 class Kube:
-    """API calls through ``kubernetes.dynamic`` (paths from the API server's discovery) over one
-    shared :class:`kubernetes.client.ApiClient` (thread-safe; its connection pool should be as
-    large as the operator's worker pool).
+    """API calls over one shared :class:`kubernetes.client.ApiClient` (thread-safe; its connection
+    pool should be as large as the operator's worker pool), at the paths ``kubernetes.dynamic``'s
+    discovery gives.
 
-    Every method raises :class:`kubernetes.client.rest.ApiException` (``kubernetes.dynamic``'s
-    subclasses of it) for an error answer other than the 404s documented per method.
+    Every method raises :class:`kubernetes.client.rest.ApiException` for an error answer other
+    than the 404s documented per method.
     """
 
     def __init__(self, api_client: client.ApiClient, field_manager: str,
@@ -139,18 +140,27 @@ class Kube:
            reraise=True)
     def _call(self, path: str, method: str, body: Any = None, query: list | None = None,
               content_type: str = "application/json") -> Any:
-        """One request through ``kubernetes.dynamic``; the answer as plain JSON data. A request the
-        API server throttles (429) is sent again after the ``Retry-After`` it asks for, for up to
-        :data:`THROTTLED_RETRY_SECONDS` (the official client never retries, and a failed handler
-        waits for kopf's retry, a minute by default).
+        """One request over the shared ApiClient; the answer as plain JSON data (no model). A
+        request the API server throttles (429) is sent again after the ``Retry-After`` it asks
+        for, for up to :data:`THROTTLED_RETRY_SECONDS` (the official client never retries, and a
+        failed handler waits for kopf's retry, a minute by default).
+
+        Not through ``kubernetes.dynamic``'s ``request``: it turns every error answer into its own
+        exception with the formatted traceback of where it was caught, which for the 404s of
+        :meth:`get` (most of a create's lookups) cost more CPU than the request itself.
 
         Raises:
-            kubernetes.dynamic.exceptions.DynamicApiError: (an :class:`ApiException`) an error answer
-                (a 429 only once it has lasted :data:`THROTTLED_RETRY_SECONDS`).
+            ApiException: an error answer (a 429 only once it has lasted :data:`THROTTLED_RETRY_SECONDS`).
         """
-        return self._client().request(method, path, body=body, query_params=list(query or []),
-                                      header_params={"Accept": "application/json"}, content_type=content_type,
-                                      serializer=_plain)
+        response = self.api.call_api(
+            path, method, query_params=list(query or []), body=body, auth_settings=["BearerToken"],
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            _preload_content=False, _return_http_data_only=True, _request_timeout=self.request_timeout_s)
+        try:
+            data = response.data
+        finally:
+            response.release_conn()
+        return json.loads(data) if data else None
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply ``obj`` as the operator's field manager, taking over conflicts."""

@@ -42,6 +42,11 @@ class OperatorSettings(BaseModel):
         "connect timeout is 5 s); kopf's own watches use their server/client timeouts (600/660 s).",
     )
     max_workers: int = Field(32, ge=1, description="Threads running the (blocking) handlers.")
+    kopf_connections: int = Field(
+        32, ge=0, description="Connections kopf's own requests (its finalizer and annotation patches) share, "
+        "besides one per watch; 0 for no bound, kopf's own default: a thousand Connectors created at once then "
+        "opened 829 TLS connections to the API server, a third of a MiB each (issue 33).",
+    )
     wait_poll_seconds: float = Field(
         5.0, gt=0, description="How often the operator looks again at what a Connector waits for: a driver pod "
         "still terminating, its cleanup Job, an earlier Connector's objects of the same name."

@@ -4,6 +4,8 @@ other error answer is raised at once."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from kubernetes.client.rest import ApiException
 
@@ -11,19 +13,27 @@ from conveyor_operator import kube as kube_module
 from conveyor_operator.kube import Kube
 
 
+class _Response:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def release_conn(self) -> None:
+        pass
+
+
 class _Answers:
-    """What ``kubernetes.dynamic``'s ``request`` answers, one after another."""
+    """What the ApiClient's ``call_api`` answers, one after another."""
 
     def __init__(self, *answers) -> None:
         self.answers = list(answers)
         self.calls = 0
 
-    def request(self, *_args, **_kwargs):
+    def call_api(self, *_args, **_kwargs):
         self.calls += 1
         answer = self.answers.pop(0)
         if isinstance(answer, BaseException):
             raise answer
-        return answer
+        return _Response(json.dumps(answer).encode())
 
 
 def _error(status: int, retry_after: str | None = None) -> ApiException:
@@ -33,9 +43,7 @@ def _error(status: int, retry_after: str | None = None) -> ApiException:
 
 
 def _kube(answers: _Answers) -> Kube:
-    kube = Kube(api_client=None, field_manager="test")  # type: ignore[arg-type]
-    kube._discovery = answers  # type: ignore[assignment]
-    return kube
+    return Kube(api_client=answers, field_manager="test")  # type: ignore[arg-type]
 
 
 def test_a_throttled_request_is_sent_again_until_it_is_answered():

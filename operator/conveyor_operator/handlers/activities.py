@@ -3,10 +3,12 @@ poller, kopf's own settings), its login to the API server, and its cleanup."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 from typing import Any
 
+import aiohttp
 import kopf
 from kubernetes import client
 from kubernetes import config as kube_config
@@ -33,6 +35,13 @@ def _configuration() -> client.Configuration:
     except kube_config.ConfigException:
         kube_config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration)
     return configuration
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _api_client(pool_size: int) -> client.ApiClient:
@@ -82,18 +91,36 @@ def startup(settings: kopf.OperatorSettings, connector_bodies: kopf.Index, conne
     settings.watching.label_selectors["v1", "pods"] = names.LABEL_CONNECTOR
 
 
+def kopf_connection_limit(settings: OperatorSettings) -> int:
+    """How many connections kopf's session may open (aiohttp's ``limit``, 0 for no bound):
+    ``kopf_connections`` for its requests, and one for each of its watches (Connectors and pods
+    in each watched namespace, or cluster-wide with those of namespaces and CRDs), which hold
+    theirs for as long as they last."""
+    if settings.kopf_connections == 0:
+        return 0
+    watches = 2 * len(settings.watch_namespaces) if settings.watch_namespaces else 4
+    return settings.kopf_connections + watches
+
+
 @kopf.on.login()
-def login(**_: Any) -> kopf.ConnectionInfo:
-    """kopf's own connection, from the same credentials as the handlers' client."""
+async def login(**_: Any) -> kopf.AiohttpSession:
+    """kopf's own connection, from the same credentials as the handlers' client, in a session
+    whose connections are bounded (:func:`kopf_connection_limit`; kopf's own has no bound)."""
     cfg = _configuration()
     token = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken")
     scheme, _, token = (token or "").partition(" ") if token and " " in token else ("Bearer", "", token)
-    return kopf.ConnectionInfo(
+    info = kopf.ConnectionInfo(
         server=cfg.host, ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
         username=cfg.username or None, password=cfg.password or None,
         scheme=scheme if token else None, token=token or None,
         certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
     )
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=kopf_connection_limit(OperatorSettings.from_env()),
+                                       ssl=info.as_ssl_context()),
+        headers={**info.as_http_headers(), "User-Agent": f"kopf/{_version('kopf')} conveyor-operator"},
+    )
+    return kopf.AiohttpSession(aiohttp_session=session, server=info.server, default_namespace=info.default_namespace)
 
 
 @kopf.on.cleanup()
