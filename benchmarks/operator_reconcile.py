@@ -7,8 +7,10 @@ chart's RBAC is what it has), watching one fresh benchmark namespace. Its driver
 points at a closed local port: no driver ever answers, as right after a create.
 
 Then ``--count`` Connectors (``noop-sink``, config ``{"topics": "t"}``,
-``deletionPolicy: {cleanup: false}`` so that deleting one needs no driver and no cleanup Job)
-are created at once from a thread pool, and per connector:
+``deletionPolicy: {cleanup: false}``: nothing to clean up at deletion, hence no finalizer; with
+``--finalizer``, ``cleanup: true`` given up by the ``conveyor.dev/skip-cleanup`` annotation, so
+that each carries the finalizer and deleting one needs no driver and no cleanup Job) are created
+at once from a thread pool, and per connector:
 
 * create: the create request sent -> the first ADDED of Deployment ``<name>-driver`` on a
   watch of Deployments in the namespace (what the operator applies last);
@@ -16,7 +18,7 @@ are created at once from a thread pool, and per connector:
   requests the server receives then (the operator's status reads of drivers that never answer,
   whatever else it does on its own), per Connector per minute, and the operator's CPU;
 * delete: after that, every Connector is deleted at once; the delete request sent ->
-  DELETED on a watch of Connectors, which needs the operator to remove the
+  DELETED on a watch of Connectors, which with ``--finalizer`` needs the operator to remove the
   ``conveyor.dev/finalizer`` finalizer (the benchmark never touches finalizers).
 
 It prints p50/p95/p99/max of both, the wall time for all of them, the operator's RSS once
@@ -406,12 +408,18 @@ class RunResult:
     cpu_rest: dict[str, float] = field(default_factory=dict)
 
 
-def connector_body(name: str, namespace: str) -> dict[str, Any]:
+def connector_body(name: str, namespace: str, finalizer: bool = False) -> dict[str, Any]:
+    """The benchmark's Connector. Its deletion has nothing to clean up (``cleanup: false``), so it
+    carries no finalizer; with ``finalizer``, it asks for a cleanup (``cleanup: true``) and gives
+    it up (``conveyor.dev/skip-cleanup: "true"``): it carries the finalizer, and deleting it is
+    the operator's finalizer path without a driver or a cleanup Job."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if finalizer:
+        meta["annotations"] = {"conveyor.dev/skip-cleanup": "true"}
     return {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Connector",
-        "metadata": {"name": name, "namespace": namespace},
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Connector", "metadata": meta,
         "spec": {"class": "noop-sink", "kafka": {"bootstrapServers": "kafka.invalid:9092"},
-                 "config": {"topics": "t"}, "deletionPolicy": {"cleanup": False}},
+                 "config": {"topics": "t"}, "deletionPolicy": {"cleanup": finalizer}},
     }
 
 
@@ -537,7 +545,8 @@ def _apiserver_pprof(api: Api, seconds: int, out: Path | None) -> Iterator[None]
 
 def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count: int, clients: int,
              label: str, extra_env: dict[str, str], log_level: str, timeout: float,
-             server_pids: dict[str, list[int]], rest_s: float = 60.0, profile_dir: Path | None = None) -> RunResult:
+             server_pids: dict[str, list[int]], rest_s: float = 60.0, profile_dir: Path | None = None,
+             finalizer: bool = False) -> RunResult:
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     kube.create_namespace(namespace)
     api = Api(kube, pool=max(clients, 4))
@@ -561,7 +570,7 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
 
         # one connector first, so the operator's watch is known to be live and its lazy
         # imports are done before the clock runs
-        api.call("POST", _connectors_path(namespace), connector_body("warmup", namespace))
+        api.call("POST", _connectors_path(namespace), connector_body("warmup", namespace, finalizer))
         _wait_all("a Deployment", ["warmup"], timeline.deployment, watchers, op, 60)
         api.call("DELETE", _connectors_path(namespace, "warmup"))
         _wait_all("deletion", ["warmup"], timeline.deleted, watchers, op, 60)
@@ -570,7 +579,7 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
         pids = {"operator": [op.pid], **server_pids, "benchmark": [os.getpid()]}
 
         def create(name: str) -> None:
-            body = connector_body(name, namespace)
+            body = connector_body(name, namespace, finalizer)
             timeline.sent_create[name] = time.monotonic()
             api.call("POST", _connectors_path(namespace), body)
             timeline.created[name] = time.monotonic()
@@ -607,9 +616,11 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
             requests_rest = _diff(_request_counts(api), requests_before)
 
             listed = api.call("GET", _connectors_path(namespace))["items"]
-            without = [c["metadata"]["name"] for c in listed if FINALIZER not in (c["metadata"].get("finalizers") or [])]
-            if without:
-                raise AssertionError(f"connectors without the {FINALIZER} finalizer before deletion: {without[:5]}")
+            odd = [c["metadata"]["name"] for c in listed
+                   if (FINALIZER in (c["metadata"].get("finalizers") or [])) is not finalizer]
+            if odd:
+                raise AssertionError(f"connectors {'without' if finalizer else 'with'} the {FINALIZER} finalizer "
+                                     f"before deletion: {odd[:5]}")
 
             requests_before = _request_counts(api)
             with _py_spy(op.pid, profile_dir and profile_dir / f"{namespace}-delete.txt"), \
@@ -619,10 +630,10 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
                 _wait_all("deletion", names, timeline.deleted, watchers, op, timeout)
             requests_delete = _diff(_request_counts(api), requests_before)
             delete_wall = max(timeline.deleted[n] for n in names) - min(timeline.sent_delete.values())
-        # every connector had the finalizer when its delete was sent, and was gone only once
-        # someone removed it: the operator (nothing else here touches finalizers)
+        # with the finalizer, every connector had it when its delete was sent, and was gone only
+        # once someone removed it: the operator (nothing else here touches finalizers)
         unheld = [n for n in names if not timeline.deleted_held.get(n)]
-        if unheld:
+        if finalizer and unheld:
             raise AssertionError(f"connectors deleted without passing through the finalizer: {unheld[:5]}")
 
         op.check_alive()
@@ -684,7 +695,8 @@ def run_baseline(kube: KubeEndpoint, count: int, clients: int, timeout: float) -
 
 
 def run_delete_floor(kube: KubeEndpoint, count: int, clients: int, timeout: float,
-                     server_pids: dict[str, list[int]]) -> tuple[list[float], dict[str, float]]:
+                     server_pids: dict[str, list[int]], finalizer: bool = False
+                     ) -> tuple[list[float], dict[str, float]]:
     """Seconds per connector, DELETE sent -> Connector DELETED, of ``count`` Connectors that no
     operator watches (no finalizer holds them), deleted at once from ``clients`` threads: what
     the API server alone takes for the same deletes, the floor of the operator's delete figure;
@@ -698,7 +710,8 @@ def run_delete_floor(kube: KubeEndpoint, count: int, clients: int, timeout: floa
     try:
         watcher.established.wait(30)
         with ThreadPoolExecutor(max_workers=clients) as pool:
-            list(pool.map(lambda n: api.call("POST", _connectors_path(namespace), connector_body(n, namespace)), names))
+            list(pool.map(lambda n: api.call("POST", _connectors_path(namespace), connector_body(n, namespace, finalizer)),
+                          names))
 
             def delete(name: str) -> None:
                 timeline.sent_delete[name] = time.monotonic()
@@ -870,6 +883,10 @@ def main() -> None:
     parser.add_argument("--operator-log-level", default="INFO", help="the operator's log level (chart: INFO)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each phase")
     parser.add_argument("--keep-logs", action="store_true", help="keep the operator logs (path printed)")
+    parser.add_argument("--finalizer", action="store_true",
+                        help="Connectors that carry the finalizer (deletionPolicy cleanup: true, annotated "
+                             "conveyor.dev/skip-cleanup): deleting them is the operator's finalizer path; by default "
+                             "they have nothing to clean up, hence no finalizer")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="profile the create and delete phases into DIR: the API server's CPU "
                              "(<namespace>-<phase>-apiserver.pb.gz, for `go tool pprof -top`) and, when py-spy is on "
@@ -929,8 +946,13 @@ def main() -> None:
 
         print(f"Operator reconcile benchmark: {', '.join(map(str, counts))} Connectors created at once (from at "
               f"most {args.clients or 100} client threads), {args.rest_seconds:.0f} s at rest, then deleted at once")
-        print("  connectors: class noop-sink, config {\"topics\": \"t\"}, deletionPolicy {cleanup: false}: "
-              "deletion needs no driver and no cleanup Job (only the operator removing its finalizer)")
+        if args.finalizer:
+            print("  connectors: class noop-sink, config {\"topics\": \"t\"}, deletionPolicy {cleanup: true}, annotated "
+                  "conveyor.dev/skip-cleanup: \"true\": they carry the finalizer, and deleting one is the operator's "
+                  "finalizer path with no driver and no cleanup Job (it gives the cleanup up, with a Warning Event)")
+        else:
+            print("  connectors: class noop-sink, config {\"topics\": \"t\"}, deletionPolicy {cleanup: false}: nothing to "
+                  "clean up at deletion, hence no finalizer (--finalizer for Connectors that carry one)")
         print("  no driver answers: the operator's control URL is a closed local port")
         print(f"machine: {_machine()}")
         print(f"versions: kube-apiserver {server_version} "
@@ -955,7 +977,7 @@ def main() -> None:
                                 f"{count} connectors, run {i + 1}/{args.runs}, {label}"
                                 + (", WHAT-IF bind+escalate on Roles" if what_if else ""),
                                 env, args.operator_log_level, args.timeout, server_pids, args.rest_seconds,
-                                args.profile)
+                                args.profile, args.finalizer)
                             results.append(result)
                             report(result, cores)
                             baseline, baseline_from_batch = run_baseline(kube, count, clients, args.timeout)
@@ -967,7 +989,8 @@ def main() -> None:
                             batch_ratio = _quantiles(result.create_from_batch)["p99"] / baselines[-1][1]
                             print(_row("first kubectl started -> ADDED", baseline_from_batch,
                                        f"   ratio of p99s {batch_ratio:.2f}x (both from their batch's start)"))
-                            floor, floor_cpu = run_delete_floor(kube, count, clients, args.timeout, server_pids)
+                            floor, floor_cpu = run_delete_floor(kube, count, clients, args.timeout, server_pids,
+                                                                args.finalizer)
                             delete_floors.append(_quantiles(floor)["p99"])
                             print(_row("delete, no operator -> DELETED", floor,
                                        f"   ratio of p99s {_quantiles(result.delete)['p99'] / delete_floors[-1]:.2f}x "

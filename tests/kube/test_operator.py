@@ -421,6 +421,33 @@ def test_skip_cleanup_annotation_gives_up_explicitly(kube_api, kube_namespace, o
         assert api.events(kube_namespace, name, "CleanupSkipped")
 
 
+def test_a_connector_with_nothing_to_clean_up_carries_no_finalizer_until_its_policy_asks_for_one(
+        kube_api, kube_namespace, operator, api):
+    """``deletionPolicy: {cleanup: false}`` with the offsets retained: deleting the Connector has
+    nothing to do outside Kubernetes, so it carries no finalizer (no operator needed to delete it,
+    no two extra writes per delete). Asking for a cleanup adds it, asking for none removes it."""
+    name = _name("nofin")
+
+    def finalizers() -> list[str]:
+        return (api.get_connector(kube_namespace, name) or {}).get("metadata", {}).get("finalizers") or []
+
+    with operator():
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"},
+                                       deletionPolicy={"cleanup": False}))
+        eventually(lambda: (api.get_connector(kube_namespace, name) or {}).get("status", {}).get("observedGeneration"),
+                   message="reconciled")
+        assert finalizers() == []
+        _patch_connector(api, kube_namespace, name, {"spec": {"deletionPolicy": {"cleanup": True}}})
+        eventually(lambda: "conveyor.dev/finalizer" in finalizers(), message="the finalizer, once a cleanup is asked")
+        _patch_connector(api, kube_namespace, name, {"spec": {"deletionPolicy": {"cleanup": False, "offsets": "delete"}}})
+        time.sleep(2)
+        assert "conveyor.dev/finalizer" in finalizers(), "deleting the offsets needs the finalizer too"
+        _patch_connector(api, kube_namespace, name, {"spec": {"deletionPolicy": {"cleanup": False, "offsets": "retain"}}})
+        eventually(lambda: finalizers() == [], message="no finalizer once there is nothing to clean up")
+    api.delete_connector(kube_namespace, name)  # the operator is down: nothing waits for it
+    eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=10, message="Connector gone")
+
+
 def _deleted_with_a_cleanup_job(api: Api, namespace: str, name: str) -> client.V1Job:
     """A noop-sink Connector applied, then deleted with no driver answering: its cleanup Job."""
     api.create_connector(connector(name, namespace, "noop-sink", "k:9092", {"topics": "t"}))

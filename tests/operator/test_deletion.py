@@ -55,3 +55,18 @@ def test_a_connector_refused_before_anything_was_applied_has_nothing_to_clean_up
     failed = [{"type": "Degraded", "status": "True", "reason": "Failed", "message": "task FAILED"}]
     assert never_ran(failed, driver_deployment_exists=False) == ""
     assert never_ran([], driver_deployment_exists=False) == ""
+
+
+def test_only_a_connector_with_something_to_clean_up_carries_the_finalizer():
+    """kopf adds the finalizer only when the delete handler's filter matches (and removes it when
+    it stops matching): a spec with ``cleanup: false`` and its offsets retained has nothing to do
+    outside Kubernetes at deletion."""
+    from conveyor_operator.handlers.deletion import cleanup_at_deletion
+
+    assert cleanup_at_deletion({}) is True, "cleanup defaults to true"
+    assert cleanup_at_deletion({"deletionPolicy": {"cleanup": True}}) is True
+    assert cleanup_at_deletion({"deletionPolicy": {"offsets": "delete"}}) is True
+    assert cleanup_at_deletion({"deletionPolicy": {"cleanup": False, "offsets": "delete"}}) is True
+    assert cleanup_at_deletion({"deletionPolicy": {"cleanup": False}}) is False
+    assert cleanup_at_deletion({"deletionPolicy": {"cleanup": False, "offsets": "retain"}}) is False
+    assert cleanup_at_deletion({"deletionPolicy": "bogus"}) is True, "an unreadable policy keeps the finalizer"

@@ -1,5 +1,7 @@
 """Deletion through the finalizer: the connector-deleted stop path (KAFKA-14651's
-``stop(connector_deleted=True)``), by the running driver or by a one-shot cleanup Job.
+``stop(connector_deleted=True)``), by the running driver or by a one-shot cleanup Job. A
+Connector with nothing to remove outside Kubernetes (``deletionPolicy: {cleanup: false}``,
+offsets retained) carries no finalizer (:func:`cleanup_at_deletion`).
 
 Failures keep the finalizer and back off (5 s doubling to 5 min) with a
 ``CleanupFailed`` condition and Event; ``conveyor.dev/skip-cleanup: "true"`` gives up
@@ -59,7 +61,24 @@ def never_ran(conditions: list[dict[str, Any]], driver_deployment_exists: bool) 
     return f"the spec was refused ({degraded['reason']}) before anything was applied, so the connector never ran"
 
 
-@kopf.on.delete(*RESOURCE)
+def cleanup_at_deletion(spec: kopf.Spec | dict[str, Any], **_: Any) -> bool:
+    """Whether deleting the Connector has anything to do outside Kubernetes, so that it carries the
+    finalizer (kopf adds it, and removes it again, as this says; a filter of :func:`delete`).
+
+    Only a spec that says ``deletionPolicy: {cleanup: false}`` and keeps the offsets (``offsets``
+    unset or ``retain``) has nothing: its deletion is the garbage collector's alone, with no
+    finalizer held by an operator that may be down, and no two writes of the Connector per
+    delete (issue 33). The spec's own ``deletionPolicy`` decides even when another of its fields is
+    invalid (the CRD has checked the policy's types): ``cleanup: false`` is what it asks for at
+    deletion, whatever an earlier generation said. Any other invalid spec keeps the finalizer, and
+    :func:`delete` cleans up with the last applied generation's policy."""
+    policy = spec.get("deletionPolicy") or {}
+    if not isinstance(policy, dict):
+        return True
+    return policy.get("cleanup", True) is not False or policy.get("offsets", OffsetsPolicy.RETAIN.value) != OffsetsPolicy.RETAIN.value
+
+
+@kopf.on.delete(*RESOURCE, when=cleanup_at_deletion)
 def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, namespace: str, uid: str,
            retry: int, **_: Any) -> None:
     """Hold the finalizer until what the connector provisioned outside Kafka is gone."""
