@@ -69,6 +69,9 @@ def _plain(_client: Any, data: Any) -> Any:
     return data
 
 
+_CACHED = [("resourceVersion", "0")]
+"""A read served from the API server's watch cache: any version, no quorum read of etcd."""
+
 THROTTLED_RETRY_SECONDS = 60.0
 """How long a call the API server throttles (429) is tried again before its handler fails."""
 
@@ -195,23 +198,28 @@ class Kube:
             raise
         return False
 
-    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        """The object, or None when it does not exist."""
+    def get(self, api_version: str, kind: str, namespace: str, name: str, cached: bool = False
+            ) -> dict[str, Any] | None:
+        """The object, or None when it does not exist. ``cached``: as the API server's watch cache
+        holds it (``resourceVersion=0``: no read from etcd, possibly a moment old)."""
         try:
-            return self._call(self.resource_path(api_version, kind, namespace, name), "GET")
+            return self._call(self.resource_path(api_version, kind, namespace, name), "GET",
+                              query=_CACHED if cached else None)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
-    def list_objects(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        """Objects of ``kind`` in ``namespace`` matching ``label_selector`` (server-side)."""
-        return self._call(self.resource_path(api_version, kind, namespace), "GET",
-                          query=[("labelSelector", label_selector)]).get("items") or []
+    def list_objects(self, api_version: str, kind: str, namespace: str, label_selector: str, cached: bool = False
+                     ) -> list[dict[str, Any]]:
+        """Objects of ``kind`` in ``namespace`` matching ``label_selector`` (server-side);
+        ``cached`` as in :meth:`get`."""
+        query = [("labelSelector", label_selector), *(_CACHED if cached else [])]
+        return self._call(self.resource_path(api_version, kind, namespace), "GET", query=query).get("items") or []
 
-    def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        """Pods of ``namespace`` matching ``label_selector`` (server-side)."""
-        return self.list_objects("v1", "Pod", namespace, label_selector)
+    def list_pods(self, namespace: str, label_selector: str, cached: bool = False) -> list[dict[str, Any]]:
+        """Pods of ``namespace`` matching ``label_selector`` (server-side); ``cached`` as in :meth:`get`."""
+        return self.list_objects("v1", "Pod", namespace, label_selector, cached)
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Delete with background propagation; a missing object is fine."""

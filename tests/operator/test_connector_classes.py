@@ -144,10 +144,10 @@ class _Kube:
     def __init__(self):
         self.events, self.applied = [], []
 
-    def get(self, *_):
+    def get(self, *_, **__):
         return None
 
-    def list_pods(self, *_):
+    def list_pods(self, *_, **__):
         return []
 
     def create(self, obj):
