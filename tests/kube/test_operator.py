@@ -22,7 +22,7 @@ import pytest
 import yaml
 from _admission import chart_policy_only_warns
 from _drivers import LocalDriver
-from _objects import Api, connector, eventually, unique_name
+from _objects import GROUP, PLURAL, VERSION, Api, connector, eventually, unique_name
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 
@@ -919,6 +919,35 @@ def test_a_first_apply_that_fails_after_its_control_secret_is_retried_to_the_end
         progressing = eventually(lambda: (c := api.condition(kube_namespace, name, "Progressing")) and
                                  c["reason"] == "Reconciled" and c, timeout_s=30, message="Progressing Reconciled")
         assert progressing["status"] == "True", "not WaitingForPredecessor on its own Secret"
+
+
+def test_a_first_apply_cut_short_before_its_status_is_finished_by_the_next_operator(kube_api, kube_namespace,
+                                                                                 operator, api):
+    """An operator killed after a first apply made the control Secret and the Deployment, before
+    it wrote ``status.configHash``: the next operator must not take that Secret for an earlier
+    Connector's and wait for it forever (found by the e2e lifecycle test, which kills the
+    operator mid-create). Played here by removing what the first apply recorded."""
+    name = _name("cut")
+    with operator():
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
+        eventually(lambda: (api.get_connector(kube_namespace, name) or {}).get("status", {}).get("configHash"),
+                   message="the first apply recorded")
+    api.custom.patch_namespaced_custom_object_status(GROUP, VERSION, kube_namespace, PLURAL, name, {
+        "status": {"configHash": None, "controlSecretVersion": None, "observedGeneration": None}})
+    with operator():
+        _patch_connector(api, kube_namespace, name, {"spec": {"tasksMax": 2}})
+
+        def settled() -> dict | None:
+            progressing = api.condition(kube_namespace, name, "Progressing")
+            if progressing and progressing["reason"] == "WaitingForPredecessor":
+                return progressing
+            status = (api.get_connector(kube_namespace, name) or {}).get("status") or {}
+            return progressing if progressing and progressing["reason"] == "Reconciled" and \
+                status.get("tasksMax") == 2 else None
+
+        progressing = eventually(settled, timeout_s=60, message="reconciled again")
+        assert progressing["reason"] == "Reconciled", progressing
+        assert api.get_connector(kube_namespace, name)["status"]["configHash"]
 
 
 def test_an_object_of_the_connectors_name_that_is_someone_elses_is_not_taken_over(kube_api, kube_namespace,

@@ -100,7 +100,13 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, r
         control_secret_version, created = RUNTIME.control_secrets.ensure(
             kube, body, render.owner_reference(name, uid), status.get("controlSecretVersion"), not first_apply)
     except NotOurs as exc:
-        _wait_for_predecessor(ns, name, conditions, generation, [str(exc)])
+        if not succession.applied_unrecorded(kube, ns, name, uid):
+            _wait_for_predecessor(ns, name, conditions, generation, [str(exc)])
+        # An earlier first apply of this Connector created the Secret and applied its Deployment
+        # (which comes after it), then stopped before its status was written (an operator killed
+        # midway): the Secret is this Connector's own.
+        control_secret_version, created = RUNTIME.control_secrets.ensure(
+            kube, body, render.owner_reference(name, uid), status.get("controlSecretVersion"), True)
     try:
         for obj in render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled, control_secret_version):
             kube.apply(obj)

@@ -65,6 +65,15 @@ def predecessor_objects(kube: Kube, namespace: str, name: str, uid: str) -> list
     return found
 
 
+def applied_unrecorded(kube: Kube, namespace: str, name: str, uid: str) -> bool:
+    """Whether a first apply of the Connector ``uid`` got as far as its driver Deployment without
+    recording it in the status (``status.configHash``): the operator stopped in between. The
+    Deployment is applied after the connector's control Secret is made, so a Secret of the name is
+    then this Connector's own."""
+    deployment = kube.get("apps/v1", "Deployment", namespace, names.driver(name))
+    return deployment is not None and uid in owner_uids(deployment)
+
+
 def cleanup_pods_selector(name: str) -> str:
     """Label selector of a connector's cleanup Job pods."""
     return f"{names.LABEL_CONNECTOR}={name},{names.LABEL_COMPONENT}={names.CLEANUP}"
