@@ -82,9 +82,14 @@ def parse(body: kopf.Body | dict[str, Any]) -> ConnectorManifest:
     }, source=f"Connector {meta['namespace']}/{meta['name']}", allowed_spark_conf=RUNTIME.settings.allowed_spark_conf)
 
 
+def status_fields(conditions: Conditions, **fields: Any) -> dict[str, Any]:
+    """A merge patch of the Connector's ``.status``: ``conditions`` and ``fields`` (camelCase keys)."""
+    return {"conditions": conditions.items, **fields}
+
+
 def write_status(kube: Kube, namespace: str, name: str, conditions: Conditions, **fields: Any) -> None:
     """Patch the Connector's ``.status`` with ``conditions`` and ``fields`` (camelCase keys)."""
-    kube.patch_connector_status(namespace, name, {"conditions": conditions.items, **fields})
+    kube.patch_connector_status(namespace, name, status_fields(conditions, **fields))
 
 
 def backoff(retry: int) -> float:

@@ -32,6 +32,12 @@ class OperatorSettings(BaseModel):
         60.0, gt=0, description="Longest wait between status reads of a driver that does not answer (the waits "
         "double from status_interval_seconds); a change of one of the connector's pods ends the wait.",
     )
+    driver_start_timeout_seconds: float = Field(
+        300.0, gt=0, description="How long a driver applied for the first time may take to answer its first status "
+        "read (image pull, Spark start) while Ready stays False with reason DriverStarting; after it, or once one "
+        "of the connector's pods is Ready, a driver that does not answer is DriverUnreachable. As the Flink "
+        "Kubernetes operator's deployment readiness timeout.",
+    )
     status_workers: int = Field(
         16, ge=1, description="Threads reading drivers' statuses (conveyor_operator.observe.status_poller), apart "
         "from max_workers: a driver that does not answer holds one for up to request_timeout_seconds.",

@@ -108,3 +108,8 @@ class ConnectorStatus(_Model):
     evictions: list[EvictionEntry] = Field(
         default_factory=list, description="Latest pod evictions turned into closing-aware commits (newest last, 10 kept)."
     )
+    last_handled_configuration: str | None = Field(
+        None, alias="lastHandledConfiguration",
+        description="The spec, labels and annotations the operator last handled, as JSON: what kopf compares the "
+                    "next change with (kept in the status, written with the rest of it: one request per change).",
+    )

@@ -63,6 +63,7 @@ def operator(kube_api, chart, kube_namespace, monkeypatch):
                            f"http://127.0.0.1:{control_port or free_port()}")
         monkeypatch.setenv("CONVEYOR_OPERATOR_REQUEST_TIMEOUT_SECONDS", "2")
         monkeypatch.setenv("CONVEYOR_OPERATOR_WAIT_POLL_SECONDS", "1")  # production: 5
+        monkeypatch.setenv("CONVEYOR_OPERATOR_DRIVER_START_TIMEOUT_SECONDS", "2")  # production: 300
         for key, value in (env or {}).items():                # a test's own settings, over the chart's
             monkeypatch.setenv(key, value)
         with KopfRunner(["run", "--standalone", "--namespace", kube_namespace, "-m", "conveyor_operator.handlers"],

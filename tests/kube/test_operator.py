@@ -950,6 +950,46 @@ def test_a_first_apply_cut_short_before_its_status_is_finished_by_the_next_opera
         assert api.get_connector(kube_namespace, name)["status"]["configHash"]
 
 
+def _writes_since(api: Api, namespace: str, name: str, resource_version: str) -> list[dict]:
+    """Every change of the Connector ``name`` after ``resource_version``, from a watch that replays
+    them (the API server's watch cache) and ends after 2 s."""
+    from kubernetes import watch
+
+    return [event["object"] for event in watch.Watch().stream(
+        api.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+        field_selector=f"metadata.name={name}", resource_version=resource_version, timeout_seconds=2)]
+
+
+def test_a_create_and_an_edit_cost_the_connector_one_write_of_the_operator_each(kube_namespace, operator, api):
+    """Issue 33: kopf's record of the handled spec (status.lastHandledConfiguration) goes in the
+    same request as the reconcile's status, and a driver still starting keeps that status: a
+    thousand Connectors created at once are a thousand writes, not two or three thousand, and as
+    many watch events fewer for the operator to process."""
+    name = _name("one-write")
+    with operator(env={"CONVEYOR_OPERATOR_DRIVER_START_TIMEOUT_SECONDS": "60"}):
+        created = api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"},
+                                                 deletionPolicy={"cleanup": False}))
+        eventually(lambda: (api.get_connector(kube_namespace, name).get("status") or {}).get("observedGeneration")
+                   == 1, message="observedGeneration 1")
+        time.sleep(3)  # status reads of the driver that does not answer, which write nothing
+        writes = _writes_since(api, kube_namespace, name, created["metadata"]["resourceVersion"])
+        assert len(writes) == 1, [w["metadata"]["managedFields"] for w in writes]
+        status = writes[0]["status"]
+        assert json.loads(status["lastHandledConfiguration"])["spec"]["tasksMax"] == 1
+        assert status["configHash"] and status["conditions"]
+        assert not any(k.startswith("kopf.") for k in writes[0]["metadata"].get("annotations") or {})
+
+        edited = api.custom.patch_namespaced_custom_object(GROUP, VERSION, kube_namespace, PLURAL, name,
+                                                           {"spec": {"tasksMax": 2}})
+        eventually(lambda: (api.get_connector(kube_namespace, name).get("status") or {}).get("observedGeneration")
+                   == 2, message="observedGeneration 2")
+        time.sleep(3)
+        writes = _writes_since(api, kube_namespace, name, edited["metadata"]["resourceVersion"])
+        assert len(writes) == 1, [w["metadata"]["managedFields"] for w in writes]
+        assert json.loads(writes[0]["status"]["lastHandledConfiguration"])["spec"]["tasksMax"] == 2
+        assert writes[0]["status"]["tasksMax"] == 2
+
+
 def test_an_object_of_the_connectors_name_that_is_someone_elses_is_not_taken_over(kube_api, kube_namespace,
                                                                                   operator, api):
     name = _name("taken")

@@ -68,6 +68,39 @@ def test_a_driver_that_never_answers_costs_no_status_write_and_fewer_reads_at_re
         assert f"pod {name}-exec-1 cannot be scheduled" in degraded["message"]
 
 
+def test_a_driver_not_started_yet_stays_driver_starting_until_one_of_its_pods_is_ready(kube_namespace, operator,
+                                                                                        api):
+    """A driver applied for the first time does not answer for a while (image pull, Spark start):
+    its status stays as the apply wrote it (Ready False, DriverStarting; one status write per create,
+    not a second one for each of a thousand Connectors created at once) until one of its pods is
+    Ready or driver_start_timeout_seconds pass (the kube tier's 2 s: the test above)."""
+    name = unique_name("starting")
+    with operator(env={**SETTINGS, "CONVEYOR_OPERATOR_DRIVER_START_TIMEOUT_SECONDS": "60"}):
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "127.0.0.1:9", {"topics": "t"}))
+        eventually(lambda: (api.condition(kube_namespace, name, "Ready") or {}).get("reason") == "DriverStarting",
+                   timeout_s=60, message="Ready False, DriverStarting")
+        version = api.get_connector(kube_namespace, name)["metadata"]["resourceVersion"]
+        reads = _count(metrics.STATUS_READS, "unreachable")
+        eventually(lambda: _count(metrics.STATUS_READS, "unreachable") >= reads + 2, timeout_s=15,
+                   message="the driver read twice more, unreachable")
+        assert api.get_connector(kube_namespace, name)["metadata"]["resourceVersion"] == version, \
+            "a driver still starting had its status written again"
+        assert api.condition(kube_namespace, name, "Ready")["reason"] == "DriverStarting"
+
+        pod = f"{name}-driver-1"
+        api.core.create_namespaced_pod(kube_namespace, {**_pod(pod, name), "metadata": {
+            **_pod(pod, name)["metadata"], "labels": {"conveyor.dev/connector": name,
+                                                      "conveyor.dev/component": "driver"}}})
+        reads = _count(metrics.STATUS_READS, "unreachable")
+        eventually(lambda: _count(metrics.STATUS_READS, "unreachable") > reads, timeout_s=5,
+                   message="a read after the pod event")
+        assert api.condition(kube_namespace, name, "Ready")["reason"] == "DriverStarting", "its pod is not Ready yet"
+        api.core.patch_namespaced_pod_status(pod, kube_namespace, {"status": {"conditions": [
+            {"type": "Ready", "status": "True"}]}})
+        eventually(lambda: (api.condition(kube_namespace, name, "Ready") or {}).get("reason") == "DriverUnreachable",
+                   timeout_s=10, message="its pod Ready and the driver not answering: DriverUnreachable")
+
+
 THOUSAND = 1000
 FAILURE_SEEN_WITHIN_S = 15.0
 

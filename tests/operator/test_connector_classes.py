@@ -11,6 +11,7 @@ import sys
 import textwrap
 import uuid
 
+import kopf
 import pytest
 from conveyor_operator import names
 from conveyor_operator.handlers import connector as handlers
@@ -177,10 +178,11 @@ def test_reconcile_applies_a_connector_it_may_not_import_and_says_the_driver_val
             "metadata": {"name": "c", "namespace": "data", "generation": 1, "uid": "u"},
             "spec": {"class": f"{module}:Sink", "kafka": {"bootstrapServers": "kafka:9092"},
                      "config": {"topics": "t", "size": "bad"}}}
-    handlers.reconcile(body=body, meta=body["metadata"], status={}, uid="u")
+    patch = kopf.Patch()
+    handlers.reconcile(body=body, meta=body["metadata"], status={}, uid="u", patch=patch)
     assert not marker.exists()
     assert [(t, r) for t, r, _ in kube.events] == [("Normal", connector_classes.EVENT_REASON)]
     assert "Deployment" in [o["kind"] for o in kube.applied]
-    progressing = next(c for c in kube.status["conditions"] if c["type"] == "Progressing")
+    progressing = next(c for c in patch["status"]["conditions"] if c["type"] == "Progressing")
     assert progressing["status"] == "True" and "validated by its driver" in progressing["message"]
     assert names.driver("c") in {o["metadata"]["name"] for o in kube.applied}

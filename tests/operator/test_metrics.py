@@ -66,7 +66,7 @@ def test_the_reconcile_handler_is_observed_and_an_invalid_spec_counts_as_rejecte
             "metadata": {"name": "orders", "namespace": "data", "generation": 1},
             "spec": {"class": "noop-sink", "tasksMax": 0}}
     before = counts()
-    handlers.reconcile(body=body, meta=body["metadata"], status={}, uid="u1")
+    handlers.reconcile(body=body, meta=body["metadata"], status={}, uid="u1", patch=kopf.Patch())
     assert delta(before) == {"rejected": 1, "observed": 1}
     assert any(kind == "event" and "InvalidSpec" in args for kind, args, _ in sent)
 

@@ -15,6 +15,7 @@ from kubernetes import config as kube_config
 
 from conveyor_operator import memory, names
 from conveyor_operator.context import RUNTIME
+from conveyor_operator.diffbase import StatusDiffBase
 from conveyor_operator.handlers.status import read_status, tracked_keys
 from conveyor_operator.kube import Kube
 from conveyor_operator.logs import redact_handlers
@@ -71,8 +72,7 @@ def startup(settings: kopf.OperatorSettings, connector_bodies: kopf.Index, conne
     RUNTIME.memory_trimming = memory.start_trimming()
     settings.persistence.finalizer = names.FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kopf.conveyor.dev")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="kopf.conveyor.dev", key="last-handled-configuration")
+    settings.persistence.diffbase_storage = StatusDiffBase()
     settings.posting.level = logging.WARNING
     # After patching a Connector kopf waits for its watch to deliver that version before it
     # handles the object again; past the wait it handles the older events it holds, which lack its

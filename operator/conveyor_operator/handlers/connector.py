@@ -20,9 +20,11 @@ from conveyor_operator.context import (
     missing_reference_delay,
     parse,
     shared_kube,
+    status_fields,
     write_status,
 )
 from conveyor_operator.observe.conditions import Conditions
+from conveyor_operator.observe.driver_start import STARTING
 from conveyor_operator.reconcile import network_policy, render, succession
 from conveyor_operator.reconcile.control_secret import NotOurs
 from conveyor_operator.reconcile.push import current_rolled_hash, ensure_namespace_objects, push_config, push_state
@@ -48,8 +50,11 @@ def _reject(body: kopf.Body, conditions: Conditions, reason: str, message: str) 
 @kopf.on.resume(*RESOURCE)
 @metrics.observe_reconcile
 @api_errors_retried
-def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, retry: int = 0, **_: Any) -> None:
-    """Render and apply what runs the connector; push live changes to its driver.
+def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, patch: kopf.Patch, retry: int = 0,
+              **_: Any) -> None:
+    """Render and apply what runs the connector; push live changes to its driver. The status it
+    ends with goes into kopf's ``patch``: kopf writes it once the handler returns, in one request
+    with its own record of the handled change (:mod:`conveyor_operator.diffbase`).
 
     A missing Secret or ConfigMap is looked for again after 5, 10, 20 then every 30 seconds
     (:func:`missing_reference_delay`): the operator may not watch Secrets, and the usual cause is
@@ -116,9 +121,10 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, r
         conditions.set(C.PROGRESSING, True, "Reconciled", applied)
         conditions.set(C.DEGRADED, False, "AsExpected")
         if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in SPEC_PROBLEMS:
-            conditions.set(C.READY, False, "DriverStarting", "waiting for the driver's first status")
-        write_status(kube, ns, name, conditions, observedGeneration=generation, tasksMax=manifest.spec.tasks_max,
-                     configHash=wanted_config, controlSecretVersion=control_secret_version)
+            conditions.set(C.READY, False, STARTING, "waiting for the driver's first status")
+        patch.status.update(status_fields(conditions, observedGeneration=generation,
+                                          tasksMax=manifest.spec.tasks_max, configHash=wanted_config,
+                                          controlSecretVersion=control_secret_version))
     except BaseException:
         if first_apply and created:  # the retry would take our own Secret for an earlier Connector's
             RUNTIME.control_secrets.discard(kube, ns, name)

@@ -5,7 +5,8 @@ Who reads when (issue 33): :class:`~conveyor_operator.observe.status_poller.Stat
 threads of its own (never kopf's handler threads, so creates, updates and deletes never wait for
 a driver), reads a driver when :mod:`conveyor_operator.observe.status_schedule` says it is due:
 every interval while it answers, backing off to a minute while it does not, at once after one of
-its pods changed. What it reads of the Connector and its pods comes from the operator's
+its pods changed. A driver applied for the first time that does not answer yet keeps the status
+the apply wrote (:mod:`conveyor_operator.observe.driver_start`). What it reads of the Connector and its pods comes from the operator's
 in-memory indices (:func:`connector_bodies`, :func:`connector_pods`, fed by its watches), not
 from a request; the status is written only when it changed. A Connector whose driver never
 answers and whose pods do not change costs no API request at all."""
@@ -31,8 +32,10 @@ from conveyor_operator.context import (
     shared_kube,
     write_status,
 )
+from conveyor_operator.diffbase import FIELD
 from conveyor_operator.observe import auto_restart
 from conveyor_operator.observe.conditions import Conditions
+from conveyor_operator.observe.driver_start import still_starting
 from conveyor_operator.observe.driver_status import short_trace, task_lag
 from conveyor_operator.observe.pod_health import POD_PROBLEM_REASONS, pod_problem, pod_summary
 from conveyor_operator.observe.status_schedule import Key
@@ -40,6 +43,7 @@ from conveyor_operator.reconcile.push import STATE_OF
 from conveyor_operator.status import ConditionType as C
 
 log = logging.getLogger("conveyor_operator")
+LAST_HANDLED = FIELD.split(".", 1)[1]
 
 
 @kopf.index("v1", "pods", labels={names.LABEL_CONNECTOR: kopf.PRESENT})
@@ -91,13 +95,15 @@ def tracked_keys(connectors: kopf.Index) -> list[Key]:
 
 def status_view(body: kopf.Body | dict[str, Any]) -> dict[str, Any]:
     """What a status read and its Events use of a Connector: its kind, identity, generation,
-    ``spec`` and ``status``; not its annotations (kopf's copy of the last handled spec) nor its
-    managed fields, which would double what a thousand Connectors cost the operator in memory."""
+    ``spec`` and ``status``; not kopf's copy of the last handled spec
+    (``status.lastHandledConfiguration``), its annotations nor its managed fields, which would
+    double what a thousand Connectors cost the operator in memory."""
     meta = body.get("metadata") or {}
+    status = {k: v for k, v in (body.get("status") or {}).items() if k != LAST_HANDLED}
     return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
             "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "generation", "deletionTimestamp")
                          if meta.get(k) is not None},
-            "spec": dict(body.get("spec") or {}), "status": dict(body.get("status") or {})}
+            "spec": dict(body.get("spec") or {}), "status": status}
 
 
 def _latest(index: kopf.Index, key: Key) -> Any:
@@ -126,7 +132,9 @@ def read_status(key: Key, connectors: kopf.Index, pods: kopf.Index) -> None:
     except (DriverUnreachable, DriverRefused) as exc:
         metrics.STATUS_READS.labels("unreachable").inc()
         RUNTIME.status_schedule.unreachable(key, time.monotonic())
-        if not _report_pod_problem(body, conditions, connector_pod_list):
+        starting = isinstance(exc, DriverUnreachable) and still_starting(
+            conditions, connector_pod_list, RUNTIME.settings.driver_start_timeout_seconds, datetime.now(timezone.utc))
+        if not _report_pod_problem(body, conditions, connector_pod_list) and not starting:
             refused = isinstance(exc, DriverRefused) and exc.status in (401, 403)  # not our <name>-control tokens
             conditions.set(C.READY, False, "DriverUnauthorized" if refused else "DriverUnreachable", str(exc))
         _write_if_changed(status, namespace, name, conditions)

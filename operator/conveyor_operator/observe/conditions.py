@@ -12,6 +12,16 @@ def now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def transition_time(condition: dict[str, Any] | None) -> datetime | None:
+    """A condition's ``lastTransitionTime`` (RFC 3339, UTC) as an aware datetime; None when it
+    has none or it does not parse."""
+    text = (condition or {}).get("lastTransitionTime")
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+
+
 class Conditions:
     """A mutable copy of ``status.conditions``; :meth:`set` keeps ``lastTransitionTime``
     when the status does not change, as the API conventions ask."""

@@ -64,6 +64,12 @@ def pod_problem(pods: Iterable[dict[str, Any]]) -> PodProblem | None:
     return None
 
 
+def pod_ready(pod: dict[str, Any]) -> bool:
+    """Whether the pod's ``Ready`` condition is True (its readiness probe passes)."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
 def pod_summary(pod: dict[str, Any]) -> dict[str, Any]:
     """What :func:`pod_problem` reads of a pod (name, deletion, conditions, container statuses):
     the operator keeps this much of each connector pod in memory (its pod index), not the
