@@ -51,8 +51,10 @@ delete figure has its floor too: as many Connectors that no operator watches (no
 deleted at once the same way, DELETE sent -> DELETED: what the API server alone takes.
 
 Targets (issue 33, at 1,000 Connectors): create p99 <= 0.5x the p99 of ``kubectl apply
---server-side`` of the same count in the same run (the absolute p99 < 1 s of issue 12, which two
-shared cores cannot judge, still printed); delete p99 < 2 s; operator peak RSS < 250 MiB.
+--server-side`` of the same count in the same run, both from their batch's start (what "created at
+once" is for each; at 100, where every kubectl has a client thread at once, the two measures
+agree); the absolute p99 < 1 s of issue 12, which two shared cores cannot judge, still printed;
+delete p99 < 2 s; operator peak RSS < 250 MiB.
 
 Run: ``python benchmarks/operator_reconcile.py [--count 100,300,1000] [--runs 2] [--max-workers 8,32]``
 (each count side by side, each run followed by its kubectl floor; a summary table at the end).
@@ -1008,13 +1010,14 @@ def main() -> None:
                             report(result, cores)
                             baseline, baseline_from_batch = run_baseline(kube, count, clients, args.timeout)
                             baselines.append((_quantiles(baseline)["p99"], _quantiles(baseline_from_batch)["p99"]))
-                            ratios.append(_quantiles(result.create)["p99"] / baselines[-1][0])
+                            own_ratio = _quantiles(result.create)["p99"] / baselines[-1][0]
                             print(_row("kubectl apply --server-side -> ADDED", baseline,
-                                       f"   ratio of p99s {ratios[-1]:.2f}x   target <= {TARGET_RATIO:.1f}x: "
-                                       f"{'PASS' if ratios[-1] <= TARGET_RATIO else 'MISS'}"))
-                            batch_ratio = _quantiles(result.create_from_batch)["p99"] / baselines[-1][1]
+                                       f"   ratio of p99s {own_ratio:.2f}x (a kubectl's clock starts once it has "
+                                       f"a client thread)"))
+                            ratios.append(_quantiles(result.create_from_batch)["p99"] / baselines[-1][1])
                             print(_row("first kubectl started -> ADDED", baseline_from_batch,
-                                       f"   ratio of p99s {batch_ratio:.2f}x (both from their batch's start)"))
+                                       f"   ratio of p99s {ratios[-1]:.2f}x (both from their batch's start)   "
+                                       f"target <= {TARGET_RATIO:.1f}x: {'PASS' if ratios[-1] <= TARGET_RATIO else 'MISS'}"))
                             floor, floor_cpu = run_delete_floor(kube, count, clients, args.timeout, server_pids,
                                                                 args.finalizer)
                             delete_floors.append(_quantiles(floor)["p99"])
@@ -1026,7 +1029,7 @@ def main() -> None:
                                   + f" (with the operator: kube-apiserver {result.cpu_delete.get('kube-apiserver', 0):.2f}"
                                   + f", operator {result.cpu_delete.get('operator', 0):.2f})")
         summary(results, baselines, delete_floors)
-        print(f"\noperator create p99 / kubectl apply --server-side p99, per run: "
+        print(f"\noperator create p99 / kubectl apply --server-side p99, both from their batch's start, per run: "
               f"{', '.join(f'{r:.2f}x' for r in ratios)} (target <= {TARGET_RATIO:.1f}x)")
         if args.keep_logs:
             print(f"\noperator logs in {workdir}")
