@@ -19,16 +19,17 @@ from typing import Any
 
 import kopf
 
-FIELD = "status.lastHandledConfiguration"
+STATUS_KEY = "lastHandledConfiguration"
+FIELD = f"status.{STATUS_KEY}"
 ANNOTATION_PREFIX = "kopf.conveyor.dev"
 ANNOTATION_KEY = "last-handled-configuration"
 
 
 class StatusDiffBase(kopf.StatusDiffBaseStorage):
-    """kopf's :class:`kopf.StatusDiffBaseStorage` at :data:`FIELD`, falling back to the
-    annotation :data:`ANNOTATION_PREFIX`/:data:`ANNOTATION_KEY` of earlier versions (read when the status has none, and never part
-    of the compared essence); set as ``settings.persistence.diffbase_storage`` at startup. kopf calls
-    it on its event loop."""
+    """kopf's :class:`kopf.StatusDiffBaseStorage` at :data:`FIELD`, falling back to the annotation
+    :data:`ANNOTATION_PREFIX`/:data:`ANNOTATION_KEY` of earlier versions (read when the status has
+    none, and never part of the compared essence); set as ``settings.persistence.diffbase_storage``
+    at startup. kopf calls it on its event loop."""
 
     def __init__(self) -> None:
         super().__init__(field=FIELD)

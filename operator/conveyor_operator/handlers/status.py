@@ -32,7 +32,7 @@ from conveyor_operator.context import (
     shared_kube,
     write_status,
 )
-from conveyor_operator.diffbase import FIELD
+from conveyor_operator.diffbase import STATUS_KEY
 from conveyor_operator.observe import auto_restart
 from conveyor_operator.observe.conditions import Conditions
 from conveyor_operator.observe.driver_start import still_starting
@@ -43,7 +43,6 @@ from conveyor_operator.reconcile.push import STATE_OF
 from conveyor_operator.status import ConditionType as C
 
 log = logging.getLogger("conveyor_operator")
-LAST_HANDLED = FIELD.split(".", 1)[1]
 
 
 @kopf.index("v1", "pods", labels={names.LABEL_CONNECTOR: kopf.PRESENT})
@@ -99,7 +98,7 @@ def status_view(body: kopf.Body | dict[str, Any]) -> dict[str, Any]:
     (``status.lastHandledConfiguration``), its annotations nor its managed fields, which would
     double what a thousand Connectors cost the operator in memory."""
     meta = body.get("metadata") or {}
-    status = {k: v for k, v in (body.get("status") or {}).items() if k != LAST_HANDLED}
+    status = {k: v for k, v in (body.get("status") or {}).items() if k != STATUS_KEY}
     return {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
             "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "generation", "deletionTimestamp")
                          if meta.get(k) is not None},
