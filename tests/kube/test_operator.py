@@ -543,6 +543,29 @@ def test_skip_cleanup_ends_the_cleanup_job_before_the_finalizer_goes(kube_api, k
         assert api.events(kube_namespace, name, "CleanupSkipped")
 
 
+def test_a_skip_cleanup_deletion_that_began_no_cleanup_still_waits_for_a_cleanup_pod_of_its_name(
+        kube_api, kube_namespace, operator, api):
+    """A skip-cleanup Connector that began no cleanup (no ``Deleting`` condition) is let go without
+    a request of the operator's own but its Event (issue 33): what tells it a cleanup pod of its
+    name still runs is the operator's pod index, and that pod holds the finalizer as before."""
+    name = _name("skippod")
+    with operator():
+        api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"},
+                                       annotations={"conveyor.dev/skip-cleanup": "true"}))
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), message="Deployment")
+        pod = _cleanup_pod(api, kube_namespace, name)
+        time.sleep(2)  # the operator's pod watch delivers it to the index
+        api.delete_connector(kube_namespace, name)
+        time.sleep(3)  # several of the operator's polls (every second here: CONVEYOR_OPERATOR_WAIT_POLL_SECONDS)
+        held = api.get_connector(kube_namespace, name)
+        assert held is not None, "the finalizer went while a cleanup pod of its name ran"
+        assert not any(c.get("type") == "Deleting" for c in (held.get("status") or {}).get("conditions") or [])
+        api.core.delete_namespaced_pod(pod, kube_namespace, grace_period_seconds=0)
+        eventually(lambda: api.get_connector(kube_namespace, name) is None, timeout_s=30,
+                   message="Connector gone once the cleanup pod of its name is")
+        eventually(lambda: api.events(kube_namespace, name, "CleanupSkipped"), message="the CleanupSkipped Event")
+
+
 def test_a_connector_recreated_after_skip_cleanup_keeps_what_it_provisions(kube_api, kube_namespace, operator, api,
                                                                            kafka_bootstrap, pg_database, tmp_path, spark):
     """skip-cleanup, then at once a new Connector of the same name: the earlier one's cleanup

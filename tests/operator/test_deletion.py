@@ -49,12 +49,15 @@ def test_a_failed_task_without_its_deleted_stop_is_a_problem_as_from_a_driver_be
 def test_a_connector_refused_before_anything_was_applied_has_nothing_to_clean_up():
     from conveyor_operator.handlers.deletion import never_ran
 
+    def not_asked() -> bool:
+        raise AssertionError("the Deployment is looked up only for a Connector refused before it ran")
+
     refused = [{"type": "Degraded", "status": "True", "reason": "InvalidConfig", "message": "batch.size"}]
-    assert "never ran" in never_ran(refused, driver_deployment_exists=False)
-    assert never_ran(refused, driver_deployment_exists=True) == "", "an earlier valid generation ran"
+    assert "never ran" in never_ran(refused, driver_deployment_exists=lambda: False)
+    assert never_ran(refused, driver_deployment_exists=lambda: True) == "", "an earlier valid generation ran"
     failed = [{"type": "Degraded", "status": "True", "reason": "Failed", "message": "task FAILED"}]
-    assert never_ran(failed, driver_deployment_exists=False) == ""
-    assert never_ran([], driver_deployment_exists=False) == ""
+    assert never_ran(failed, driver_deployment_exists=not_asked) == ""
+    assert never_ran([], driver_deployment_exists=not_asked) == ""
 
 
 def test_only_a_connector_with_something_to_clean_up_carries_the_finalizer():

@@ -1,6 +1,6 @@
 """Pods that cannot run are named in the Connector's conditions (pure: pods as the API returns them)."""
 
-from conveyor_operator.observe.pod_health import POD_PROBLEM_REASONS, pod_problem, pod_summary
+from conveyor_operator.observe.pod_health import POD_PROBLEM_REASONS, component, pod_problem, pod_summary
 
 
 def pod(name, conditions=(), containers=(), deleting=False):
@@ -66,4 +66,8 @@ def test_the_pod_index_keeps_what_pod_problem_reads_and_finds_the_same_problems(
     assert pod_problem(kept) == pod_problem(pods) and pod_problem(kept).pod == "a-driver-1"
     assert pod_problem(kept[::2]) == pod_problem(pods[::2]) and pod_problem(kept[::2]).reason == "Unschedulable"
     assert all(set(k) == {"metadata", "status"} and set(k["metadata"]) <= {"name", "deletionTimestamp"} for k in kept)
+    cleanup = pod("a-cleanup-x")
+    cleanup["metadata"]["labels"] = {"conveyor.dev/connector": "a", "conveyor.dev/component": "cleanup", "x": "y"}
+    assert pod_summary(cleanup)["metadata"]["labels"] == {"conveyor.dev/component": "cleanup"}
+    assert component(pod_summary(cleanup)) == "cleanup" and component(kept[0]) == ""
     assert pod_summary({}) == {"metadata": {}, "status": {}}

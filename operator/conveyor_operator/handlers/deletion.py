@@ -20,6 +20,7 @@ create a cleanup Job in a terminating namespace: it removes the finalizer with a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -39,6 +40,7 @@ from conveyor_operator.context import (
 from conveyor_operator.kube import namespace_terminating
 from conveyor_operator.observe.conditions import Conditions
 from conveyor_operator.observe.driver_pods import driver_pod_urls
+from conveyor_operator.observe.pod_health import component
 from conveyor_operator.reconcile import render, succession
 from conveyor_operator.reconcile.push import ensure_namespace_objects
 from conveyor_operator.status import ConditionType as C
@@ -51,12 +53,13 @@ log = logging.getLogger(__name__)
 NEVER_APPLIED = ("InvalidConfig", "NotAllowed")
 
 
-def never_ran(conditions: list[dict[str, Any]], driver_deployment_exists: bool) -> str:
+def never_ran(conditions: list[dict[str, Any]], driver_deployment_exists: Callable[[], bool]) -> str:
     """Why there is nothing to clean up, or ``""``: the spec was refused before anything was
     applied (``Degraded`` with a reason of :data:`NEVER_APPLIED`) and no driver Deployment exists
-    (one from an earlier, valid generation would mean the connector ran)."""
+    (one from an earlier, valid generation would mean the connector ran).
+    ``driver_deployment_exists`` is asked (a GET) only of a Connector whose conditions say refused."""
     degraded = next((c for c in conditions if c.get("type") == C.DEGRADED.value), {})
-    if driver_deployment_exists or degraded.get("status") != "True" or degraded.get("reason") not in NEVER_APPLIED:
+    if degraded.get("status") != "True" or degraded.get("reason") not in NEVER_APPLIED or driver_deployment_exists():
         return ""
     return f"the spec was refused ({degraded['reason']}) before anything was applied, so the connector never ran"
 
@@ -80,10 +83,13 @@ def cleanup_at_deletion(spec: kopf.Spec | dict[str, Any], **_: Any) -> bool:
 
 @kopf.on.delete(*RESOURCE, when=cleanup_at_deletion)
 def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, namespace: str, uid: str,
-           retry: int, **_: Any) -> None:
+           retry: int, connector_pods: kopf.Index, **_: Any) -> None:
     """Hold the finalizer until what the connector provisioned outside Kafka is gone."""
+    conditions = Conditions(status.get("conditions"), meta.get("generation"))
     if (meta.get("annotations") or {}).get(names.ANNOTATION_SKIP_CLEANUP) == "true":
-        _end_cleanup_job(namespace, name, uid)
+        indexed = any(component(pod) == names.CLEANUP for pod in connector_pods.get((namespace, name), []))
+        if conditions.get(C.DELETING) is not None or indexed:
+            _end_cleanup_job(namespace, name, uid)
         shared_kube().event(body, "Warning", "CleanupSkipped",
                   message=f'{names.ANNOTATION_SKIP_CLEANUP} is "true": nothing outside Kubernetes was cleaned up')
         return
@@ -105,12 +111,12 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
     delete_offsets = policy.offsets is OffsetsPolicy.DELETE
     if not policy.cleanup and not delete_offsets:
         return
-    deployment = shared_kube().get("apps/v1", "Deployment", namespace, names.driver(name))
-    if reason := never_ran(status.get("conditions") or [], deployment is not None):
+    if reason := never_ran(status.get("conditions") or [], lambda: shared_kube().get(
+            "apps/v1", "Deployment", namespace, names.driver(name)) is not None):
         shared_kube().event(body, "Normal", "NothingToCleanUp", message=reason)
         return
-    conditions = Conditions(status.get("conditions"), meta.get("generation"))
-    if retry == 0:
+    if not conditions.is_true(C.DELETING):
+        # written before any cleanup Job is created: the skip-cleanup path above reads it as "a Job may exist"
         conditions.set(C.DELETING, True, "CleaningUp", "running the connector-deleted stop path")
         write_status(shared_kube(), namespace, name, conditions)
     grace = manifest.spec.shutdown.grace_period_seconds
@@ -261,6 +267,11 @@ def _end_cleanup_job(namespace: str, name: str, uid: str) -> None:
     """Delete this Connector's cleanup Job, if one runs, and wait until its pods are gone:
     giving up on a cleanup must not leave it running past the finalizer, where it could drop
     what a new Connector of the same name provisions.
+
+    :func:`delete` asks this only of a Connector that began a cleanup (its ``Deleting``
+    condition, written before any cleanup Job is created) or whose name has a cleanup pod in the
+    operator's pod index (an earlier Connector's Job): any other has no Job to end, and its
+    skip-cleanup deletion makes no request of its own but the Event (issue 33).
 
     Raises:
         kopf.TemporaryError: a cleanup pod is still there (checked again after

@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from conveyor_operator import names
+
 #: Container waiting reasons that do not go away by waiting (the kubelet's names).
 STUCK_WAITING = frozenset({
     "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "RegistryUnavailable",
@@ -64,6 +66,11 @@ def pod_problem(pods: Iterable[dict[str, Any]]) -> PodProblem | None:
     return None
 
 
+def component(pod: dict[str, Any]) -> str:
+    """The pod's ``conveyor.dev/component`` label (``driver``, ``executor``, ``cleanup``), or ``""``."""
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(names.LABEL_COMPONENT, "")
+
+
 def pod_ready(pod: dict[str, Any]) -> bool:
     """Whether the pod's ``Ready`` condition is True (its readiness probe passes)."""
     return any(c.get("type") == "Ready" and c.get("status") == "True"
@@ -71,13 +78,15 @@ def pod_ready(pod: dict[str, Any]) -> bool:
 
 
 def pod_summary(pod: dict[str, Any]) -> dict[str, Any]:
-    """What :func:`pod_problem` reads of a pod (name, deletion, conditions, container statuses):
-    the operator keeps this much of each connector pod in memory (its pod index), not the
-    whole object."""
+    """What :func:`pod_problem` reads of a pod (name, deletion, conditions, container statuses)
+    and its ``conveyor.dev/component`` label (:func:`component`): the operator keeps this much of
+    each connector pod in memory (its pod index), not the whole object."""
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
+    component_label = {k: v for k, v in (meta.get("labels") or {}).items() if k == names.LABEL_COMPONENT}
     return {
-        "metadata": {k: meta[k] for k in ("name", "deletionTimestamp") if meta.get(k)},
+        "metadata": {**{k: meta[k] for k in ("name", "deletionTimestamp") if meta.get(k)},
+                     **({"labels": component_label} if component_label else {})},
         "status": {k: status[k] for k in ("conditions", "initContainerStatuses", "containerStatuses")
                    if status.get(k)},
     }
