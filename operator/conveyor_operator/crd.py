@@ -126,7 +126,8 @@ def connector_crd() -> dict[str, Any]:
                 }},
                 "subresources": {
                     "status": {},
-                    "scale": {"specReplicasPath": ".spec.tasksMax", "statusReplicasPath": ".status.tasksMax"},
+                    "scale": {"specReplicasPath": ".spec.tasksMax", "statusReplicasPath": ".status.tasksMax",
+                              "labelSelectorPath": ".status.selector"},
                 },
                 "additionalPrinterColumns": [
                     {"name": "Class", "type": "string", "jsonPath": ".spec.class"},

@@ -74,3 +74,10 @@ def labels(name: str, component: str | None = None) -> dict[str, str]:
 
 def selector(name: str, component: str) -> dict[str, str]:
     return {LABEL_CONNECTOR: name, LABEL_COMPONENT: component}
+
+
+def pods_selector(name: str) -> str:
+    """Label selector, in its string form, of a connector's driver and executor pods (a cleanup
+    Job's pod is not one): the Connector's ``status.selector``, which its scale subresource gives
+    to a HorizontalPodAutoscaler or KEDA (``labelSelectorPath``)."""
+    return f"{LABEL_CONNECTOR}={name},{LABEL_COMPONENT} in ({DRIVER},{EXECUTOR})"

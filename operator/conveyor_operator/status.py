@@ -94,6 +94,10 @@ class ConnectorStatus(_Model):
     tasks_max: int | None = Field(
         None, alias="tasksMax", description="spec.tasksMax last applied (the scale subresource's status replicas)."
     )
+    selector: str | None = Field(
+        None, description="Label selector of the connector's driver and executor pods: the scale subresource's "
+                          "labelSelectorPath, which a HorizontalPodAutoscaler (kubectl autoscale) and KEDA need.",
+    )
     config_hash: str | None = Field(
         None, alias="configHash", description="Hash of the rendered connector manifest the driver runs."
     )

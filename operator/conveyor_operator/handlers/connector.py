@@ -123,7 +123,8 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, p
         if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in SPEC_PROBLEMS:
             conditions.set(C.READY, False, STARTING, "waiting for the driver's first status")
         patch.status.update(status_fields(conditions, observedGeneration=generation,
-                                          tasksMax=manifest.spec.tasks_max, configHash=wanted_config,
+                                          tasksMax=manifest.spec.tasks_max, selector=names.pods_selector(name),
+                                          configHash=wanted_config,
                                           controlSecretVersion=control_secret_version))
     except BaseException:
         if first_apply and created:  # the retry would take our own Secret for an earlier Connector's

@@ -229,7 +229,7 @@ def _cleanup_with_job(body: kopf.Body, manifest: Any, uid: str, conditions: Cond
     kube.scale_deployment(ns, names.driver(name), 0)
     # A Deployment's status.replicas leaves terminating pods out: list the pods themselves, so
     # the Job never runs beside a driver (or its executors) still stopping.
-    remaining = [pod["metadata"]["name"] for pod in kube.list_pods(ns, connector_pods_selector(name))]
+    remaining = [pod["metadata"]["name"] for pod in kube.list_pods(ns, names.pods_selector(name))]
     if remaining:
         raise kopf.TemporaryError(f"waiting for {', '.join(sorted(remaining))} to terminate before the cleanup Job",
                                   delay=RUNTIME.settings.wait_poll_seconds)
@@ -285,11 +285,6 @@ def _end_cleanup_job(namespace: str, name: str, uid: str) -> None:
     if pods:
         raise kopf.TemporaryError(f"waiting for the cleanup pods {', '.join(sorted(pods))} to terminate",
                                   delay=RUNTIME.settings.wait_poll_seconds)
-
-
-def connector_pods_selector(name: str) -> str:
-    """Label selector of a connector's driver and executor pods (a cleanup Job's pod is not one)."""
-    return f"{names.LABEL_CONNECTOR}={name},{names.LABEL_COMPONENT} in ({names.DRIVER},{names.EXECUTOR})"
 
 
 def job_outcome(job: dict[str, Any]) -> str | None:
