@@ -111,7 +111,7 @@ def delete(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, name: str, nam
     delete_offsets = policy.offsets is OffsetsPolicy.DELETE
     if not policy.cleanup and not delete_offsets:
         return
-    if reason := never_ran(status.get("conditions") or [], lambda: shared_kube().get(
+    if reason := never_ran(conditions.items, lambda: shared_kube().get(
             "apps/v1", "Deployment", namespace, names.driver(name)) is not None):
         shared_kube().event(body, "Normal", "NothingToCleanUp", message=reason)
         return

@@ -83,10 +83,11 @@ def pod_summary(pod: dict[str, Any]) -> dict[str, Any]:
     each connector pod in memory (its pod index), not the whole object."""
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
-    component_label = {k: v for k, v in (meta.get("labels") or {}).items() if k == names.LABEL_COMPONENT}
+    kept = {k: meta[k] for k in ("name", "deletionTimestamp") if meta.get(k)}
+    if role := component(pod):
+        kept["labels"] = {names.LABEL_COMPONENT: role}
     return {
-        "metadata": {**{k: meta[k] for k in ("name", "deletionTimestamp") if meta.get(k)},
-                     **({"labels": component_label} if component_label else {})},
+        "metadata": kept,
         "status": {k: status[k] for k in ("conditions", "initContainerStatuses", "containerStatuses")
                    if status.get(k)},
     }
