@@ -1013,21 +1013,62 @@ def test_a_create_and_an_edit_cost_the_connector_one_write_of_the_operator_each(
         assert writes[0]["status"]["tasksMax"] == 2
 
 
+@pytest.mark.parametrize("kind", ["ConfigMap", "Secret"])
 def test_an_object_of_the_connectors_name_that_is_someone_elses_is_not_taken_over(kube_api, kube_namespace,
-                                                                                  operator, api):
+                                                                                  operator, api, kind):
+    """Someone's ``<name>-connector`` ConfigMap, or ``<name>-control`` Secret (which the operator
+    may not read: a dry-run create finds it), is left as it is, and the Connector waits for it."""
     name = _name("taken")
-    api.core.create_namespaced_config_map(kube_namespace, client.V1ConfigMap(
-        metadata=client.V1ObjectMeta(name=f"{name}-connector"), data={"theirs": "keep"}))
+    theirs = f"{name}-connector" if kind == "ConfigMap" else f"{name}-control"
+    read, remove = ((api.core.read_namespaced_config_map, api.core.delete_namespaced_config_map) if kind == "ConfigMap"
+                    else (api.core.read_namespaced_secret, api.core.delete_namespaced_secret))
+    body = client.V1ObjectMeta(name=theirs)
+    if kind == "ConfigMap":
+        api.core.create_namespaced_config_map(kube_namespace, client.V1ConfigMap(metadata=body, data={"theirs": "keep"}))
+    else:
+        api.core.create_namespaced_secret(kube_namespace, client.V1Secret(metadata=body, string_data={"theirs": "keep"}))
     with operator():
         api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
         waiting = eventually(lambda: (api.condition(kube_namespace, name, "Progressing") or {}).get("reason")
                              == "WaitingForPredecessor" and api.condition(kube_namespace, name, "Progressing"),
-                             timeout_s=30, message="the Connector waits instead of taking the ConfigMap over")
-        assert f"ConfigMap {name}-connector" in waiting["message"]
-        config_map = api.core.read_namespaced_config_map(f"{name}-connector", kube_namespace)
-        assert config_map.data == {"theirs": "keep"} and not config_map.metadata.owner_references
+                             timeout_s=30, message=f"the Connector waits instead of taking the {kind} over")
+        assert f"{kind} {theirs}" in waiting["message"]
+        kept = read(theirs, kube_namespace)
+        data = kept.data if kind == "ConfigMap" else {k: base64.b64decode(v).decode() for k, v in kept.data.items()}
+        assert data == {"theirs": "keep"} and not kept.metadata.owner_references
         with pytest.raises(client.ApiException):
             api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace)
-        api.core.delete_namespaced_config_map(f"{name}-connector", kube_namespace)
+        if kind == "Secret":  # nothing is written before the Secret's name is known to be free
+            with pytest.raises(client.ApiException):
+                api.core.read_namespaced_config_map(f"{name}-connector", kube_namespace)
+        remove(theirs, kube_namespace)
         eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), timeout_s=30,
                    message="applied once the name is free")
+
+
+def test_a_first_apply_killed_after_its_control_secret_is_finished_by_the_next_operator(kube_api, kube_namespace,
+                                                                                      operator, api):
+    """An operator killed right after a first apply created the control Secret, before it applied
+    anything else (found by the e2e lifecycle test, which kills the operator mid-create): what it
+    left is the Connector's ConfigMap and Secret, both owned by it. The next operator must take the
+    Secret for the Connector's own (not wait for it forever) and write it anew, so that values
+    planted in it are never used. Played by writing those two objects with the operator down."""
+    from conveyor_operator.reconcile import render
+
+    name = _name("killed")
+    created = api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}))
+    owner = render.owner_reference(name, created["metadata"]["uid"])
+    labels = {"app.kubernetes.io/managed-by": "conveyor-operator"}
+    api.core.create_namespaced_config_map(kube_namespace, {
+        "metadata": {"name": f"{name}-connector", "labels": labels, "ownerReferences": [owner]}, "data": {}})
+    api.core.create_namespaced_secret(kube_namespace, {
+        "metadata": {"name": f"{name}-control", "labels": labels, "ownerReferences": [owner]},
+        "stringData": {"admin-token": "planted"}})
+    with operator():
+        eventually(lambda: api.apps.read_namespaced_deployment(f"{name}-driver", kube_namespace), timeout_s=30,
+                   message="the Deployment: the Secret taken for the Connector's own")
+        progressing = eventually(lambda: (c := api.condition(kube_namespace, name, "Progressing")) and
+                                 c["reason"] != "WaitingForPredecessor" and c, timeout_s=30, message="reconciled")
+        assert progressing["reason"] == "Reconciled", progressing
+    secret = api.core.read_namespaced_secret(f"{name}-control", kube_namespace).data
+    assert base64.b64decode(secret["admin-token"]) != b"planted" and "task-token" in secret

@@ -151,6 +151,9 @@ class _Kube:
     def list_pods(self, *_, **__):
         return []
 
+    def exists_by_dry_run(self, *_):
+        return False
+
     def create(self, obj):
         return {"metadata": {"uid": "secret-uid"}}
 

@@ -26,7 +26,6 @@ from conveyor_operator.context import (
 from conveyor_operator.observe.conditions import Conditions
 from conveyor_operator.observe.driver_start import STARTING
 from conveyor_operator.reconcile import network_policy, render, succession
-from conveyor_operator.reconcile.control_secret import NotOurs
 from conveyor_operator.reconcile.push import current_rolled_hash, ensure_namespace_objects, push_config, push_state
 from conveyor_operator.status import ConditionType as C
 from conveyor_operator.validate import connector_classes
@@ -101,35 +100,26 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, p
         push_state(manifest, driver_client(name, ns))
     ensure_namespace_objects(manifest, RUNTIME.settings, RUNTIME.shared_objects, kube)
     assert RUNTIME.control_secrets is not None, "operator not started"
-    try:
-        control_secret_version, created = RUNTIME.control_secrets.ensure(
-            kube, body, render.owner_reference(name, uid), status.get("controlSecretVersion"), not first_apply)
-    except NotOurs as exc:
-        if not succession.applied_unrecorded(kube, ns, name, uid):
-            _wait_for_predecessor(ns, name, conditions, generation, [str(exc)])
-        # An earlier first apply of this Connector created the Secret and applied its Deployment
-        # (which comes after it), then stopped before its status was written (an operator killed
-        # midway): the Secret is this Connector's own.
-        control_secret_version, created = RUNTIME.control_secrets.ensure(
-            kube, body, render.owner_reference(name, uid), status.get("controlSecretVersion"), True)
-    try:
-        for obj in render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled, control_secret_version):
-            kube.apply(obj)
-        for policy in network_policy.disabled_policies(manifest, RUNTIME.settings):
-            kube.delete(*policy)
-        applied = f"generation {generation} applied" + (f"; {left_to_driver}" if left_to_driver else "")
-        conditions.set(C.PROGRESSING, True, "Reconciled", applied)
-        conditions.set(C.DEGRADED, False, "AsExpected")
-        if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in SPEC_PROBLEMS:
-            conditions.set(C.READY, False, STARTING, "waiting for the driver's first status")
-        patch.status.update(status_fields(conditions, observedGeneration=generation,
-                                          tasksMax=manifest.spec.tasks_max, selector=names.pods_selector(name),
-                                          configHash=wanted_config,
-                                          controlSecretVersion=control_secret_version))
-    except BaseException:
-        if first_apply and created:  # the retry would take our own Secret for an earlier Connector's
-            RUNTIME.control_secrets.discard(kube, ns, name)
-        raise
+    control_secret_version = RUNTIME.control_secrets.version(body)
+    config_map, *others = render.objects(manifest, uid, generation or 0, RUNTIME.settings, rolled,
+                                         control_secret_version)
+    # The ConfigMap before the Secret: what tells a first apply cut short that a Secret of the name
+    # is this Connector's (succession.predecessor_objects).
+    kube.apply(config_map)
+    RUNTIME.control_secrets.ensure(kube, body, render.owner_reference(name, uid), status.get("controlSecretVersion"))
+    for obj in others:
+        kube.apply(obj)
+    for policy in network_policy.disabled_policies(manifest, RUNTIME.settings):
+        kube.delete(*policy)
+    applied = f"generation {generation} applied" + (f"; {left_to_driver}" if left_to_driver else "")
+    conditions.set(C.PROGRESSING, True, "Reconciled", applied)
+    conditions.set(C.DEGRADED, False, "AsExpected")
+    if conditions.get(C.READY) is None or conditions.get(C.READY).get("reason") in SPEC_PROBLEMS:
+        conditions.set(C.READY, False, STARTING, "waiting for the driver's first status")
+    patch.status.update(status_fields(conditions, observedGeneration=generation,
+                                      tasksMax=manifest.spec.tasks_max, selector=names.pods_selector(name),
+                                      configHash=wanted_config,
+                                      controlSecretVersion=control_secret_version))
 
 
 def _wait_for_predecessor(namespace: str, name: str, conditions: Conditions, generation: int | None,

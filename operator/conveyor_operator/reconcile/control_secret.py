@@ -14,9 +14,11 @@ operator knows them without reading the Secret back: its account may ``create`` 
 Secrets (the chart's admission policy narrows both to ``<connector>-control`` Secrets it labelled)
 but never ``get`` one. The Secret is owned by the Connector, so it goes with it.
 
-:meth:`ControlSecrets.ensure` creates it on every reconciliation (a 409 means it is there: the
-Connector's own once it was applied, otherwise an earlier Connector's or someone else's, which
-the new one waits for as for its other objects, :mod:`conveyor_operator.reconcile.succession`). The
+:meth:`ControlSecrets.ensure` creates it on every reconciliation; a 409 means it is there, and
+the Connector's own: a first apply creates it only once the Connector's ``<name>-connector``
+ConfigMap is written, and before that no Secret of the name may be in the way (an earlier
+Connector's or someone else's, which the new one waits for as for its other objects,
+:mod:`conveyor_operator.reconcile.succession`). The
 version it was written for is kept in ``status.controlSecretVersion``; when that differs from
 the wanted one (a new operator key, a ``conveyor.dev/rotate-control-secret`` annotation, a
 Secret written by an operator that drew random values) the Secret is deleted and created
@@ -65,10 +67,6 @@ def control_secret(key: OperatorKey, who: ConnectorIdentity, owner: dict[str, An
     }
 
 
-class NotOurs(Exception):
-    """The connector's Secret exists but is not known to be its own (``str``: ``"Secret <name>"``)."""
-
-
 class ControlSecrets:
     """Makes sure each connector's Secret holds the values derived for it, and knows the admin
     tokens the operator sends.
@@ -81,51 +79,34 @@ class ControlSecrets:
         self._known: dict[tuple[str, str], ConnectorIdentity] = {}
         self._lock = threading.Lock()
 
-    def ensure(self, kube: Kube, connector: dict[str, Any], owner: dict[str, Any], recorded_version: str | None,
-               applied_before: bool) -> tuple[str, bool]:
-        """Create ``connector``'s Secret, or replace it when ``recorded_version`` (its
-        ``status.controlSecretVersion``) is not the wanted version; returns the wanted version and
-        whether this call created the Secret where none was (see :meth:`discard`).
+    def version(self, connector: dict[str, Any]) -> str:
+        """The version of ``connector``'s Secret as :meth:`ensure` writes it (the driver pod
+        template's ``conveyor.dev/control-secret-version``)."""
+        return self.key.version(identity(connector))
 
-        Args:
-            applied_before: the operator applied this Connector before (``status.configHash``),
-                so a Secret of its name is its own; until then one is an earlier Connector's or
-                someone else's, which is never replaced.
+    def ensure(self, kube: Kube, connector: dict[str, Any], owner: dict[str, Any], recorded_version: str | None
+               ) -> None:
+        """Create ``connector``'s Secret, or replace it when ``recorded_version`` (its
+        ``status.controlSecretVersion``; ``None`` before the first apply recorded it) is not the
+        wanted version (:meth:`version`). Call it only once no Secret of the name can be
+        another's (:func:`conveyor_operator.reconcile.succession.predecessor_objects`).
 
         Raises:
-            NotOurs: a Secret of that name exists and the Connector was never applied.
             ApiException: the API server refused the create or the delete (other than a 409 of
                 a create, a 404 of a delete).
         """
         who = identity(connector)
-        version = self.key.version(who)
         body = control_secret(self.key, who, owner)
-        created = True
         try:
             kube.create(body)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            if not applied_before:
-                raise NotOurs(f"Secret {body['metadata']['name']}") from None
-            created = False
-            if recorded_version != version:
+            if recorded_version != self.key.version(who):
                 kube.delete("v1", "Secret", who.namespace, body["metadata"]["name"])
                 self._create_if_absent(kube, body)
         with self._lock:
             self._known[(who.namespace, who.name)] = who
-        return version, created
-
-    def discard(self, kube: Kube, namespace: str, connector: str) -> None:
-        """Delete the Secret that :meth:`ensure` has just created for a first apply that then
-        failed before recording it (``status.configHash``): the retry then creates it again,
-        where a Secret left behind would be taken for an earlier Connector's (:class:`NotOurs`)
-        and the Connector would wait for it forever. Best effort: a failure is logged."""
-        try:
-            kube.delete("v1", "Secret", namespace, names.control_secret(connector))
-        except ApiException as exc:
-            log.warning("connector %s/%s: the control Secret of a failed first apply was not deleted (%s); "
-                        "the Connector waits for it until it is", namespace, connector, exc.reason)
 
     @staticmethod
     def _create_if_absent(kube: Kube, body: dict[str, Any]) -> None:

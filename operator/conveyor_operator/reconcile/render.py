@@ -374,9 +374,11 @@ def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSetting
 
 def objects(manifest: ConnectorManifest, uid: str, generation: int, settings: OperatorSettings,
             rolled_config_hash: str | None = None, control_secret_version: str = "") -> list[dict[str, Any]]:
-    """The connector's own objects, in apply order (the NetworkPolicies before the pods they
-    guard, the Deployment last); the namespace's shared ones are :func:`namespace_objects`, the
-    control Secret is created apart (:mod:`conveyor_operator.reconcile.control_secret`: it is never applied)."""
+    """The connector's own objects, in apply order: the ConfigMap first (applied before the
+    control Secret is created, :mod:`conveyor_operator.reconcile.succession`), the NetworkPolicies
+    before the pods they guard, the Deployment last; the namespace's shared ones are
+    :func:`namespace_objects`, the control Secret is created apart
+    (:mod:`conveyor_operator.reconcile.control_secret`: it is never applied)."""
 
     return [
         connector_config_map(manifest, uid, generation, settings),

@@ -8,11 +8,14 @@ outside Kubernetes (an audit source's triggers, a sink's consumer group ``connec
 source offsets of ``<name>``). Two Connectors of one name must therefore never run side by
 side: a new one waits (:func:`predecessor_objects`) until every object another Connector owns
 is gone, which the garbage collector does once that Connector is, and the deletion path never
-removes its finalizer while its cleanup Job runs (:mod:`conveyor_operator.handlers.deletion`). The
-``<name>-control`` Secret is not among them: the operator cannot read Secrets, and its values are
-derived from the Connector's uid, so the first reconciliation of a new Connector replaces it
-(:mod:`conveyor_operator.reconcile.control_secret`; the admission policy refuses that for a Secret the
-operator did not make).
+removes its finalizer while its cleanup Job runs (:mod:`conveyor_operator.handlers.deletion`).
+
+The ``<name>-control`` Secret is among them too, though the operator may not read Secrets: a
+dry-run create tells whether one of the name exists, and one is the Connector's own only if its
+``<name>-connector`` ConfigMap is. A first apply writes that ConfigMap before it creates the
+Secret, so an operator stopped anywhere in a first apply (killed after the Secret, before its
+status was written) leaves the next one what tells it the Secret is this Connector's, and a
+Secret that was there before is never replaced (:mod:`conveyor_operator.reconcile.control_secret`).
 """
 
 from __future__ import annotations
@@ -44,34 +47,37 @@ def _named_objects(name: str) -> list[tuple[str, str, str]]:
 def predecessor_objects(kube: Kube, namespace: str, name: str, uid: str) -> list[str]:
     """What stands in the way of the Connector ``uid`` named ``name``: the objects named for the
     connector that it does not own (an earlier Connector's, waiting for the garbage collector,
-    or anyone else's, which the operator never takes over), and any cleanup pod of that name (a
+    or anyone else's, which the operator never takes over), any cleanup pod of that name (a
     Connector runs a cleanup Job only once it is being deleted, so while it reconciles every
-    cleanup pod is an earlier one's).
+    cleanup pod is an earlier one's), and the ``<name>-control`` Secret unless the Connector's
+    own ConfigMap says an earlier first apply of it may have made that Secret.
 
     Returns:
         ``["Job orders-cleanup", "Pod orders-cleanup-x7k2p", ...]``, ``[]`` when none.
+
+    Raises:
+        ApiException: a read, or the Secret's dry-run create, was refused (other than a 404,
+            or the 409 that says the Secret exists).
     """
     # From the API server's watch cache (no etcd read per lookup): the objects that matter are an
     # earlier Connector's, there since before that Connector was deleted, so before this one was
     # created; the cache lags etcd by a moment, not by that. One gone but still cached only
-    # delays the start by one poll.
-    found = []
+    # delays the start by one poll, and so does our own ConfigMap not yet cached.
+    found, own_config_map = [], False
     for api_version, kind, object_name in _named_objects(name):
         obj = kube.get(api_version, kind, namespace, object_name, cached=True)
-        if obj is not None and uid not in owner_uids(obj):
+        if obj is None:
+            continue
+        if uid in owner_uids(obj):
+            own_config_map = own_config_map or kind == "ConfigMap"
+        else:
             found.append(f"{kind} {object_name}")
     found += [f"Pod {pod['metadata']['name']}"
               for pod in kube.list_pods(namespace, cleanup_pods_selector(name), cached=True)]
+    secret = names.control_secret(name)
+    if not found and not own_config_map and kube.exists_by_dry_run("v1", "Secret", namespace, secret):
+        found.append(f"Secret {secret}")
     return found
-
-
-def applied_unrecorded(kube: Kube, namespace: str, name: str, uid: str) -> bool:
-    """Whether a first apply of the Connector ``uid`` got as far as its driver Deployment without
-    recording it in the status (``status.configHash``): the operator stopped in between. The
-    Deployment is applied after the connector's control Secret is made, so a Secret of the name is
-    then this Connector's own."""
-    deployment = kube.get("apps/v1", "Deployment", namespace, names.driver(name))
-    return deployment is not None and uid in owner_uids(deployment)
 
 
 def cleanup_pods_selector(name: str) -> str:
