@@ -16,9 +16,11 @@ from conveyor.control.protocol import current_pod
 from conveyor.manifest import ConnectorManifest, ConnectorState
 from conveyor.testing.recording import read_journal
 from conveyor.testing.runs import (
+    GROUP_PROTOCOLS,
     committed_offsets,
     connector_manifest,
     control_request,
+    group_protocol_config,
     produce,
     running_connector,
     wait_until,
@@ -33,16 +35,19 @@ def _name() -> str:
     return f"life-{uuid.uuid4().hex[:8]}"
 
 
-def _config(topic, journal, **extra):
+def _config(topic, journal, protocol="classic", **extra):
     return {
         "topics": topic,
         "journal.path": str(journal),
         "value.converter": "json",
         "value.converter.schemas.enable": "false",
-        "consumer.override.session.timeout.ms": "6000",
-        "consumer.override.heartbeat.interval.ms": "500",
+        **group_protocol_config(protocol),
         **extra,
     }
+
+
+BOTH_PROTOCOLS = pytest.mark.parametrize("protocol", GROUP_PROTOCOLS)
+"""Drains and a kill -9 resume as they should on both consumer group protocols (KIP-848's too)."""
 
 
 def _values(n, start=0):
@@ -76,12 +81,15 @@ def _http(driver, path: str, method: str = "POST") -> tuple[int, dict]:
     return control_request(driver.control_url, path, method, driver.control_tokens.admin)
 
 
-def test_drain_of_one_task_commits_closes_and_resumes_from_there(kafka_bootstrap, topic_factory, spark, tmp_path):
+@BOTH_PROTOCOLS
+def test_drain_of_one_task_commits_closes_and_resumes_from_there(kafka_bootstrap, topic_factory, spark, tmp_path,
+                                                                 protocol):
     topic = topic_factory(partitions=1)
     journal = tmp_path / "j.jsonl"
     produce(kafka_bootstrap, topic, _values(10))
     name = _name()
-    with running_connector(connector_manifest(name, RECORDING, kafka_bootstrap, _config(topic, journal)), spark) as d:
+    manifest = connector_manifest(name, RECORDING, kafka_bootstrap, _config(topic, journal, protocol))
+    with running_connector(manifest, spark) as d:
         wait_until(lambda: len(_put_ids(journal)) >= 10, message="first records")
         status, result = _http(d, "/drain?task=0")
         assert status == 200 and result["complete"] is True
@@ -98,16 +106,23 @@ def test_drain_of_one_task_commits_closes_and_resumes_from_there(kafka_bootstrap
     _assert_is_closing_only_in_closing_commits(journal, expected_closing=2)
 
 
-def test_drain_by_pod_drains_every_task_on_it(kafka_bootstrap, topic_factory, spark, tmp_path):
+@BOTH_PROTOCOLS
+def test_drain_by_pod_drains_every_task_on_it(kafka_bootstrap, topic_factory, spark, tmp_path, protocol):
+    """What an eviction of an executor pod becomes (the operator's POST /drain?pod=)."""
     topic = topic_factory(partitions=2)
     journal = tmp_path / "j.jsonl"
-    with running_connector(connector_manifest(_name(), RECORDING, kafka_bootstrap, _config(topic, journal),
+    produce(kafka_bootstrap, topic, _values(20))
+    with running_connector(connector_manifest(_name(), RECORDING, kafka_bootstrap, _config(topic, journal, protocol),
                                               tasks_max=2), spark) as d:
         wait_until(lambda: all(t.get("pod") for t in d.status()["tasks"]), message="tasks report their pod")
+        wait_until(lambda: len(_put_ids(journal)) >= 20, message="first records")
         status, result = _http(d, f"/drain?pod={current_pod()}")
         assert status == 200 and result["complete"] and sorted(t["id"] for t in result["tasks"]) == [0, 1]
         assert {t["pod"] for t in result["tasks"]} == {current_pod()}
+        produce(kafka_bootstrap, topic, _values(20, start=20))
+        wait_until(lambda: len(_put_ids(journal)) >= 40, message="records after the drain")
     assert len(_events(journal, "start")) == 4, "both tasks ran again after the drain"
+    assert sorted(_put_ids(journal)) == list(range(40)), "nothing read twice, nothing lost"
 
 
 def test_drain_of_a_pod_without_tasks_succeeds_and_of_an_unknown_task_is_404(
@@ -352,8 +367,9 @@ def test_cleanup_that_cannot_finish_exits_nonzero_with_the_reason(kafka_bootstra
 
 
 @pytest.mark.process_boundary("SIGTERM, then SIGKILL during the closing commit, as the kubelet does to a pod")
+@BOTH_PROTOCOLS
 def test_kill_9_during_a_closing_commit_resumes_from_the_last_commit(kafka_bootstrap, topic_factory, tmp_path,
-                                                                     spark):
+                                                                     spark, protocol):
     """The killed run is a process; the restart, which only resumes from the last commit, runs on
     the session's SparkSession."""
     import os
@@ -362,7 +378,8 @@ def test_kill_9_during_a_closing_commit_resumes_from_the_last_commit(kafka_boots
     topic = topic_factory(partitions=1)
     name = _name()
     first_journal, second_journal = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
-    base = _config(topic, first_journal, **{"request.commit.every": "50", "slow.closing.pre_commit.seconds": "60"})
+    base = _config(topic, first_journal, protocol,
+                   **{"request.commit.every": "50", "slow.closing.pre_commit.seconds": "60"})
     manifest = _manifest_file(tmp_path, name, kafka_bootstrap, base)
     log = open(tmp_path / "driver.log", "ab")
     driver = subprocess.Popen([sys.executable, "-m", "conveyor.cli", "run", manifest, "--control-port", "0",
@@ -381,7 +398,8 @@ def test_kill_9_during_a_closing_commit_resumes_from_the_last_commit(kafka_boots
         driver.wait(timeout=30)
     assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 1) == {0: 50}, "the closing commit never ran"
 
-    second = ConnectorManifest.load(_manifest_file(tmp_path, name, kafka_bootstrap, _config(topic, second_journal)))
+    second = ConnectorManifest.load(_manifest_file(tmp_path, name, kafka_bootstrap,
+                                                   _config(topic, second_journal, protocol)))
     with running_connector(second, spark) as restarted:
         wait_until(lambda: len(_put_ids(second_journal)) >= 30, timeout_s=120, message="redelivery after restart")
         assert all(t["state"] == "STOPPED" for t in restarted.stop()["tasks"])

@@ -13,7 +13,17 @@ import pytest
 from confluent_kafka import Consumer
 
 from conveyor.testing.recording import read_journal
-from conveyor.testing.runs import committed_offsets, connector_manifest, produce, running_connector, wait_until
+from conveyor.testing.runs import (
+    GROUP_PROTOCOLS,
+    committed_offsets,
+    connector_manifest,
+    group_member_config,
+    group_protocol_config,
+    group_protocol_of,
+    produce,
+    running_connector,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -29,18 +39,20 @@ def _name() -> str:
     return f"rec-{uuid.uuid4().hex[:8]}"
 
 
-def _config(topic, journal, **extra):
-    base = {
+BOTH_PROTOCOLS = pytest.mark.parametrize("protocol", GROUP_PROTOCOLS)
+"""The rebalance rules hold on both consumer group protocols: classic and KIP-848's."""
+
+
+def _config(topic, journal, protocol="classic", **extra):
+    return {
         "topics": topic,
         "journal.path": str(journal),
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable": "false",
         "offset.flush.interval.ms": "60000",
-        "consumer.override.session.timeout.ms": "6000",
-        "consumer.override.heartbeat.interval.ms": "500",
+        **group_protocol_config(protocol),
+        **extra,
     }
-    base.update(extra)
-    return base
 
 
 def _puts(journal):
@@ -186,22 +198,21 @@ def test_failing_put_fails_task_after_closing_commit_of_processed_records(
     assert [e["event"] for e in read_journal(journal)][-3:] == ["close", "stop", "connector_stop"]
 
 
-def test_revoked_partitions_get_a_closing_commit_then_close(kafka_bootstrap, topic_factory, spark, journal):
+@BOTH_PROTOCOLS
+def test_revoked_partitions_get_a_closing_commit_then_close(kafka_bootstrap, topic_factory, spark, journal, protocol):
     topic = topic_factory(partitions=2)
     produce(kafka_bootstrap, topic, _values(20))
     name = _name()
-    manifest = connector_manifest(name, RECORDING, kafka_bootstrap, _config(topic, journal))
+    manifest = connector_manifest(name, RECORDING, kafka_bootstrap, _config(topic, journal, protocol))
     with running_connector(manifest, spark):
         wait_until(lambda: len(_puts(journal)) >= 20, message="records put")
-        # A second member joins connect-<name>: the cooperative assignor moves one partition.
-        intruder = Consumer({
-            "bootstrap.servers": kafka_bootstrap, "group.id": f"connect-{name}", "enable.auto.commit": False,
-            "partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 6000,
-        })
+        # A second member joins connect-<name>: the (cooperative, or the broker's) assignor moves one partition.
+        intruder = Consumer(group_member_config(kafka_bootstrap, f"connect-{name}", protocol))
         intruder.subscribe([topic])
         try:
             wait_until(lambda: (intruder.poll(0.2), _events(journal, "close"))[1], timeout_s=60,
                        message="revocation of one partition")
+            assert group_protocol_of(kafka_bootstrap, f"connect-{name}") == protocol
             closes = _events(journal, "close")
             revoked = closes[0]["partitions"]
             assert len(revoked) == 1
@@ -216,11 +227,12 @@ def test_revoked_partitions_get_a_closing_commit_then_close(kafka_bootstrap, top
             intruder.close()
 
 
-def test_lost_partitions_are_closed_without_commit(kafka_bootstrap, topic_factory, spark, journal):
+@BOTH_PROTOCOLS
+def test_lost_partitions_are_closed_without_commit(kafka_bootstrap, topic_factory, spark, journal, protocol):
     topic = topic_factory(partitions=1)
     produce(kafka_bootstrap, topic, _values(3))
     name = _name()
-    config = _config(topic, journal, **{
+    config = _config(topic, journal, protocol, **{
         "consumer.override.max.poll.interval.ms": "7000",
         "slow.put.seconds": "9",
     })

@@ -9,12 +9,19 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer
 from typer.testing import CliRunner
 
 from conveyor import spark_security
+from conveyor.api import ConfigError
 from conveyor.cli import app, parse_conf
 from conveyor.control.protocol import TaskSpec
-from conveyor.runtime.config.settings import parse_source_settings
+from conveyor.runtime.config.settings import (
+    CLASSIC_PROTOCOL_ONLY,
+    GroupProtocol,
+    parse_sink_settings,
+    parse_source_settings,
+)
 from conveyor.runtime.driver import driver as driver_module
 from conveyor.runtime.driver.driver import Driver, DriverError, kafka_properties
 from conveyor.runtime.driver.spark_session import (
@@ -82,6 +89,28 @@ def test_sink_task_consumer_and_dead_letter_producer_get_tls_and_sasl_with_overr
     producer = producer_config(spec)
     assert {k: producer[k] for k in SASL} == SASL
     assert producer["linger.ms"] == "50" and producer["client.id"] == "connector-dlq-producer-orders-1"
+
+
+def test_a_kip_848_consumer_gets_none_of_the_classic_protocols_keys_and_librdkafka_takes_it():
+    config = {"topics": "t", "consumer.override.group.protocol": "consumer"}
+    settings = parse_sink_settings(config)
+    assert settings.group_protocol is GroupProtocol.CONSUMER
+    consumer = consumer_config(_spec(config), settings.group_protocol)
+    assert consumer["group.protocol"] == "consumer" and consumer["group.id"] == "connect-orders"
+    assert not set(CLASSIC_PROTOCOL_ONLY) & set(consumer)
+    local = {k: v for k, v in consumer.items() if not k.startswith(("sasl.", "ssl.", "security."))}
+    Consumer({**local, "bootstrap.servers": "127.0.0.1:9"}).close()  # refused at creation if a key were left
+    with pytest.raises(ConfigError) as refused:
+        parse_sink_settings({**config, "consumer.override.session.timeout.ms": "6000",
+                             "consumer.override.partition.assignment.strategy": "range"})
+    assert set(refused.value.errors) == {"consumer.override.session.timeout.ms",
+                                         "consumer.override.partition.assignment.strategy"}
+    assert "KIP-848" in refused.value.errors["consumer.override.session.timeout.ms"]
+    assert parse_sink_settings({"topics": "t", "consumer.override.session.timeout.ms": "6000"}).group_protocol \
+        is GroupProtocol.CLASSIC, "classic is the default, and keeps its keys"
+    with pytest.raises(ConfigError) as bad:
+        parse_sink_settings({"topics": "t", "consumer.override.group.protocol": "generic"})
+    assert "consumer.override.group.protocol" in bad.value.errors
 
 
 def test_source_task_producer_gets_tls_and_sasl_and_its_transactional_id():

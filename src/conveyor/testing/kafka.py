@@ -346,7 +346,8 @@ class KafkaBroker(ManagedServer, KafkaEndpoint):
     client listener with mechanism PLAIN and the users of :data:`SASL_PLAIN_USERS` unless
     ``sasl_plain`` is false, and a controller listener), keeps its data in a fresh temp dir
     removed by :meth:`stop`, and is configured for one node (internal topics with replication factor 1, ``transaction.state.log.min.isr=1``,
-    ``group.initial.rebalance.delay.ms=0``). Topic auto-creation keeps Kafka's default (on).
+    ``group.initial.rebalance.delay.ms=0``; KIP-848 groups' session 6 s and heartbeats 1.5 s, as
+    the runtime sets for classic groups). Topic auto-creation keeps Kafka's default (on).
 
     Args:
         version: Apache Kafka version (jars from Maven Central, see :func:`kafka_libs`).
@@ -455,6 +456,12 @@ class KafkaBroker(ManagedServer, KafkaEndpoint):
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
+            # KIP-848 groups (group.protocol=consumer) take their session and heartbeats from the
+            # broker: the 6 s / 1.5 s the runtime sets for classic groups (default 45 s / 5 s).
+            "group.consumer.min.session.timeout.ms": "6000",
+            "group.consumer.session.timeout.ms": "6000",
+            "group.consumer.min.heartbeat.interval.ms": "500",
+            "group.consumer.heartbeat.interval.ms": "1500",
             "transaction.max.timeout.ms": "900000",  # Kafka's default, stated explicitly
         }
         if self.sasl_enabled and self.sasl_port:  # assigned by start() with the other ports

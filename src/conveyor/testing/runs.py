@@ -36,6 +36,29 @@ def connector_manifest(
     )
 
 
+GROUP_PROTOCOLS = ("classic", "consumer")
+"""The consumer group protocols a sink task runs on: classic, and KIP-848's ``consumer``."""
+
+
+def group_protocol_config(protocol: str) -> dict[str, str]:
+    """A sink connector's config keys for ``protocol`` (one of :data:`GROUP_PROTOCOLS`) in the
+    tests: classic with a 6 s session and 0.5 s heartbeats; ``consumer`` takes both from the
+    broker (:class:`conveyor.testing.kafka.KafkaBroker`: 6 s and 1.5 s)."""
+    if protocol == "classic":
+        return {"consumer.override.session.timeout.ms": "6000", "consumer.override.heartbeat.interval.ms": "500"}
+    return {"consumer.override.group.protocol": protocol}
+
+
+def group_member_config(bootstrap_servers: str, group: str, protocol: str) -> dict[str, Any]:
+    """librdkafka settings of another member of ``group`` on ``protocol``, as a sink task's."""
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "group.id": group, "enable.auto.commit": False}
+    if protocol == "classic":
+        config.update({"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 6000})
+    else:
+        config["group.protocol"] = protocol
+    return config
+
+
 @contextmanager
 def running_connector(manifest: ConnectorManifest, spark: Any, stop_timeout_s: float = 60.0) -> Iterator[Any]:
     """Start a :class:`~conveyor.runtime.driver.driver.Driver` on ``spark`` (control API on a
@@ -148,6 +171,20 @@ def end_offsets(bootstrap_servers: str, topic: str, partitions: int) -> dict[int
                 for p in range(partitions)}
     finally:
         consumer.close()
+
+
+def group_protocol_of(bootstrap_servers: str, group: str) -> str:
+    """The protocol the broker runs ``group`` on: ``"classic"`` or ``"consumer"`` (KIP-848),
+    ``"unknown"`` for no such group.
+
+    Raises:
+        KafkaException: the group could not be described within 30 s.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    description = admin.describe_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
+    return description.type.name.lower()
 
 
 def committed_offsets(bootstrap_servers: str, group: str, topic: str, partitions: int) -> dict[int, int]:

@@ -24,6 +24,23 @@ class ErrorTolerance(str, enum.Enum):
     ALL = "all"
 
 
+class GroupProtocol(str, enum.Enum):
+    """``group.protocol`` of a sink task's consumer (``consumer.override.group.protocol``):
+    ``classic`` is the JoinGroup/SyncGroup protocol with a client-side cooperative-sticky
+    assignor; ``consumer`` is KIP-848's, where the broker assigns partitions (incrementally) and
+    owns the session and heartbeat timing (``group.consumer.session.timeout.ms``,
+    ``group.consumer.heartbeat.interval.ms``) and the assignor (``group.remote.assignor``)."""
+
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
+
+
+CLASSIC_PROTOCOL_ONLY = ("partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms",
+                         "group.protocol.type")
+"""Consumer keys of the classic group protocol only: with ``group.protocol=consumer`` the broker
+owns them, and both librdkafka and the Java consumer refuse them (KIP-848 §client configs)."""
+
+
 class CommonSettings(ConnectorConfig):
     """Keys every connector understands."""
 
@@ -78,13 +95,32 @@ class SinkSettings(CommonSettings):
         "larger batches cost less per record; max.poll.records applies to put().",
     )
 
+    group_protocol: GroupProtocol = Field(
+        GroupProtocol.CLASSIC,
+        alias="consumer.override.group.protocol",
+        description="The consumer group protocol of the sink tasks: classic, or consumer (KIP-848).",
+    )
+    classic_only_overrides: tuple[str, ...] = Field(
+        (), description="The consumer.override.* keys set of CLASSIC_PROTOCOL_ONLY (set from the config, not a key)."
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _split_topics(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("topics"), str):
+        if isinstance(data, dict):
             data = dict(data)
-            data["topics"] = [t.strip() for t in data["topics"].split(",") if t.strip()]
+            if isinstance(data.get("topics"), str):
+                data["topics"] = [t.strip() for t in data["topics"].split(",") if t.strip()]
+            data["classic_only_overrides"] = tuple(
+                f"consumer.override.{key}" for key in CLASSIC_PROTOCOL_ONLY if f"consumer.override.{key}" in data)
         return data
+
+    def problems(self) -> dict[str, str]:
+        if self.group_protocol is not GroupProtocol.CONSUMER:
+            return {}
+        return {key: "not used with consumer.override.group.protocol=consumer (KIP-848): the broker's "
+                     "group.consumer.* settings and group.remote.assignor take its place; remove it"
+                for key in self.classic_only_overrides}
 
     @model_validator(mode="after")
     def _one_topic_source(self) -> SinkSettings:

@@ -35,7 +35,13 @@ from conveyor.converters import load_converter
 from conveyor.converters.columnar import columnar
 from conveyor.converters.header_converters import load_header_converter
 from conveyor.runtime.config.plugins import load_connector_class
-from conveyor.runtime.config.settings import SinkSettings, parse_sink_settings, prefixed
+from conveyor.runtime.config.settings import (
+    CLASSIC_PROTOCOL_ONLY,
+    GroupProtocol,
+    SinkSettings,
+    parse_sink_settings,
+    prefixed,
+)
 from conveyor.runtime.errors.dead_letter_queue import DeadLetterQueue
 from conveyor.runtime.errors.tolerance import LogReporter, Reporter, ToleranceOperator
 from conveyor.runtime.kafka.clients import client_config
@@ -59,10 +65,12 @@ log.addFilter(CollapseRepeats())  # librdkafka's logs come through it
 
 _JAVA_ONLY_CONSUMER_KEYS = {"max.poll.records", "key.deserializer", "value.deserializer"}
 
-def consumer_config(spec: TaskSpec) -> dict[str, Any]:
+def consumer_config(spec: TaskSpec, protocol: GroupProtocol = GroupProtocol.CLASSIC) -> dict[str, Any]:
     """librdkafka settings of a sink task's consumer: the connector's base Kafka properties
     (``spec.kafka``: bootstrap servers, TLS, SASL), the runtime's settings, then
-    ``consumer.override.*`` (applied last; Java-only keys dropped)."""
+    ``consumer.override.*`` (applied last; Java-only keys dropped). With ``protocol``
+    ``consumer`` (KIP-848) the runtime sets none of :data:`CLASSIC_PROTOCOL_ONLY`: the broker
+    owns the session, the heartbeats and the assignor."""
     settings: dict[str, Any] = {
         "group.id": f"connect-{spec.connector}",
         "client.id": f"connector-consumer-{spec.connector}-{spec.task_id}",
@@ -85,6 +93,8 @@ def consumer_config(spec: TaskSpec) -> dict[str, Any]:
         "session.timeout.ms": 6_000,
         "heartbeat.interval.ms": 1_500,
     }
+    if protocol is GroupProtocol.CONSUMER:
+        settings = {k: v for k, v in settings.items() if k not in CLASSIC_PROTOCOL_ONLY}
     overrides = prefixed(spec.connector_config, "consumer.override.")
     return client_config(spec.kafka, settings,
                          {k: v for k, v in overrides.items() if k not in _JAVA_ONLY_CONSUMER_KEYS})
@@ -169,9 +179,10 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
             self._errant_reporter.find_message = self._held_messages.find
         self._put = self._put_batches if self._batches is not None else self.task.put
         self._no_records = [self._batches.empty] if self._batches is not None else []
-        config = consumer_config(spec)
+        config = consumer_config(spec, self.settings.group_protocol)
         config["on_commit"] = self._on_commit
-        self._cooperative = "cooperative" in str(config.get("partition.assignment.strategy", ""))
+        self._cooperative = (self.settings.group_protocol is GroupProtocol.CONSUMER  # incremental, as KIP-848 is
+                             or "cooperative" in str(config.get("partition.assignment.strategy", "")))
         self.consumer = Consumer(config, logger=log)
         self.consumer.subscribe(
             self.settings.subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
