@@ -17,6 +17,7 @@ from conveyor.manifest import ConnectorManifest, ConnectorState
 from conveyor.testing.recording import read_journal
 from conveyor.testing.runs import (
     GROUP_PROTOCOLS,
+    SteadyLoad,
     committed_offsets,
     connector_manifest,
     control_request,
@@ -282,6 +283,42 @@ def test_reconfiguration_closes_tasks_and_starts_them_with_the_new_config(
     assert sorted(_put_ids(journal)) == list(range(10)), "no record twice across the reconfiguration"
     stops = _events(journal, "stop", "connector_stop")
     assert all(s["connector_deleted"] is False for s in stops)
+
+
+@BOTH_PROTOCOLS
+def test_a_task_count_change_starts_and_stops_only_the_difference_under_load(kafka_bootstrap, topic_factory, spark,
+                                                                            tmp_path, protocol):
+    """Issue 34, live task changes: tasksMax 1 -> 3 -> 1 on a running driver with records
+    arriving throughout. Task 0 runs on through both changes (one start, never stopped);
+    tasks 1 and 2 start, take partitions that task 0 gave up with a closing commit, and stop
+    with their own; every record is put exactly once."""
+    topic = topic_factory(partitions=6)
+    journal = tmp_path / "j.jsonl"
+    manifest = connector_manifest(_name(), RECORDING, kafka_bootstrap, _config(topic, journal, protocol))
+
+    def opened_by(task):
+        return [p for e in _events(journal, "open") if e["task"] == task for p in e["partitions"]]
+
+    with running_connector(manifest, spark) as d:
+        with SteadyLoad(kafka_bootstrap, topic) as load:
+            wait_until(lambda: len(_put_ids(journal)) >= 100, message="task 0 under load")
+            assert d.reconfigure(manifest.spec.model_copy(update={"tasks_max": 3}))["tasks"] == 3
+            wait_until(lambda: opened_by(1) and opened_by(2), message="tasks 1 and 2 given partitions")
+            seen = len(_put_ids(journal))
+            wait_until(lambda: len(_put_ids(journal)) >= seen + 200, message="records put by three tasks")
+            assert d.reconfigure(manifest.spec.model_copy(update={"tasks_max": 1}))["tasks"] == 1
+            assert [t["id"] for t in d.status()["tasks"]] == [0]
+            seen = len(_put_ids(journal))
+            wait_until(lambda: len(_put_ids(journal)) >= seen + 200, message="records put by task 0 alone")
+        wait_until(lambda: len(_put_ids(journal)) >= load.produced, message="every record put")
+    starts = [e["task"] for e in _events(journal, "start")]
+    assert starts[0] == 0 and sorted(starts) == [0, 1, 2], "task 0 was never restarted; 1 and 2 started once"
+    stops = [e["task"] for e in _events(journal, "stop")]
+    assert sorted(stops[:2]) == [1, 2] and stops[2:] == [0], "tasks 1 and 2 stopped by the rescale, 0 at the end"
+    assert {e["task"] for e in _events(journal, "put")} == {0, 1, 2}
+    puts = _put_ids(journal)
+    assert sorted(puts) == list(range(load.produced)), "every record put exactly once across both rescales"
+    _assert_is_closing_only_in_closing_commits(journal, expected_closing=len(_events(journal, "close")))
 
 
 def test_stop_with_connector_deleted_reaches_tasks_and_connector(kafka_bootstrap, topic_factory, spark, tmp_path):

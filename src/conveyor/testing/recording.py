@@ -2,7 +2,7 @@
 
 Tasks run in Spark's Python workers, so the journal is a JSON-lines file
 (``journal.path``) that tests read back with :func:`read_journal`. Each line is one
-event: ``{"task": 0, "event": "pre_commit", "closing": true, "offsets": {...}, ...}``.
+event: ``{"task": 0, "at": <time.time()>, "event": "pre_commit", "closing": true, "offsets": {...}, ...}``.
 
 Behaviour knobs (all optional, in the connector config):
 
@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,8 @@ class _Journal:
         self._task = task_id
 
     def write(self, event: str, **fields: Any) -> None:
-        line = json.dumps({"task": self._task, "pid": os.getpid(), "event": event, **fields}, default=str)
+        line = json.dumps({"task": self._task, "pid": os.getpid(), "at": time.time(), "event": event, **fields},
+                          default=str)
         with self._lock, open(self._path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
 
@@ -100,8 +102,6 @@ class RecordingSinkTask(SinkTask):
 
     def put(self, records: Sequence[SinkRecord]) -> None:
         if records and self.slow_put_s:
-            import time
-
             self.journal.write("put_slow", seconds=self.slow_put_s)
             time.sleep(self.slow_put_s)
             self.slow_put_s = 0
@@ -146,8 +146,6 @@ class RecordingSinkTask(SinkTask):
             self.journal.write("resumed", partitions=sorted(_tp(tp) for tp in self.context.assignment()))
         slow = float(self.config.get("slow.closing.pre_commit.seconds", 0))
         if closing and slow:
-            import time
-
             self.journal.write("closing_pre_commit_started", offsets={_tp(tp): off for tp, off in offsets.items()})
             time.sleep(slow)
         if self.mode == "empty":

@@ -156,6 +156,60 @@ def produce(
         raise RuntimeError(f"produce to {topic} failed: {remaining} unacknowledged, errors: {errors[:3]}")
 
 
+class SteadyLoad:
+    """Records ``{"id": n}`` (key ``k<n>``, n from 0) written to a topic at a steady rate on a
+    thread, until the ``with`` block ends: load that runs on while a test rescales or drains.
+    ``produced`` is how many were acknowledged once the block ended.
+
+    Raises (on leaving the block):
+        RuntimeError: a record was not acknowledged within 60 s.
+    """
+
+    def __init__(self, bootstrap_servers: str, topic: str, records_per_s: float = 200.0) -> None:
+        import threading
+
+        self.bootstrap_servers, self.topic, self.records_per_s = bootstrap_servers, topic, records_per_s
+        self.produced = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"steady-load-{topic}", daemon=True)
+        self._error: BaseException | None = None
+
+    def __enter__(self) -> SteadyLoad:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(90)
+        if self._error is not None:
+            raise RuntimeError(f"steady load on {self.topic} failed: {self._error}") from self._error
+
+    def _run(self) -> None:
+        import json
+
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 5, "enable.idempotence": True},
+                            logger=logging.getLogger("conveyor.testing.producer"))
+        errors: list[str] = []
+        sent, started = 0, time.monotonic()
+        try:
+            while not self._stop.is_set():
+                due = int((time.monotonic() - started) * self.records_per_s)
+                for i in range(sent, due):
+                    producer.produce(self.topic, key=f"k{i}".encode(), value=json.dumps({"id": i}).encode(),
+                                     on_delivery=lambda err, _msg: err is not None and errors.append(str(err)))
+                sent = max(sent, due)
+                producer.poll(0)
+                self._stop.wait(0.05)
+            remaining = producer.flush(60)
+            if remaining or errors:
+                raise RuntimeError(f"{remaining} unacknowledged, errors: {errors[:3]}")
+            self.produced = sent
+        except BaseException as exc:  # noqa: BLE001 - raised again in __exit__
+            self._error = exc
+
+
 def end_offsets(bootstrap_servers: str, topic: str, partitions: int) -> dict[int, int]:
     """``{partition: high watermark}`` of ``topic`` (the next offset to be written).
 

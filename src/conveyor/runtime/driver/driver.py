@@ -25,9 +25,14 @@ only_failed)``              instance stops and starts again (``stop(False)``, ``
                             connector's task configurations changed, or it had failed, every
                             task closes and starts again with them
 ``reconfigure(spec)``       closing commit → ``stop(False)`` for every task, the connector's
-                            ``stop(False)``, then ``start`` with the new configuration
+                            ``stop(False)``, then ``start`` with the new configuration; a change
+                            of ``tasksMax`` alone restarts the connector only, and its tasks
+                            change as for a task reconfiguration
 task reconfiguration        (the connector calls ``context.request_task_reconfiguration()``)
-                            when ``task_configs`` changed: every task as for ``reconfigure``
+                            when ``task_configs`` changed: the tasks whose configuration
+                            changed, and those no longer wanted, make a closing commit and
+                            ``stop(False)``; the changed and new ones start; the others run on
+                            (an exactly-once source: every task, a new generation)
 ==========================  ===================================================================
 """
 

@@ -12,9 +12,10 @@ from http import HTTPStatus
 from typing import Any
 
 from conveyor.control.errors import OperationError
-from conveyor.control.protocol import Action, TaskState, trace_of
+from conveyor.control.protocol import Action, Directive, TaskState, trace_of
 from conveyor.manifest import ConnectorSpec, ConnectorState
 from conveyor.runtime.config.validation import PreflightError, connector_class, validate_config
+from conveyor.runtime.driver.spark_session import local_task_slots
 from conveyor.runtime.herder.task_handles import TaskHandle
 from conveyor.runtime.kafka.clients import kafka_properties
 from conveyor.runtime.kafka.preflight import check_kafka
@@ -219,12 +220,18 @@ class DriverOperations:
         return False
 
     def reconfigure(self, spec: ConnectorSpec, written: ConnectorSpec | None = None) -> dict[str, Any]:
-        """Apply a new ``spec`` (configuration, ``tasksMax``, ``state``; references resolved):
-        every task makes a closing commit and stops, the connector restarts with the new
-        configuration. ``written`` (default ``spec``) becomes :attr:`written_spec`.
+        """Apply a new ``spec`` (configuration, ``tasksMax``, ``state``; references resolved).
+        A change of ``tasksMax`` alone (issue 34, live task changes) restarts the connector
+        instance only: its new task configurations are taken as :meth:`_change_tasks` says,
+        so a task whose configuration stays keeps running and only the difference starts or
+        stops (with its closing commit). Any other change: every task makes a closing commit
+        and stops, the connector restarts with the new configuration. ``written`` (default
+        ``spec``) becomes :attr:`written_spec`.
 
         Raises:
-            OperationError: 400 with the invalid keys, or 409 when the class changed.
+            OperationError: 400 with the invalid keys; 409 when the class changed, or when a
+                local Spark master has fewer task slots than the new ``tasksMax`` (only a new
+                driver has more: the operator rolls it).
         """
         with self.operations:
             self._check_not_stopping()
@@ -242,6 +249,9 @@ class DriverOperations:
                     check_kafka(kafka)
                 except PreflightError as exc:
                     raise OperationError(HTTPStatus.BAD_REQUEST, str(exc)) from None
+            self._check_task_slots(spec.tasks_max)
+            if self._task_count_only(spec, kafka):
+                return self._change_task_count(spec, written, candidate)
             log.info("reconfiguring connector %s", self.name)
             if self.connector_state is not TaskState.STOPPED:
                 self._stop_tasks(connector_deleted=False)
@@ -255,6 +265,88 @@ class DriverOperations:
             else:
                 self._start_connector(candidate)
             return {"name": self.name, "state": self.connector_state.value, "tasks": len(self.tasks)}
+
+    def _task_count_only(self, spec: ConnectorSpec, kafka: dict[str, Any]) -> bool:
+        """Whether ``spec`` changes only ``tasksMax`` of a connector whose tasks run."""
+        running = self.manifest.spec
+        return (spec.tasks_max != running.tasks_max and kafka == self.kafka
+                and spec.model_copy(update={"tasks_max": running.tasks_max, "state": running.state}) == running
+                and spec.state is self.target_state and spec.state is not ConnectorState.STOPPED
+                and self.connector_state in (TaskState.RUNNING, TaskState.PAUSED))
+
+    def _change_task_count(self, spec: ConnectorSpec, written: ConnectorSpec | None, candidate: Any
+                           ) -> dict[str, Any]:
+        """The connector instance restarts with the new ``tasks.max`` (Kafka Connect's
+        ``Connector.reconfigure``: ``stop``, then ``start``) and the tasks follow its task
+        configurations through :meth:`_change_tasks`. Called with ``operations`` held.
+
+        Raises:
+            DriverError: the connector's ``start`` or ``task_configs`` raised; every task has
+                then stopped (as a failed reconfiguration leaves them).
+        """
+        log.info("connector %s: tasksMax %d -> %d, tasks changed live", self.name, self.manifest.spec.tasks_max,
+                 spec.tasks_max)
+        self._stop_connector(False)
+        self.manifest = self.manifest.model_copy(update={"spec": spec})
+        self.written_spec = written or spec
+        try:
+            configs = self._begin_connector(candidate)
+        except BaseException:
+            self._stop_tasks(connector_deleted=False)
+            raise
+        self._change_tasks(configs)
+        return {"name": self.name, "state": self.connector_state.value, "tasks": len(self.tasks)}
+
+    def _change_tasks(self, configs: list[dict[str, Any]]) -> None:
+        """Run the tasks of ``configs`` (a task's id is its index), changing only what differs:
+        a running task whose configuration is the same keeps running; the others of the
+        running tasks make a closing commit and stop; then the new and changed ones start.
+        A sink task's configuration is the same when only its ``tasks.max`` differs (connectors
+        copy the connector's config into each task's, as Kafka Connect's do): which records a
+        sink task gets is the consumer group's to decide, not its configuration. So on a
+        rescale from N to M tasks of a sink the partitions that stay where they are keep
+        flowing, and those that move get a closing commit first (the consumer group's
+        cooperative, or KIP-848, rebalance). A source task's must be equal, ``tasks.max``
+        included (a task may split its work by it). An exactly-once source restarts every task
+        instead: a new task count is a new generation, which fences every producer of the
+        last one (KIP-618 §zombie fencing). Called with ``operations`` held."""
+        if self._task_count_writer is not None:
+            self._stop_tasks(connector_deleted=False)
+            self._launch_tasks(configs)
+            return
+        assert self._launcher is not None
+        with self._lock:
+            current = dict(self.tasks)
+        kept = {i for i, h in current.items()
+                if i < len(configs) and self._same_task(h.config, configs[i]) and not h.done.is_set()}
+        leaving = sorted(set(current) - kept)
+        if leaving:
+            self._stop_tasks(connector_deleted=False, task_ids=leaving)
+        initial = self._resume_action()
+        starting = [TaskHandle(i, c, directive=Directive(initial, 1)) for i, c in enumerate(configs) if i not in kept]
+        log.info("connector %s: %d task(s) kept, %d stopped, %d started", self.name, len(kept), len(leaving),
+                 len(starting))
+        with self._lock:
+            self.tasks = {i: current[i] for i in sorted(kept)} | {h.task_id: h for h in starting}
+            self.tasks = dict(sorted(self.tasks.items()))
+        for handle in starting:
+            self._launcher.launch(handle)
+
+    def _same_task(self, running: dict[str, Any], wanted: dict[str, Any]) -> bool:
+        if self.connector_type == "sink":
+            running, wanted = ({k: v for k, v in c.items() if k != "tasks.max"} for c in (running, wanted))
+        return running == wanted
+
+    def _check_task_slots(self, tasks_max: int) -> None:
+        """Raises:
+            OperationError: 409, a local master with fewer slots than ``tasks_max`` (a task is
+                a Spark job that never ends: one without a slot would never be scheduled)."""
+        master = self.spark_info.get("master", "")
+        slots = local_task_slots(master)
+        if slots is not None and tasks_max > slots:
+            raise OperationError(HTTPStatus.CONFLICT, f"tasksMax {tasks_max} needs {tasks_max} task slots and "
+                                 f"this driver's Spark master {master} has {slots}: only a new driver takes it "
+                                 "(the operator rolls it when the Connector changes)")
 
     def _herd(self) -> None:
         """Background loop: act on the connector's requests for task reconfiguration."""
@@ -273,8 +365,7 @@ class DriverOperations:
                 if configs == [h.config for h in self.tasks.values()]:
                     continue
                 log.info("connector %s asked for task reconfiguration: %d task(s)", self.name, len(configs))
-                self._stop_tasks(connector_deleted=False)
-                self._launch_tasks(configs)
+                self._change_tasks(configs)
 
     def _check_not_stopping(self) -> None:
         if self.lifecycle.stopping:

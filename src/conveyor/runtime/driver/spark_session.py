@@ -122,6 +122,17 @@ def is_local_master(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
+def local_task_slots(master: str) -> int | None:
+    """The tasks a local master runs at once (``local`` 1, ``local[N]`` and ``local[N,F]`` N,
+    ``local[*]`` the machine's cores); ``None`` for a cluster master, whose executors may grow."""
+    if not is_local_master(master):
+        return None
+    match = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
+    if match is None or match.group(1) is None:
+        return 1
+    return (os.cpu_count() or 1) if match.group(1) == "*" else int(match.group(1))
+
+
 def start_spark_session(props: Mapping[str, str]) -> Any:
     """A SparkSession with ``props`` (see :func:`spark_properties`), its JVM started with
     SIGTERM ignored (see :func:`_jvm_ignoring_sigterm`), log level WARN.

@@ -22,13 +22,14 @@ class DriverStopping:
     """The stop path of :class:`~conveyor.runtime.driver.driver.Driver`; it uses the driver's
     state, its task launcher and its control API."""
 
-    def _stop_tasks(self, connector_deleted: bool, timeout_s: float | None = None) -> None:
-        """STOP every task and wait for their closing commits; cancel the Spark job of a
-        task that does not finish within the grace period."""
+    def _stop_tasks(self, connector_deleted: bool, timeout_s: float | None = None,
+                    task_ids: list[int] | None = None) -> None:
+        """STOP every task (or those of ``task_ids``) and wait for their closing commits; cancel
+        the Spark job of a task that does not finish within the grace period."""
         grace = timeout_s if timeout_s is not None else float(self.manifest.spec.shutdown.grace_period_seconds)
-        self._direct(Action.STOP, connector_deleted)
+        self._direct(Action.STOP, connector_deleted, task_ids)
         deadline = time.monotonic() + grace
-        for handle in list(self.tasks.values()):
+        for handle in [h for h in self.tasks.values() if task_ids is None or h.task_id in task_ids]:
             if not handle.done.wait(max(0.0, deadline - time.monotonic())):
                 log.error("task %s-%d did not stop within %.0fs; cancelling its Spark job", self.name,
                           handle.task_id, grace)
