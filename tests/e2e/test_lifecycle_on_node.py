@@ -1,5 +1,5 @@
 """What a user does with a running Connector, on a real node: ``kubectl scale`` to three tasks
-(three executor pods), a config change (taken live), ``spec.state`` paused, running again, and
+(three executor pods, the third asked for by the running driver), a config change (taken live), ``spec.state`` paused, running again, and
 stopped — each with the effect the README describes. The operator is killed right after the
 create and right after the scale: its successor finishes both."""
 
@@ -44,6 +44,14 @@ def tasks_in(node, namespace: str, name: str, state: str, count: int):
     return None
 
 
+def running_pod(node, namespace: str, selector: str) -> str:
+    """The name of the one Running, not terminating, pod of ``selector``."""
+    names = [p["metadata"]["name"] for p in pods(node, namespace, selector)
+             if p["status"]["phase"] == "Running" and not p["metadata"].get("deletionTimestamp")]
+    assert len(names) == 1, names
+    return names[0]
+
+
 def patch(node, namespace: str, name: str, spec: dict) -> None:
     node.kubectl("patch", "connector", name, "-n", namespace, "--type=merge", "-p", json.dumps({"spec": spec}))
 
@@ -67,6 +75,7 @@ def test_scale_config_change_pause_resume_and_stop(kube_node, node_kafka, node_p
     try:
         eventually(lambda: row_count(pg, first) == N, 300, f"{N} rows of {first}")
 
+        driver_pod = running_pod(kube_node, ns, "conveyor.dev/component=driver")
         kube_node.kubectl("scale", "connector/life", "-n", ns, "--replicas=3")
         operator_restarted(kube_node, conveyor_release, restarts)
         restarts = kill_operator(kube_node, conveyor_release)  # mid-scale
@@ -74,6 +83,10 @@ def test_scale_config_change_pause_resume_and_stop(kube_node, node_kafka, node_p
         executors = {p["metadata"]["name"] for p in pods(kube_node, ns, "conveyor.dev/component=executor")
                      if p["status"]["phase"] == "Running" and not p["metadata"].get("deletionTimestamp")}
         assert {t["pod"] for t in tasks} <= executors and len({t["pod"] for t in tasks}) == 3, (tasks, executors)
+        # live (issue 34): the driver that ran two tasks asked Spark for the third one's executor pod
+        assert running_pod(kube_node, ns, "conveyor.dev/component=driver") == driver_pod, "the driver rolled"
+        log = kube_node.kubectl("logs", "-n", ns, driver_pod).stdout
+        assert "2 task(s) kept, 0 stopped, 1 started" in log and "requested 1 more executor(s)" in log, log[-3000:]
         # status.tasksMax is written when the operator's reconcile of the scale ends, which the
         # killed operator's successor may finish after the driver already reports three tasks
         eventually(lambda: get(kube_node, "connector", "life", ns)["status"]["tasksMax"] == 3, 60,

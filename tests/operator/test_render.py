@@ -270,17 +270,22 @@ def test_executor_pods_are_named_name_exec_n():
 
 def test_every_task_gets_an_executor_core():
     assert render.executor_instances(manifest()) == 2, "tasksMax 2 on 1-core executors"
-    assert _driver_conf(manifest())["spark.executor.instances"] == "2"
+    assert _driver_conf(manifest())["spark.executor.instances"] == str(manifest().spec.spark.executor.instances), \
+        "the least kept; the driver raises it until every task has a core"
     assert render.executor_instances(manifest(tasksMax=3, spark={"executor": {"cores": 2}})) == 2
     assert render.executor_instances(manifest(tasksMax=1, spark={"executor": {"instances": 3}})) == 3
     assert render.executor_instances(manifest(tasksMax=5, spark={"executor": {"instances": 0}})) == 0
 
 
-def test_scaling_past_the_executor_cores_rolls_the_driver_and_within_them_does_not():
+def test_a_tasks_max_change_with_executor_pods_never_rolls_the_driver():
+    """Issue 34, live task changes: the driver asks Spark for the executor pods more tasks need."""
     two_cores = {"executor": {"cores": 2}}
     one, two, three = (manifest(tasksMax=n, spark=two_cores) for n in (1, 2, 3))
-    assert render.spec_hash(one) == render.spec_hash(two), "2 tasks fit the one 2-core executor: live"
-    assert render.spec_hash(two) != render.spec_hash(three), "a third task needs a second executor pod"
+    assert render.spec_hash(one) == render.spec_hash(two) == render.spec_hash(three)
+    deployments = [by_kind(render.objects(m, "u", 1, SETTINGS))["Deployment"] for m in (one, three)]
+    assert deployments[0]["spec"]["template"] == deployments[1]["spec"]["template"], "nothing in the pod changes"
+    budgets = [by_kind(render.objects(m, "u", 1, SETTINGS))["PodDisruptionBudget"] for m in (one, three)]
+    assert [b["spec"]["minAvailable"] for b in budgets] == [1, 2], "the budget follows the executors"
 
 
 ARCHIVE_VOLUME = {

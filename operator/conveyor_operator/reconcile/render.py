@@ -129,11 +129,12 @@ def spec_dict(manifest: ConnectorManifest) -> dict[str, Any]:
 
 def spec_hash(manifest: ConnectorManifest) -> str:
     """Hash of what a running driver cannot change in place (class, Kafka, Spark, secrets,
-    shutdown, and the executor pods ``tasksMax`` needs): a change rolls the Deployment."""
+    shutdown, and without executor pods the task slots of the driver's own): a change rolls
+    the Deployment. With executor pods a change of ``tasksMax`` is live: the driver asks Spark
+    for the executors it needs (:mod:`conveyor.runtime.driver.executors`)."""
     spec = spec_dict(manifest)
     for live in ("config", "tasksMax", "state", "deletionPolicy", "autoRestart", "listOffsets", "alterOffsets"):
         spec.pop(live, None)
-    spec["executorPods"] = executor_instances(manifest)
     if manifest.spec.spark.executor.instances == 0:  # local[tasksMax] in the driver pod, sized per task
         spec["localTaskSlots"] = manifest.spec.tasks_max
     return _digest(spec)

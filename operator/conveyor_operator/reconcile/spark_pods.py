@@ -249,7 +249,10 @@ def spark_conf(manifest: ConnectorManifest, settings: OperatorSettings) -> dict[
             "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_PATH,
             "spark.kubernetes.executor.podTemplateContainerName": "executor",
             "spark.kubernetes.executor.deleteOnTermination": "true",
-            "spark.executor.instances": str(executor_instances(manifest)),
+            # The least kept: the driver raises it at start until every task has a core, and
+            # asks for more executors when tasksMax grows (conveyor.runtime.driver.executors),
+            # so a change of tasksMax never rolls the Deployment.
+            "spark.executor.instances": str(spark.executor.instances),
             "spark.executor.cores": str(spark.executor.cores),
             "spark.executor.memory": spark.executor.memory,
         })

@@ -55,6 +55,7 @@ from conveyor.runtime.config.settings import parse_sink_settings, parse_source_s
 from conveyor.runtime.config.validation import PreflightError, connector_class, validate_config
 from conveyor.runtime.deletion.offsets import sink_group
 from conveyor.runtime.driver.class_data import ArchiveTraining, with_class_data_sharing
+from conveyor.runtime.driver.executors import ExecutorTarget
 from conveyor.runtime.driver.operations import DriverOperations
 from conveyor.runtime.driver.spark_session import (
     decommission_executor,
@@ -165,6 +166,7 @@ class Driver(DriverOperations, DriverStopping):
         self.worker_id = ""
         self.stop_result: dict[str, Any] | None = None
         self._launcher: TaskLauncher | None = None
+        self._executors: ExecutorTarget | None = None
         self._task_count_writer: Any = None
         self._unlaunched: list[dict[str, Any]] = []  # task configs of a started connector, before Spark is up
         self._group_lag: Any = None
@@ -229,6 +231,7 @@ class Driver(DriverOperations, DriverStopping):
                 self._ensure_spark(spec.tasks_max)
             self._launcher = TaskLauncher(self._spark, self._spec_for, self._lock, lambda: self.lifecycle.stopping,
                                           self._resume_action, self.name)
+            self._executors = ExecutorTarget(self._spark, {**spec.spark.spark_conf, **self._spark_conf})
             with clock.phase("task launch"), self.operations:  # a stop while Spark started has stopped the connector
                 if configs is not None and self.connector is not None and self.lifecycle.may_start_connector():
                     self._run_tasks(configs)
@@ -336,7 +339,9 @@ class Driver(DriverOperations, DriverStopping):
         initial = self._resume_action()
         log.info("launching %d task(s) of connector %s", len(configs), self.name)
         with self._lock:
+            stopped = [h.pod for h in self.tasks.values()]  # every caller has stopped them
             self.tasks = {i: TaskHandle(i, c, directive=Directive(initial, 1)) for i, c in enumerate(configs)}
+        self._follow_with_executors(len(configs), stopped, [])
         for handle in self.tasks.values():
             self._launcher.launch(handle)
 

@@ -221,7 +221,8 @@ class DriverOperations:
 
     def reconfigure(self, spec: ConnectorSpec, written: ConnectorSpec | None = None) -> dict[str, Any]:
         """Apply a new ``spec`` (configuration, ``tasksMax``, ``state``; references resolved).
-        A change of ``tasksMax`` alone (issue 34, live task changes) restarts the connector
+        The spec it runs already changes nothing. A change of ``tasksMax`` alone (issue 34,
+        live task changes) restarts the connector
         instance only: its new task configurations are taken as :meth:`_change_tasks` says,
         so a task whose configuration stays keeps running and only the difference starts or
         stops (with its closing commit). Any other change: every task makes a closing commit
@@ -249,6 +250,9 @@ class DriverOperations:
                     check_kafka(kafka)
                 except PreflightError as exc:
                     raise OperationError(HTTPStatus.BAD_REQUEST, str(exc)) from None
+            if spec == self.manifest.spec and kafka == self.kafka and spec.state is self.target_state:
+                self.written_spec = written or spec  # the same again (an operator's retry): nothing restarts
+                return {"name": self.name, "state": self.connector_state.value, "tasks": len(self.tasks)}
             self._check_task_slots(spec.tasks_max)
             if self._task_count_only(spec, kafka):
                 return self._change_task_count(spec, written, candidate)
@@ -322,6 +326,8 @@ class DriverOperations:
         leaving = sorted(set(current) - kept)
         if leaving:
             self._stop_tasks(connector_deleted=False, task_ids=leaving)
+        self._follow_with_executors(len(configs), [current[i].pod for i in leaving if i >= len(configs)],
+                                    [current[i].pod for i in kept])
         initial = self._resume_action()
         starting = [TaskHandle(i, c, directive=Directive(initial, 1)) for i, c in enumerate(configs) if i not in kept]
         log.info("connector %s: %d task(s) kept, %d stopped, %d started", self.name, len(kept), len(leaving),
@@ -331,6 +337,14 @@ class DriverOperations:
             self.tasks = dict(sorted(self.tasks.items()))
         for handle in starting:
             self._launcher.launch(handle)
+
+    def _follow_with_executors(self, task_count: int, freed_pods: list[str], busy_pods: list[str]) -> None:
+        """Executors for ``task_count`` tasks: the idle ones of ``freed_pods`` go while there
+        are more than they need, and more are asked for when there are fewer
+        (:mod:`conveyor.runtime.driver.executors`)."""
+        if self._executors is not None:
+            self._executors.shrink(task_count, freed_pods, busy_pods)
+            self._executors.grow(task_count)
 
     def _same_task(self, running: dict[str, Any], wanted: dict[str, Any]) -> bool:
         if self.connector_type == "sink":

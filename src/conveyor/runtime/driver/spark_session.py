@@ -112,7 +112,7 @@ def _give_every_task_a_slot(props: dict[str, str], task_count: int) -> None:
     needed = -(-task_count // per_executor)
     instances = int(props.get("spark.executor.instances", "2"))
     if instances < needed:
-        log.warning("spark.executor.instances raised from %d to %d: %d task(s) need a slot each, and an executor "
+        log.info("spark.executor.instances raised from %d to %d: %d task(s) need a slot each, and an executor "
                     "holds %d", instances, needed, task_count, per_executor)
         props["spark.executor.instances"] = str(needed)
 

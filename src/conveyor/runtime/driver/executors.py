@@ -1,0 +1,94 @@
+"""Executors that follow the task count of a running driver (issue 34, live task changes).
+
+A task is a Spark job that never ends, so each needs an executor slot
+(``spark.executor.cores // spark.task.cpus``) for as long as it runs. At start
+:func:`~conveyor.runtime.driver.spark_session.spark_properties` raises
+``spark.executor.instances`` until every task has one; when the task count changes on a running
+driver, :class:`ExecutorTarget` asks the cluster manager for the executors the new tasks need
+(``SparkContext.requestExecutors``, which the Kubernetes backend serves by creating executor
+pods), and once a task that left has made its closing commit, removes the executor it freed
+(``SparkContext.killExecutor``, which lowers the target so that no pod replaces it), never
+going below the instances the configuration asked for. A local master has no executors, and
+with dynamic allocation Spark follows the pending tasks itself: then it does nothing.
+
+Called with the driver's ``operations`` lock held (one change at a time).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from conveyor.runtime.driver.spark_session import executor_id_of_pod, is_local_master
+
+log = logging.getLogger(__name__)
+
+SPARK_DEFAULT_INSTANCES = 2
+
+
+class ExecutorTarget:
+    """How many executors the driver has asked for, and the changes to that number.
+
+    Args:
+        spark: the driver's SparkSession.
+        configured: the Spark properties as given (``spec.spark.sparkConf`` and ``--conf``):
+            their ``spark.executor.instances`` (Spark's default 2) is the least kept.
+    """
+
+    def __init__(self, spark: Any, configured: Mapping[str, str]) -> None:
+        self._spark = spark
+        conf = spark.sparkContext.getConf()
+        self.enabled = (not is_local_master(spark.sparkContext.master)
+                        and conf.get("spark.dynamicAllocation.enabled", "false").lower() != "true")
+        self.minimum = int(configured.get("spark.executor.instances", SPARK_DEFAULT_INSTANCES))
+        self.target = int(conf.get("spark.executor.instances", str(SPARK_DEFAULT_INSTANCES)))
+        self.slots = max(1, int(conf.get("spark.executor.cores", "1")) // int(conf.get("spark.task.cpus", "1")))
+
+    def needed(self, task_count: int) -> int:
+        """Executors for ``task_count`` tasks: a slot each, and no fewer than configured."""
+        return max(self.minimum, math.ceil(task_count / self.slots))
+
+    def grow(self, task_count: int) -> int:
+        """Ask for the executors ``task_count`` tasks need beyond the target; returns how many
+        were asked for (0 when none are needed, on a local master, with dynamic allocation,
+        or when the cluster manager refused: logged, and the new tasks wait for a slot)."""
+        more = self.needed(task_count) - self.target
+        if not self.enabled or more <= 0:
+            return 0
+        try:
+            accepted = bool(self._spark.sparkContext._jsc.sc().requestExecutors(more))
+        except Exception:  # noqa: BLE001 - a Spark developer API: never let it fail the change
+            log.exception("could not request %d more executor(s)", more)
+            return 0
+        if not accepted:
+            log.warning("the cluster manager refused %d more executor(s): new tasks wait for a free slot", more)
+            return 0
+        self.target += more
+        log.info("requested %d more executor(s) for %d task(s): %d in all", more, task_count, self.target)
+        return more
+
+    def shrink(self, task_count: int, freed_pods: Iterable[str], busy_pods: Iterable[str]) -> list[str]:
+        """Remove the executors of ``freed_pods`` (the pods of tasks that have made their
+        closing commit and stopped) that run no task of ``busy_pods``, while the target is over
+        what ``task_count`` tasks need; returns the executor ids removed."""
+        if not self.enabled:
+            return []
+        busy = set(busy_pods)
+        removed = []
+        for pod in dict.fromkeys(freed_pods):
+            executor_id = executor_id_of_pod(pod)
+            if self.target <= self.needed(task_count) or executor_id is None or pod in busy:
+                continue
+            try:
+                killed = bool(self._spark.sparkContext._jsc.sc().killExecutor(executor_id))
+            except Exception:  # noqa: BLE001 - a Spark developer API: the executor just stays idle
+                log.exception("could not remove executor %s", executor_id)
+                continue
+            if killed:
+                self.target -= 1
+                removed.append(executor_id)
+                log.info("executor %s (pod %s) removed: its task left; %d executor(s) in all", executor_id, pod,
+                         self.target)
+        return removed
