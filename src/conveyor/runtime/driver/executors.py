@@ -39,9 +39,9 @@ class ExecutorTarget:
 
     def __init__(self, spark: Any, configured: Mapping[str, str]) -> None:
         self._spark = spark
-        conf = spark.sparkContext.getConf()
-        self.enabled = (not is_local_master(spark.sparkContext.master)
-                        and conf.get("spark.dynamicAllocation.enabled", "false").lower() != "true")
+        local = is_local_master(spark.sparkContext.master)
+        conf: Any = {} if local else spark.sparkContext.getConf()
+        self.enabled = not local and conf.get("spark.dynamicAllocation.enabled", "false").lower() != "true"
         self.minimum = int(configured.get("spark.executor.instances", SPARK_DEFAULT_INSTANCES))
         self.target = int(conf.get("spark.executor.instances", str(SPARK_DEFAULT_INSTANCES)))
         self.slots = max(1, int(conf.get("spark.executor.cores", "1")) // int(conf.get("spark.task.cpus", "1")))
