@@ -101,10 +101,11 @@ def test_a_local_master_takes_no_more_tasks_than_its_slots_live():
 
 
 class _Spark:
-    """What ExecutorTarget calls of a SparkSession, recorded: requestExecutors, killExecutor."""
+    """What ExecutorTarget calls of a SparkSession, recorded: requestTotalExecutors and the
+    backend's killExecutors."""
 
     def __init__(self, master: str, **conf: str) -> None:
-        self.requested: list[int] = []
+        self.totals: list[int] = []
         self.killed: list[str] = []
         spark = self
 
@@ -112,29 +113,37 @@ class _Spark:
             def get(self, key, default=None):
                 return conf.get(key, default)
 
+        class _Backend:
+            def killExecutors(self, ids, adjust, count_failures, force):  # noqa: N802 - Spark's name
+                assert (adjust, count_failures, force) == (False, False, True), "the total is lowered first"
+                spark.killed += ids
+                return SimpleNamespace(size=lambda: len(ids), apply=lambda i: ids[i])
+
         class _Sc:
-            def requestExecutors(self, n):  # noqa: N802 - Spark's name
-                spark.requested.append(n)
+            def requestTotalExecutors(self, total, locality_aware_tasks, host_to_local_tasks):  # noqa: N802
+                spark.totals.append(total)
                 return True
 
-            def killExecutor(self, executor_id):  # noqa: N802 - Spark's name
-                spark.killed.append(executor_id)
-                return True
+            def schedulerBackend(self):  # noqa: N802 - Spark's name
+                return _Backend()
 
-        self.sparkContext = SimpleNamespace(master=master, getConf=_Conf, _jsc=SimpleNamespace(sc=_Sc))
+        jvm = SimpleNamespace(PythonUtils=SimpleNamespace(toScalaMap=lambda m: {}, toSeq=list),
+                              java=SimpleNamespace(util=SimpleNamespace(HashMap=dict)))
+        self.sparkContext = SimpleNamespace(master=master, getConf=_Conf, _jsc=SimpleNamespace(sc=_Sc), _jvm=jvm)
 
 
 def test_executors_follow_the_task_count_and_never_go_below_what_was_configured():
     spark = _Spark("k8s://https://kubernetes.default.svc", **{"spark.executor.instances": "2"})
     target = ExecutorTarget(spark, {"spark.executor.instances": "1"})
     assert target.enabled and target.target == 2 and target.minimum == 1
-    assert target.grow(2) == 0 and target.grow(4) == 2 and spark.requested == [2] and target.target == 4
+    assert target.grow(2) == 0 and target.grow(4) == 2 and spark.totals == [4] and target.target == 4
     removed = target.shrink(1, ["orders-exec-3", "orders-exec-4", "orders-exec-4", "orders-exec-2"],
                             busy_pods=["orders-exec-2"])
     assert removed == ["3", "4"], "idle executors of tasks that left; never one a task still runs on"
-    assert target.target == 2
+    assert target.target == 2 and spark.totals == [4, 2]
     assert target.shrink(0, ["orders-exec-1", "orders-exec-5", "orders-driver-x"], []) == ["1"]
-    assert target.target == 1, "the configured spark.executor.instances stays"
+    assert target.target == 1 and spark.totals[-1] == 1, "the configured spark.executor.instances stays"
+    assert spark.killed == ["3", "4", "1"]
     two_cores = ExecutorTarget(_Spark("spark://h:7077", **{"spark.executor.instances": "1",
                                                             "spark.executor.cores": "2"}), {})
     assert two_cores.needed(3) == 2 and two_cores.minimum == 2, "Spark's default instances, 2 slots each"
@@ -145,4 +154,4 @@ def test_executors_follow_the_task_count_and_never_go_below_what_was_configured(
 def test_a_local_master_and_dynamic_allocation_are_left_to_themselves(spark):
     target = ExecutorTarget(spark, {})
     assert target.grow(10) == 0 and target.shrink(0, ["orders-exec-1"], []) == []
-    assert spark.requested == [] and spark.killed == []
+    assert spark.totals == [] and spark.killed == []

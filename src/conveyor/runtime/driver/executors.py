@@ -4,11 +4,13 @@ A task is a Spark job that never ends, so each needs an executor slot
 (``spark.executor.cores // spark.task.cpus``) for as long as it runs. At start
 :func:`~conveyor.runtime.driver.spark_session.spark_properties` raises
 ``spark.executor.instances`` until every task has one; when the task count changes on a running
-driver, :class:`ExecutorTarget` asks the cluster manager for the executors the new tasks need
-(``SparkContext.requestExecutors``, which the Kubernetes backend serves by creating executor
-pods), and once a task that left has made its closing commit, removes the executor it freed
-(``SparkContext.killExecutor``, which lowers the target so that no pod replaces it), never
-going below the instances the configuration asked for. A local master has no executors, and
+driver, :class:`ExecutorTarget` sets the executors the tasks need as the cluster manager's
+total (``SparkContext.requestTotalExecutors``, which the Kubernetes backend serves by creating
+executor pods; ``requestExecutors`` would add to a requested total that a static allocation
+never set, so it asks for nothing), and once a task that left has made its closing commit,
+lowers the total and removes the executor it freed (the scheduler backend's ``killExecutors``
+without a second adjustment, so that no pod replaces it), never going below the instances the
+configuration asked for. A local master has no executors, and
 with dynamic allocation Spark follows the pending tasks itself: then it does nothing.
 
 Called with the driver's ``operations`` lock held (one change at a time).
@@ -57,12 +59,7 @@ class ExecutorTarget:
         more = self.needed(task_count) - self.target
         if not self.enabled or more <= 0:
             return 0
-        try:
-            accepted = bool(self._spark.sparkContext._jsc.sc().requestExecutors(more))
-        except Exception:  # noqa: BLE001 - a Spark developer API: never let it fail the change
-            log.exception("could not request %d more executor(s)", more)
-            return 0
-        if not accepted:
+        if not self._request_total(self.target + more):
             log.warning("the cluster manager refused %d more executor(s): new tasks wait for a free slot", more)
             return 0
         self.target += more
@@ -76,19 +73,37 @@ class ExecutorTarget:
         if not self.enabled:
             return []
         busy = set(busy_pods)
-        removed = []
+        freed = {}
         for pod in dict.fromkeys(freed_pods):
             executor_id = executor_id_of_pod(pod)
-            if self.target <= self.needed(task_count) or executor_id is None or pod in busy:
-                continue
-            try:
-                killed = bool(self._spark.sparkContext._jsc.sc().killExecutor(executor_id))
-            except Exception:  # noqa: BLE001 - a Spark developer API: the executor just stays idle
-                log.exception("could not remove executor %s", executor_id)
-                continue
-            if killed:
-                self.target -= 1
-                removed.append(executor_id)
-                log.info("executor %s (pod %s) removed: its task left; %d executor(s) in all", executor_id, pod,
-                         self.target)
+            if executor_id is not None and pod not in busy and self.target - len(freed) > self.needed(task_count):
+                freed[executor_id] = pod
+        if not freed or not self._request_total(self.target - len(freed)):
+            return []
+        self.target -= len(freed)
+        removed = self._kill(list(freed))
+        for executor_id in removed:
+            log.info("executor %s (pod %s) removed: its task left; %d executor(s) in all", executor_id,
+                     freed[executor_id], self.target)
         return removed
+
+    def _request_total(self, total: int) -> bool:
+        sc = self._spark.sparkContext
+        try:
+            no_locality = sc._jvm.PythonUtils.toScalaMap(sc._jvm.java.util.HashMap())
+            return bool(sc._jsc.sc().requestTotalExecutors(total, 0, no_locality))
+        except Exception:  # noqa: BLE001 - a Spark developer API: never let it fail the change
+            log.exception("could not ask for %d executor(s) in all", total)
+            return False
+
+    def _kill(self, executor_ids: list[str]) -> list[str]:
+        """The backend's ``killExecutors(ids, adjustTargetNumExecutors=false, countFailures=false,
+        force=true)``: the total is already lowered; returns the ids it removed."""
+        sc = self._spark.sparkContext
+        try:
+            backend = sc._jsc.sc().schedulerBackend()
+            killed = backend.killExecutors(sc._jvm.PythonUtils.toSeq(executor_ids), False, False, True)
+            return [str(killed.apply(i)) for i in range(killed.size())]
+        except Exception:  # noqa: BLE001 - a Spark developer API: the executor just stays idle
+            log.exception("could not remove executor(s) %s", ", ".join(executor_ids))
+            return []
