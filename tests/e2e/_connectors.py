@@ -67,14 +67,34 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     futures[topic].result(30)
 
 
-def row_count(url: str, table: str) -> int:
+def row_count(url: str, table: str, distinct: str | None = None) -> int:
+    """Rows of ``table`` (0 before it exists); with ``distinct``, the distinct values of that column."""
     import psycopg
 
+    what = f'DISTINCT "{distinct}"' if distinct else "*"
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-            return conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+            return conn.execute(f'SELECT count({what}) FROM "{table}"').fetchone()[0]
     except psycopg.errors.UndefinedTable:
         return 0
+
+
+def tasks_in(node, namespace: str, name: str, state: str, count: int) -> list[dict[str, Any]] | None:
+    """The Connector's ``count`` tasks from its status once all are ``state`` and it is Ready, else None."""
+    status = (get(node, "connector", name, namespace) or {}).get("status") or {}
+    tasks = status.get("tasks") or []
+    ready = condition({"status": status}, "Ready") or {}
+    if len(tasks) == count and all(t["state"] == state for t in tasks) and ready.get("status") == "True":
+        return tasks
+    return None
+
+
+def running_pod(node, namespace: str, selector: str) -> str:
+    """The name of the one Running, not terminating, pod of ``selector``."""
+    names = [p["metadata"]["name"] for p in pods(node, namespace, selector)
+             if p["status"]["phase"] == "Running" and not p["metadata"].get("deletionTimestamp")]
+    assert len(names) == 1, names
+    return names[0]
 
 
 def diagnostics(node, namespace: str, operator_namespace: str = "conveyor-system") -> str:

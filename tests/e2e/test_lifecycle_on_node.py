@@ -22,6 +22,8 @@ from _connectors import (
     operator_restarted,
     pods,
     row_count,
+    running_pod,
+    tasks_in,
 )
 
 from conveyor.testing.runs import produce
@@ -33,23 +35,6 @@ N = 500
 
 def send(bootstrap: str, topic: str, start: int) -> None:
     produce(bootstrap, topic, [(str(i), json.dumps({"id": i})) for i in range(start, start + N)])
-
-
-def tasks_in(node, namespace: str, name: str, state: str, count: int):
-    status = (get(node, "connector", name, namespace) or {}).get("status") or {}
-    tasks = status.get("tasks") or []
-    ready = condition({"status": status}, "Ready") or {}
-    if len(tasks) == count and all(t["state"] == state for t in tasks) and ready.get("status") == "True":
-        return tasks
-    return None
-
-
-def running_pod(node, namespace: str, selector: str) -> str:
-    """The name of the one Running, not terminating, pod of ``selector``."""
-    names = [p["metadata"]["name"] for p in pods(node, namespace, selector)
-             if p["status"]["phase"] == "Running" and not p["metadata"].get("deletionTimestamp")]
-    assert len(names) == 1, names
-    return names[0]
 
 
 def patch(node, namespace: str, name: str, spec: dict) -> None:
