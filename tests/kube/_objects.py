@@ -49,6 +49,7 @@ class Api:
         self.apps = client.AppsV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
         self.rbac = client.RbacAuthorizationV1Api(api_client)
+        self.policy = client.PolicyV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
 
     def create_connector(self, body: dict[str, Any]) -> dict[str, Any]:
