@@ -222,12 +222,11 @@ class DriverOperations:
     def reconfigure(self, spec: ConnectorSpec, written: ConnectorSpec | None = None) -> dict[str, Any]:
         """Apply a new ``spec`` (configuration, ``tasksMax``, ``state``; references resolved).
         The spec it runs already changes nothing. A change of ``tasksMax`` alone (issue 34,
-        live task changes) restarts the connector
-        instance only: its new task configurations are taken as :meth:`_change_tasks` says,
-        so a task whose configuration stays keeps running and only the difference starts or
-        stops (with its closing commit). Any other change: every task makes a closing commit
-        and stops, the connector restarts with the new configuration. ``written`` (default
-        ``spec``) becomes :attr:`written_spec`.
+        live task changes) restarts the connector instance only: its new task configurations
+        are taken as :meth:`_change_tasks` says, so a task whose configuration stays keeps
+        running and only the difference starts or stops (with its closing commit). Any other
+        change: every task makes a closing commit and stops, the connector restarts with the
+        new configuration. ``written`` (default ``spec``) becomes :attr:`written_spec`.
 
         Raises:
             OperationError: 400 with the invalid keys; 409 when the class changed, or when a
@@ -333,8 +332,7 @@ class DriverOperations:
         log.info("connector %s: %d task(s) kept, %d stopped, %d started", self.name, len(kept), len(leaving),
                  len(starting))
         with self._lock:
-            self.tasks = {i: current[i] for i in sorted(kept)} | {h.task_id: h for h in starting}
-            self.tasks = dict(sorted(self.tasks.items()))
+            self.tasks = dict(sorted(({i: current[i] for i in kept} | {h.task_id: h for h in starting}).items()))
         for handle in starting:
             self._launcher.launch(handle)
 
