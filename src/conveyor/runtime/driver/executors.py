@@ -23,11 +23,15 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from conveyor.runtime.driver.spark_session import executor_id_of_pod, is_local_master
+from conveyor.runtime.driver.spark_session import (
+    SPARK_DEFAULT_EXECUTOR_INSTANCES,
+    dynamic_allocation,
+    executor_id_of_pod,
+    is_local_master,
+    task_slots_per_executor,
+)
 
 log = logging.getLogger(__name__)
-
-SPARK_DEFAULT_INSTANCES = 2
 
 
 class ExecutorTarget:
@@ -43,10 +47,10 @@ class ExecutorTarget:
         self._spark = spark
         local = is_local_master(spark.sparkContext.master)
         conf: Any = {} if local else spark.sparkContext.getConf()
-        self.enabled = not local and conf.get("spark.dynamicAllocation.enabled", "false").lower() != "true"
-        self.minimum = int(configured.get("spark.executor.instances", SPARK_DEFAULT_INSTANCES))
-        self.target = int(conf.get("spark.executor.instances", str(SPARK_DEFAULT_INSTANCES)))
-        self.slots = max(1, int(conf.get("spark.executor.cores", "1")) // int(conf.get("spark.task.cpus", "1")))
+        self.enabled = not local and not dynamic_allocation(conf)
+        self.minimum = int(configured.get("spark.executor.instances", SPARK_DEFAULT_EXECUTOR_INSTANCES))
+        self.target = int(conf.get("spark.executor.instances", str(SPARK_DEFAULT_EXECUTOR_INSTANCES)))
+        self.slots = task_slots_per_executor(conf)
 
     def needed(self, task_count: int) -> int:
         """Executors for ``task_count`` tasks: a slot each, and no fewer than configured."""

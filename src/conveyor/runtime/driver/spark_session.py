@@ -87,7 +87,7 @@ def spark_properties(
         java_options = props.get("spark.driver.extraJavaOptions", "")
         if "Tiered" not in java_options:
             props["spark.driver.extraJavaOptions"] = f"{LOCAL_DRIVER_JAVA_OPTIONS} {java_options}".strip()
-    elif props.get("spark.dynamicAllocation.enabled", "false").lower() != "true":
+    elif not dynamic_allocation(props):
         _give_every_task_a_slot(props, task_count)
     props.update(ENFORCED)
     return props
@@ -103,17 +103,30 @@ def refuse_enforced_changes(conf: Mapping[str, str], source: str) -> None:
             "and encrypted)" for key, value in changed.items()))
 
 
+SPARK_DEFAULT_EXECUTOR_INSTANCES = 2
+"""Spark's ``spark.executor.instances`` when none is set."""
+
+
+def task_slots_per_executor(props: Any) -> int:
+    """Tasks an executor runs at once: ``spark.executor.cores // spark.task.cpus`` (Spark's
+    defaults 1 and 1), at least 1. ``props``: a ``{property: value}`` mapping or a ``SparkConf``."""
+    return max(1, int(props.get("spark.executor.cores", "1")) // int(props.get("spark.task.cpus", "1")))
+
+
+def dynamic_allocation(props: Any) -> bool:
+    """Whether ``props`` (a mapping or a ``SparkConf``) turn Spark's dynamic allocation on."""
+    return str(props.get("spark.dynamicAllocation.enabled", "false")).lower() == "true"
+
+
 def _give_every_task_a_slot(props: dict[str, str], task_count: int) -> None:
     """Raise ``spark.executor.instances`` until the executors hold a slot per task: a task
-    is a Spark job that never ends, so one without a slot would never be scheduled.
-    Slots per executor are ``spark.executor.cores // spark.task.cpus`` (Spark's defaults
-    1 and 1); Spark's default instance count is 2."""
-    per_executor = max(1, int(props.get("spark.executor.cores", "1")) // int(props.get("spark.task.cpus", "1")))
+    is a Spark job that never ends, so one without a slot would never be scheduled."""
+    per_executor = task_slots_per_executor(props)
     needed = -(-task_count // per_executor)
-    instances = int(props.get("spark.executor.instances", "2"))
+    instances = int(props.get("spark.executor.instances", SPARK_DEFAULT_EXECUTOR_INSTANCES))
     if instances < needed:
         log.info("spark.executor.instances raised from %d to %d: %d task(s) need a slot each, and an executor "
-                    "holds %d", instances, needed, task_count, per_executor)
+                 "holds %d", instances, needed, task_count, per_executor)
         props["spark.executor.instances"] = str(needed)
 
 
