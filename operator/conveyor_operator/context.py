@@ -18,9 +18,10 @@ from conveyor.control.client import DriverClient
 from conveyor.manifest import ConnectorManifest
 from conveyor_operator import GROUP, PLURAL, VERSION
 from conveyor_operator.kube import Kube
+from conveyor_operator.observe.autoscaler import History
 from conveyor_operator.observe.conditions import Conditions
 from conveyor_operator.observe.status_poller import StatusPoller
-from conveyor_operator.observe.status_schedule import StatusSchedule
+from conveyor_operator.observe.status_schedule import Key, StatusSchedule
 from conveyor_operator.reconcile.control_secret import ControlSecrets
 from conveyor_operator.reconcile.shared_objects import SharedObjects
 from conveyor_operator.settings import OperatorSettings
@@ -46,6 +47,8 @@ class _Runtime:
     status_poller: StatusPoller | None = None
     memory_trimming: threading.Event | None = None
     control_secrets: ControlSecrets | None = None
+    autoscaler_histories: dict[Key, History] = {}
+    """Per autoscaled Connector, what its autoscaler measured (:mod:`conveyor_operator.observe.autoscaler`)."""
     lock = threading.Lock()
 
 

@@ -82,6 +82,30 @@ class AutoRestartStatus(_Model):
     last_restart_timestamp: str = Field(alias="lastRestartTimestamp", description="RFC 3339 time of the last one.")
 
 
+class AutoscalerEvaluation(_Model):
+    """The figures the autoscaler's last decision came from, over its metrics window."""
+
+    recommended_tasks: int = Field(alias="recommendedTasks", description="Task count the window recommended.")
+    reason: str = Field(description="Why (lag above target, utilization off target, idle, ...).")
+    lag_records: int = Field(alias="lagRecords", description="Records behind over all partitions.")
+    input_records_per_second: float = Field(
+        alias="inputRecordsPerSecond", description="Records produced per second into the subscribed topics.")
+    processing_records_per_second: float = Field(
+        alias="processingRecordsPerSecond", description="Records put per second by the running tasks.")
+    busy_fraction: float = Field(alias="busyFraction", description="The tasks' time not waiting for records, 0 to 1.")
+    partitions: int = Field(description="Partitions of the subscribed topics (the most tasks that have work).")
+
+
+class AutoscalerStatus(_Model):
+    """The autoscaler's state (spec.autoscaler)."""
+
+    tasks: int = Field(description="The task count it decided: what the driver runs.")
+    last_scale_time: str | None = Field(
+        None, alias="lastScaleTime", description="RFC 3339 time of its last change of the task count.")
+    last_decision: AutoscalerEvaluation | None = Field(
+        None, alias="lastDecision", description="What its last change of the task count came from.")
+
+
 class ConnectorStatus(_Model):
     """Observed state of a Connector."""
 
@@ -92,7 +116,9 @@ class ConnectorStatus(_Model):
     connector: ConnectorStatusEntry | None = Field(None, description="Connector state read from the driver.")
     tasks: list[TaskStatusEntry] = Field(default_factory=list, description="Task states read from the driver.")
     tasks_max: int | None = Field(
-        None, alias="tasksMax", description="spec.tasksMax last applied (the scale subresource's status replicas)."
+        None, alias="tasksMax",
+        description="Task count last applied: spec.tasksMax, or the autoscaler's (the scale subresource's status "
+                    "replicas).",
     )
     selector: str | None = Field(
         None, description="Label selector of the connector's driver and executor pods: the scale subresource's "
@@ -109,6 +135,8 @@ class ConnectorStatus(_Model):
     auto_restart: AutoRestartStatus | None = Field(
         None, alias="autoRestart", description="Automatic restarts (spec.autoRestart); absent when none are counted."
     )
+    autoscaler: AutoscalerStatus | None = Field(
+        None, description="The autoscaler's decisions (spec.autoscaler); absent when it is not enabled.")
     evictions: list[EvictionEntry] = Field(
         default_factory=list, description="Latest pod evictions turned into closing-aware commits (newest last, 10 kept)."
     )

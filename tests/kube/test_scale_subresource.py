@@ -41,3 +41,38 @@ def test_kubectl_autoscale_targets_a_connector_through_a_scale_subresource_with_
             GROUP, VERSION, kube_namespace, PLURAL, name)["status"]["replicas"] == 3,
                    message="status.tasksMax 3 once the operator applied the new tasksMax")
         client.AutoscalingV2Api(api.core.api_client).delete_namespaced_horizontal_pod_autoscaler(name, kube_namespace)
+
+
+def test_an_enabled_autoscaler_owns_tasks_max_and_the_api_server_refuses_a_scale(kube_namespace, api):
+    """``spec.autoscaler`` enabled: the CRD's transition rule refuses a write of the Scale's
+    replicas (``kubectl scale``, an HPA) and an edit of ``spec.tasksMax``, saying whose it is;
+    with it disabled in the same write, the user takes the count back (issue 34, item 4)."""
+    name = unique_name("owned")
+    api.create_connector(connector(name, kube_namespace, "noop-sink", "k:9092", {"topics": "t"}, tasksMax=2,
+                                   autoscaler={"minTasks": 1, "maxTasks": 4}))
+    for write in (
+        lambda: api.custom.patch_namespaced_custom_object_scale(GROUP, VERSION, kube_namespace, PLURAL, name,
+                                                                 {"spec": {"replicas": 3}}),
+        lambda: api.custom.patch_namespaced_custom_object(GROUP, VERSION, kube_namespace, PLURAL, name,
+                                                           {"spec": {"tasksMax": 3}}),
+    ):
+        try:
+            write()
+        except client.ApiException as exc:
+            assert exc.status == 422, exc.body
+            assert "spec.tasksMax belongs to spec.autoscaler" in exc.body
+        else:
+            raise AssertionError("a change of tasksMax under an enabled autoscaler was accepted")
+    assert api.get_connector(kube_namespace, name)["spec"]["tasksMax"] == 2
+    api.custom.patch_namespaced_custom_object(GROUP, VERSION, kube_namespace, PLURAL, name,
+                                              {"spec": {"tasksMax": 3, "autoscaler": {"enabled": False}}})
+    api.custom.patch_namespaced_custom_object_scale(GROUP, VERSION, kube_namespace, PLURAL, name,
+                                                     {"spec": {"replicas": 1}})
+    assert api.get_connector(kube_namespace, name)["spec"]["tasksMax"] == 1
+    try:
+        api.custom.patch_namespaced_custom_object(GROUP, VERSION, kube_namespace, PLURAL, name,
+                                                  {"spec": {"autoscaler": {"enabled": True, "minTasks": 5}}})
+    except client.ApiException as exc:
+        assert exc.status == 422 and "minTasks must not be above" in exc.body, exc.body
+    else:
+        raise AssertionError("minTasks above maxTasks was accepted")

@@ -180,6 +180,9 @@ class _Recorder:
             def unassigned(self, held):
                 return {}
 
+            def totals(self):
+                return None
+
         monkeypatch.setattr(group_lag_module, "GroupLag", GroupLag)
 
 

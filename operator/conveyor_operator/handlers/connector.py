@@ -8,7 +8,8 @@ from typing import Any, NoReturn
 import kopf
 
 from conveyor.control.client import DriverRefused, DriverUnreachable
-from conveyor.manifest import ManifestError
+from conveyor.manifest import ConnectorManifest, ManifestError
+from conveyor.manifest.autoscaler import autoscaling
 from conveyor_operator import metrics, names
 from conveyor_operator.context import (
     RESOURCE,
@@ -23,6 +24,8 @@ from conveyor_operator.context import (
     status_fields,
     write_status,
 )
+from conveyor_operator.handlers import autoscaling as autoscaling_handlers
+from conveyor_operator.observe import autoscaler
 from conveyor_operator.observe.conditions import Conditions
 from conveyor_operator.observe.driver_start import STARTING
 from conveyor_operator.reconcile import network_policy, render, succession
@@ -74,6 +77,7 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, p
         return _reject(body, conditions, "InvalidConfig", errors)
     if left_to_driver:
         shared_kube().event(body, "Normal", connector_classes.EVENT_REASON, message=left_to_driver)
+    manifest = autoscaler.running_manifest(manifest, status)
     missing = check_references(shared_kube(), manifest)
     if missing:
         conditions.set(C.DEGRADED, True, "MissingReference", missing)
@@ -119,7 +123,16 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, p
     patch.status.update(status_fields(conditions, observedGeneration=generation,
                                       tasksMax=manifest.spec.tasks_max, selector=names.pods_selector(name),
                                       configHash=wanted_config,
-                                      controlSecretVersion=control_secret_version))
+                                      controlSecretVersion=control_secret_version,
+                                      **_autoscaler_status(manifest, status)))
+
+
+def _autoscaler_status(manifest: ConnectorManifest, status: kopf.Status) -> dict[str, Any]:
+    """``status.autoscaler`` removed once the autoscaler is not enabled (its count is then gone)."""
+    if status.get("autoscaler") is not None and not autoscaling(manifest.spec.autoscaler):
+        autoscaling_handlers.forget((manifest.metadata.namespace, manifest.name))
+        return {"autoscaler": None}
+    return {}
 
 
 def _wait_for_predecessor(namespace: str, name: str, conditions: Conditions, generation: int | None,

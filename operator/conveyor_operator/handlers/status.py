@@ -33,6 +33,7 @@ from conveyor_operator.context import (
     write_status,
 )
 from conveyor_operator.diffbase import STATUS_KEY
+from conveyor_operator.handlers import autoscaling
 from conveyor_operator.observe import auto_restart
 from conveyor_operator.observe.conditions import Conditions
 from conveyor_operator.observe.driver_start import still_starting
@@ -118,6 +119,7 @@ def read_status(key: Key, connectors: kopf.Index, pods: kopf.Index) -> None:
     namespace, name = key
     body = _latest(connectors, key)
     if body is None:  # not stored yet, or gone: the poller's resync settles which (StatusSchedule.sync)
+        autoscaling.forget(key)
         return
     meta, status = body["metadata"], body["status"]
     if not _to_read(meta, status):
@@ -141,6 +143,7 @@ def read_status(key: Key, connectors: kopf.Index, pods: kopf.Index) -> None:
     metrics.STATUS_READS.labels("answered").inc()
     RUNTIME.status_schedule.answered(key, time.monotonic())
     connector = report.get("connector") or {}
+    scaled: dict[str, Any] = {}
     tasks = [{k: v for k, v in {
         "id": t.get("id"), "state": t.get("state"), "pod": t.get("pod") or t.get("worker_id") or None,
         "lag": task_lag(t.get("lag")), "trace": short_trace(t.get("trace")),
@@ -157,6 +160,8 @@ def read_status(key: Key, connectors: kopf.Index, pods: kopf.Index) -> None:
     elif connector.get("state") == wanted and all(t["state"] == wanted for t in tasks):
         conditions.set(C.DEGRADED, False, "AsExpected")
         conditions.set(C.READY, True, wanted.capitalize(), f"connector and {len(tasks)} task(s) {wanted}")
+        if wanted == "RUNNING":
+            scaled = autoscaling.autoscale(key, body, status, report)
     elif not _report_pod_problem(body, conditions, connector_pod_list):
         conditions.set(C.READY, False, "Converging", f"connector {connector.get('state')}, want {wanted}")
     entry = {"state": connector.get("state", "UNASSIGNED")}
@@ -165,7 +170,7 @@ def read_status(key: Key, connectors: kopf.Index, pods: kopf.Index) -> None:
     if connector.get("trace"):
         entry["trace"] = short_trace(connector["trace"])
     restarts.pop("note", None)
-    _write_if_changed(status, namespace, name, conditions, connector=entry, tasks=tasks, **restarts)
+    _write_if_changed(status, namespace, name, conditions, connector=entry, tasks=tasks, **restarts, **scaled)
 
 
 def _write_if_changed(status: dict[str, Any], namespace: str, name: str, conditions: Conditions,

@@ -133,10 +133,11 @@ def spec_hash(manifest: ConnectorManifest) -> str:
     the Deployment. With executor pods a change of ``tasksMax`` is live: the driver asks Spark
     for the executors it needs (:mod:`conveyor.runtime.driver.executors`)."""
     spec = spec_dict(manifest)
-    for live in ("config", "tasksMax", "state", "deletionPolicy", "autoRestart", "listOffsets", "alterOffsets"):
+    for live in ("config", "tasksMax", "state", "deletionPolicy", "autoRestart", "listOffsets", "alterOffsets",
+                 "autoscaler"):
         spec.pop(live, None)
-    if manifest.spec.spark.executor.instances == 0:  # local[tasksMax] in the driver pod, sized per task
-        spec["localTaskSlots"] = manifest.spec.tasks_max
+    if manifest.spec.spark.executor.instances == 0:  # local[N] in the driver pod, sized per task
+        spec["localTaskSlots"] = manifest.spec.most_tasks
     return _digest(spec)
 
 

@@ -195,13 +195,14 @@ def driver_memory(manifest: ConnectorManifest) -> str:
     JVM heap, so the container also gets ``tasksMax`` × ``spark.executor.pyspark.memory``
     (from ``sparkConf``; default :data:`PYTHON_WORKER_MEMORY`), as Spark adds that memory
     to an executor pod's. Scaling ``tasksMax`` then resizes the pod (the driver rolls,
-    see :func:`spec_hash`)."""
+    see :func:`spec_hash`); an enabled autoscaler's ``maxTasks`` sizes it instead when that is
+    more, so that its scaling never rolls the driver."""
     spark = manifest.spec.spark
     jvm = _with_overhead(spark.driver.memory)
     if spark.executor.instances > 0:
         return f"{int(jvm)}Mi"
     worker = _mib(spark.spark_conf.get("spark.executor.pyspark.memory", PYTHON_WORKER_MEMORY))
-    return f"{int(jvm + manifest.spec.tasks_max * worker)}Mi"
+    return f"{int(jvm + manifest.spec.most_tasks * worker)}Mi"
 
 
 def image(manifest: ConnectorManifest, settings: OperatorSettings) -> str:

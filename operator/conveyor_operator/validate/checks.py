@@ -13,6 +13,7 @@ from kubernetes.client.rest import ApiException
 from conveyor.api.redaction import redact_text
 from conveyor.import_policy import ImportNotAllowed
 from conveyor.manifest import ConnectorManifest
+from conveyor.manifest.autoscaler import autoscaling
 from conveyor.runtime.config.validation import PreflightError, config_field, connector_class, validate_config
 from conveyor_operator.kube import Kube
 from conveyor_operator.settings import OperatorSettings
@@ -75,6 +76,9 @@ def connector_config_errors(manifest: ConnectorManifest) -> str:
         log.warning("connector %s (%s) not checked in the operator, the driver will: %s", manifest.name,
                     manifest.spec.connector_class, exc)
         return ""
+    if connector_type == "source" and autoscaling(manifest.spec.autoscaler):
+        return ("spec.autoscaler: only sink connectors are autoscaled (it scales by their consumer group's lag; "
+                "a source connector has none)")
     config = dict(manifest.spec.config)
     deferred = {k for k, v in config.items() if isinstance(v, str) and "${" in v}
     try:

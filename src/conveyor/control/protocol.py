@@ -126,6 +126,9 @@ class TaskReport:
     transformation dropped them, or their error was tolerated); ``retries``,
     ``errors_logged``, ``dlq_failures`` and ``last_error_ms`` (epoch milliseconds, 0: none)
     come from the task's error handling (:mod:`conveyor.runtime.errors.tolerance`).
+    ``running_time_ms`` is how long the task's loop has run, ``busy_time_ms`` how much of it was
+    not spent waiting for records (:class:`conveyor.runtime.task.meter.TaskMeter`; both totals,
+    0 before the loop begins).
     ``batch_path`` is whether a sink task takes its records as Arrow record batches
     (``SinkTask.put_batch``) rather than through ``put``, or a source task returns them as
     batches (``SourceTask.poll_batch``) rather than from ``poll``.
@@ -167,6 +170,8 @@ class TaskReport:
     errors_logged: int = 0
     dlq_failures: int = 0
     last_error_ms: int = 0
+    running_time_ms: int = 0
+    busy_time_ms: int = 0
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

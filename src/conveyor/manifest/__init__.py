@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from conveyor import spark_security, spark_volumes
 from conveyor.api.redaction import redact_value
 from conveyor.connect_config import spec_fields_from_config
+from conveyor.manifest.autoscaler import OWNERSHIP_RULE, AutoscalerSpec, autoscaling
 from conveyor.manifest.base import (
     K8S_NAME,
     MOUNTED_KEY,
@@ -232,6 +233,9 @@ class AutoRestartSpec(StrictModel):
 
 
 class ConnectorSpec(StrictModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid",
+                              json_schema_extra={"x-kubernetes-validations": [OWNERSHIP_RULE]})
+
     connector_class: str = Field(
         alias="class",
         min_length=1,
@@ -239,7 +243,8 @@ class ConnectorSpec(StrictModel):
     )
     tasks_max: int = Field(
         1, alias="tasksMax", ge=1, le=1000,
-        description="Maximum number of tasks (Kafka Connect tasks.max); the scale subresource sets it.",
+        description="Maximum number of tasks (Kafka Connect tasks.max); the scale subresource sets it. With "
+        "spec.autoscaler enabled it is the count the autoscaler starts from, and it cannot be changed.",
     )
     state: ConnectorState = Field(ConnectorState.RUNNING, description="Target state: running, paused or stopped.")
     kafka: KafkaSpec = Field(description="Kafka cluster the connector reads from or writes to.")
@@ -274,6 +279,11 @@ class ConnectorSpec(StrictModel):
         None, alias="autoRestart",
         description="Automatic restarts of a FAILED connector or tasks by the operator, as Strimzi's autoRestart: "
         "after 0, 2, 6, 12, 20, 30, 42 and 56 minutes, then every 60 (min(n*n+n, 60) minutes after the n-th).",
+    )
+    autoscaler: AutoscalerSpec | None = Field(
+        None,
+        description="The operator's autoscaler of a sink connector's task count, from its consumer lag, the "
+        "records arriving and the tasks' busy time (as Flink's autoscaler); it owns spec.tasksMax while enabled.",
     )
 
     @model_validator(mode="before")
@@ -320,6 +330,15 @@ class ConnectorSpec(StrictModel):
         """The configuration Kafka Connect gives ``Connector.start``: ``config`` with
         ``connector.class``, ``tasks.max`` and ``name`` (the last two as strings)."""
         return {**self.config, "connector.class": self.connector_class, "tasks.max": str(self.tasks_max), "name": name}
+
+    @property
+    def most_tasks(self) -> int:
+        """The most tasks this spec may run without a new driver: ``tasksMax``, or an enabled
+        autoscaler's ``maxTasks`` when that is more (the task slots of a local Spark master)."""
+        if autoscaling(self.autoscaler):
+            assert self.autoscaler is not None
+            return max(self.tasks_max, self.autoscaler.max_tasks)
+        return self.tasks_max
 
     def secret_names(self) -> list[str]:
         """Every Secret the pods mount (configFrom and Kafka credentials), in order, once."""

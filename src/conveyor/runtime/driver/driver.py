@@ -49,6 +49,7 @@ from prometheus_client import CollectorRegistry
 
 from conveyor.api import Connector, ConnectorContext
 from conveyor.control.auth import ControlTokens
+from conveyor.control.load import SinkLoad
 from conveyor.control.protocol import Action, Directive, TaskReport, TaskSpec, TaskState
 from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState
 from conveyor.runtime.config.settings import parse_sink_settings, parse_source_settings
@@ -207,7 +208,7 @@ class Driver(DriverOperations, DriverStopping):
             with clock.phase("connector class"):
                 cls, self.connector_type = connector_class(spec.connector_class)
                 connector = self._new_connector(cls)
-            self._begin_spark(spec.tasks_max)  # its JVM starts beside what follows (see .startup)
+            self._begin_spark(spec.most_tasks)  # its JVM starts beside what follows (see .startup)
             with clock.phase("validation"):
                 validate_config(connector, self.connector_type, dict(spec.config), self.name, spec.tasks_max)
             with clock.phase("kafka checks and topics"):
@@ -228,7 +229,7 @@ class Driver(DriverOperations, DriverStopping):
                 else:
                     configs = self._unlaunched = self._begin_connector(connector)
             with clock.phase("waiting for spark"):
-                self._ensure_spark(spec.tasks_max)
+                self._ensure_spark(spec.most_tasks)
             self._launcher = TaskLauncher(self._spark, self._spec_for, self._lock, lambda: self.lifecycle.stopping,
                                           self._resume_action, self.name)
             self._executors = ExecutorTarget(self._spark, {**spec.spark.spark_conf, **self._spark_conf})
@@ -475,6 +476,7 @@ class Driver(DriverOperations, DriverStopping):
         """Kafka Connect's connector status document, with Conveyor's extras per task."""
         with self._lock:
             tasks = [h.status_entry(source=self.connector_type == "source") for h in self.tasks.values()]
+            reports = [h.report for h in self.tasks.values() if h.report is not None and h.state is TaskState.RUNNING]
         connector: dict[str, Any] = {"state": self.connector_state.value, "worker_id": self.worker_id}
         if self.connector_trace:
             connector["trace"] = self.connector_trace
@@ -483,4 +485,7 @@ class Driver(DriverOperations, DriverStopping):
         if self._group_lag is not None:  # partitions no task holds (rebalancing, a dead member's session)
             held = {tp for t in tasks if t["state"] in ("RUNNING", "PAUSED") for tp in t.get("assignment") or ()}
             status["unassigned_lag"] = self._group_lag.unassigned(held)
+            totals = self._group_lag.totals()
+            if totals is not None:
+                status["load"] = SinkLoad.of(reports, totals).to_json()
         return status

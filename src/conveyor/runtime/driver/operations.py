@@ -249,8 +249,12 @@ class DriverOperations:
                     check_kafka(kafka)
                 except PreflightError as exc:
                     raise OperationError(HTTPStatus.BAD_REQUEST, str(exc)) from None
-            if spec == self.manifest.spec and kafka == self.kafka and spec.state is self.target_state:
-                self.written_spec = written or spec  # the same again (an operator's retry): nothing restarts
+            if (spec.model_copy(update={"autoscaler": self.manifest.spec.autoscaler}) == self.manifest.spec
+                    and kafka == self.kafka and spec.state is self.target_state):
+                # the same again (an operator's retry), or only spec.autoscaler changed (the
+                # operator's to act on): nothing restarts
+                self.manifest = self.manifest.model_copy(update={"spec": spec})
+                self.written_spec = written or spec
                 return {"name": self.name, "state": self.connector_state.value, "tasks": len(self.tasks)}
             self._check_task_slots(spec.tasks_max)
             if self._task_count_only(spec, kafka):
@@ -270,10 +274,12 @@ class DriverOperations:
             return {"name": self.name, "state": self.connector_state.value, "tasks": len(self.tasks)}
 
     def _task_count_only(self, spec: ConnectorSpec, kafka: dict[str, Any]) -> bool:
-        """Whether ``spec`` changes only ``tasksMax`` of a connector whose tasks run."""
+        """Whether ``spec`` changes only ``tasksMax`` (and perhaps ``autoscaler``) of a connector
+        whose tasks run."""
         running = self.manifest.spec
         return (spec.tasks_max != running.tasks_max and kafka == self.kafka
-                and spec.model_copy(update={"tasks_max": running.tasks_max, "state": running.state}) == running
+                and spec.model_copy(update={"tasks_max": running.tasks_max, "state": running.state,
+                                            "autoscaler": running.autoscaler}) == running
                 and spec.state is self.target_state and spec.state is not ConnectorState.STOPPED
                 and self.connector_state in (TaskState.RUNNING, TaskState.PAUSED))
 

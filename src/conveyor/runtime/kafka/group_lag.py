@@ -48,6 +48,7 @@ class GroupLag:
         self._consumer = Consumer(client_config(kafka, {"group.id": group, "client.id": f"{group}-lag",
                                                         "enable.auto.commit": False}))
         self._lag: dict[str, int] = {}
+        self._log_end: int | None = None
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name="group-lag", daemon=True)
 
@@ -63,6 +64,15 @@ class GroupLag:
         """``{"topic:partition": records behind}`` of the partitions not in ``assigned``
         (``"topic:partition"`` keys), as of the last refresh; empty before the first."""
         return {key: lag for key, lag in self._lag.items() if key not in assigned}
+
+    def totals(self) -> dict[str, int] | None:
+        """As of the last refresh, ``{"partitions": n, "lag": records behind, "log_end": sum of
+        the log end offsets}`` over every partition of the subscription (the log end grows by
+        the records produced); ``None`` before the first."""
+        if self._log_end is None:
+            return None
+        lag = self._lag
+        return {"partitions": len(lag), "lag": sum(lag.values()), "log_end": self._log_end}
 
     def _run(self) -> None:
         try:
@@ -83,10 +93,13 @@ class GroupLag:
         committed = {(tp.topic, tp.partition): tp.offset
                      for tp in self._consumer.committed(partitions, timeout=REQUEST_TIMEOUT_S)}
         lag = {}
+        log_end = 0
         for tp in partitions:
             start, end = self._consumer.get_watermark_offsets(tp, timeout=REQUEST_TIMEOUT_S)
             position = committed.get((tp.topic, tp.partition), -1)
             lag[tp_key(tp.topic, tp.partition)] = max(0, end - (position if position >= 0 else start))
+            log_end += end
+        self._log_end = log_end
         return lag
 
     def _partitions(self) -> list[TopicPartition]:

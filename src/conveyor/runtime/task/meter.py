@@ -58,7 +58,11 @@ class TaskMeter:
     * :meth:`transaction` — the records of one committed transaction (``transaction-size-*``);
     * :attr:`records_dropped` — source records that were polled but are never written:
       dropped by a transformation or by a tolerated error (``source-record-active-count``
-      is polled − written − dropped).
+      is polled − written − dropped);
+    * :meth:`running` and :meth:`idle` — since when the task's loop runs, and the time it spent
+      waiting for records: the rest is its busy time (``busy_time_ms``), as Flink's
+      ``busyTimeMsPerSecond``, which the operator's autoscaler reads
+      (:mod:`conveyor.manifest.autoscaler`).
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -67,6 +71,17 @@ class TaskMeter:
         self._commit_ms = Window(clock)
         self._transaction_sizes = Window(clock)
         self.records_dropped = 0
+        self._clock = clock
+        self._running_since: float | None = None
+        self._idle_s = 0.0
+
+    def running(self) -> None:
+        """The task's loop begins."""
+        self._running_since = self._clock()
+
+    def idle(self, seconds: float) -> None:
+        """``seconds`` spent waiting for records (a consumer poll that found none buffered)."""
+        self._idle_s += seconds
 
     def batch(self, size: int, seconds: float) -> None:
         self._batch_sizes.record(size)
@@ -84,7 +99,9 @@ class TaskMeter:
         ms_avg, ms_max, _ = self._batch_ms.stats()
         commit_avg, commit_max, _ = self._commit_ms.stats()
         txn_avg, txn_max, txn_min = self._transaction_sizes.stats()
+        running_ms = 0 if self._running_since is None else int((self._clock() - self._running_since) * 1000)
         return {"batch_size_avg": size_avg, "batch_size_max": size_max, "batch_time_avg_ms": ms_avg,
                 "batch_time_max_ms": ms_max, "commit_time_avg_ms": commit_avg, "commit_time_max_ms": commit_max,
                 "transaction_size_avg": txn_avg, "transaction_size_max": txn_max, "transaction_size_min": txn_min,
-                "records_dropped": self.records_dropped}
+                "records_dropped": self.records_dropped, "running_time_ms": running_ms,
+                "busy_time_ms": max(0, running_ms - int(self._idle_s * 1000))}

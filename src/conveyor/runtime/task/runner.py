@@ -88,6 +88,7 @@ class TaskRunner(abc.ABC):
         connector_deleted = False
         try:
             self._start()
+            self.meter.running()
             final, connector_deleted = self._profiled(self._loop)
             self._close(clean=True)
         except TaskFenced as exc:

@@ -210,7 +210,10 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
                 self._release_holds()
             self._apply_rewinds()
             limit = self.settings.batch_max_records if self._batches is not None else self.settings.max_poll_records
+            polled_at = time.monotonic()
             msgs = self.consumer.consume(limit, self._poll_timeout(now))
+            if len(msgs) < limit:  # it waited for records that were not there
+                self.meter.idle(time.monotonic() - polled_at)
             self._raise_callback_error()
             if msgs and not self.records_read:
                 log.debug("task %s: first records %.2f s after the runner began (task start, group join, first "
