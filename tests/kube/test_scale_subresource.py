@@ -43,7 +43,7 @@ def test_kubectl_autoscale_targets_a_connector_through_a_scale_subresource_with_
         client.AutoscalingV2Api(api.core.api_client).delete_namespaced_horizontal_pod_autoscaler(name, kube_namespace)
 
 
-def test_an_enabled_autoscaler_owns_tasks_max_and_the_api_server_refuses_a_scale(kube_namespace, api):
+def test_an_enabled_autoscaler_owns_tasks_max_and_the_api_server_refuses_a_scale(chart, kube_namespace, api):
     """``spec.autoscaler`` enabled: the CRD's transition rule refuses a write of the Scale's
     replicas (``kubectl scale``, an HPA) and an edit of ``spec.tasksMax``, saying whose it is;
     with it disabled in the same write, the user takes the count back (issue 34, item 4)."""
@@ -76,3 +76,10 @@ def test_an_enabled_autoscaler_owns_tasks_max_and_the_api_server_refuses_a_scale
         assert exc.status == 422 and "minTasks must not be above" in exc.body, exc.body
     else:
         raise AssertionError("minTasks above maxTasks was accepted")
+    try:
+        api.custom.patch_namespaced_custom_object(GROUP, VERSION, kube_namespace, PLURAL, name, {"spec": {
+            "autoscaler": {"targetLagRecords": 100, "targetLagSeconds": 10}}})
+    except client.ApiException as exc:
+        assert exc.status == 422 and "one of targetLagRecords and targetLagSeconds" in exc.body, exc.body
+    else:
+        raise AssertionError("a target lag in records and in seconds was accepted")

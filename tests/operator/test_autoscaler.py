@@ -67,6 +67,26 @@ def test_a_saturated_task_under_lag_is_scaled_to_what_takes_the_input_and_works_
     assert evaluation.busy == pytest.approx(1.0)
 
 
+def test_a_target_lag_in_seconds_is_that_many_seconds_of_the_records_arriving() -> None:
+    # 2 tasks at 0.6 busy take the 300 records/s that arrive, 6,000 behind: 20 s of arrivals.
+    # A target of 30 s leaves it standing; a target of 10 s (3,000 records) is breached.
+    feed, history = Feed(tasks=2, lag=6_000), History()
+    assert run(spec(targetLagSeconds=30), history, feed, 6, put_rate=300, produce_rate=300, busy=0.6) == [None] * 6
+    evaluation = decide(spec(targetLagSeconds=30), history, feed.step(300, 300, 0.6), 2, feed.now).evaluation
+    assert evaluation is not None and evaluation.reason == "within the target utilization"
+    feed, history = Feed(tasks=2, lag=6_000), History()
+    # 300 + 3,000/300 = 310 records/s at 0.7 of 250 each: ceil(1.77) = 2, so it stays, for the lag
+    run(spec(targetLagSeconds=10), history, feed, 4, put_rate=300, produce_rate=300, busy=0.6)
+    evaluation = decide(spec(targetLagSeconds=10), history, feed.step(300, 300, 0.6), 2, feed.now).evaluation
+    assert evaluation is not None and evaluation.reason == "lag above target"
+    assert spec().target_lag(1e6) == 1000 and spec(targetLagRecords=5).target_lag(1e6) == 5
+
+
+def test_a_target_lag_is_in_records_or_in_seconds_not_both() -> None:
+    with pytest.raises(ValueError, match="targetLagRecords and targetLagSeconds are both set"):
+        spec(targetLagRecords=10, targetLagSeconds=10)
+
+
 def test_it_never_goes_above_the_partitions_nor_max_tasks() -> None:
     feed, history = Feed(tasks=1, partitions=3, lag=900_000), History()
     assert run(spec(), history, feed, 4, put_rate=100, produce_rate=1000, busy=1.0)[-1] == 3

@@ -17,6 +17,7 @@ from typing import Any
 from conveyor.control.client import DriverRefused, DriverUnreachable
 from conveyor.control.load import SinkLoad
 from conveyor.manifest import ManifestError
+from conveyor.manifest.autoscaler import autoscaling
 from conveyor_operator.context import RUNTIME, driver_client, parse, shared_kube
 from conveyor_operator.observe import autoscaler
 from conveyor_operator.observe.status_schedule import Key
@@ -43,9 +44,10 @@ def autoscale(key: Key, body: dict[str, Any], status: dict[str, Any], report: di
     except ManifestError:  # reconciling reports it
         return {}
     spec = manifest.spec.autoscaler
-    if spec is None or not spec.enabled:
+    if not autoscaling(spec):
         forget(key)
         return {}
+    assert spec is not None
     current = autoscaler.running_tasks(manifest, status)
     known = status.get("autoscaler") or {}
     fields = {} if known.get("tasks") == current else {"autoscaler": {**known, "tasks": current}}

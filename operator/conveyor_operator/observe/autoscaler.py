@@ -8,10 +8,11 @@ As the Flink Kubernetes operator's autoscaler (FLIP-271), over ``metricsWindowSe
   waiting for records over their running time; so one task takes at most ``P / (b · n)`` records
   a second (``n`` the tasks running);
 * **target rate** ``T`` = records produced per second (the growth of the log end offsets) plus
-  the lag above ``targetLagRecords`` spread over ``catchUpSeconds``;
+  the lag above the target lag (``targetLagRecords``, or ``targetLagSeconds`` of the records
+  produced) spread over ``catchUpSeconds``;
 * **recommendation** = ``ceil(T / (targetUtilization · P / (b · n)))``, clamped to
   ``[minTasks, min(maxTasks, partitions)]``; the current count while ``b`` is within
-  ``targetUtilization ± utilizationBoundary`` and the lag within ``targetLagRecords``.
+  ``targetUtilization ± utilizationBoundary`` and the lag within its target.
 
 Recommendations pass through stabilization windows as a HorizontalPodAutoscaler's do: it scales
 up to the lowest recommendation of the last ``scaleUpStabilizationSeconds``, down to the highest
@@ -136,7 +137,7 @@ def evaluate(spec: AutoscalerSpec, samples: collections.deque[Sample], current: 
     produced = (b.log_end - a.log_end) / window_s
     running_ms = b.running_time_ms - a.running_time_ms
     busy = min(1.0, (b.busy_time_ms - a.busy_time_ms) / running_ms) if running_ms > 0 else 0.0
-    excess = max(0, b.lag - spec.target_lag_records)
+    excess = max(0.0, b.lag - spec.target_lag(produced))
     target = produced + excess / spec.catch_up_seconds
     ceiling = min(spec.max_tasks, max(b.partitions, 1))
     if processing <= 0:

@@ -19,6 +19,8 @@ from pydantic import ConfigDict, Field, model_validator
 
 from conveyor.manifest.base import StrictModel
 
+DEFAULT_TARGET_LAG_RECORDS = 1000
+
 OWNERSHIP_RULE = {
     "rule": "!(has(self.autoscaler) && has(self.autoscaler.enabled) && self.autoscaler.enabled"
             " && has(oldSelf.autoscaler) && has(oldSelf.autoscaler.enabled) && oldSelf.autoscaler.enabled)"
@@ -38,6 +40,9 @@ class AutoscalerSpec(StrictModel):
         json_schema_extra={"x-kubernetes-validations": [{
             "rule": "!has(self.minTasks) || self.minTasks <= self.maxTasks",
             "message": "spec.autoscaler.minTasks must not be above spec.autoscaler.maxTasks",
+        }, {
+            "rule": "!(has(self.targetLagRecords) && has(self.targetLagSeconds))",
+            "message": "spec.autoscaler takes one of targetLagRecords and targetLagSeconds, not both",
         }]},
     )
 
@@ -48,14 +53,20 @@ class AutoscalerSpec(StrictModel):
         description="Most tasks it scales up to; never more than the subscribed topics' partitions. Without "
                     "executor pods (spark.executor.instances 0) the driver pod is sized for this many tasks.",
     )
-    target_lag_records: int = Field(
-        1000, alias="targetLagRecords", ge=0,
+    target_lag_records: int | None = Field(
+        None, alias="targetLagRecords", ge=0,
         description="Consumer lag (records behind over all partitions) left standing; lag above it is worked "
-                    "off within catchUpSeconds.",
+                    "off within catchUpSeconds. 1000 when neither this nor targetLagSeconds is set.",
+    )
+    target_lag_seconds: float | None = Field(
+        None, alias="targetLagSeconds", ge=0, le=86400,
+        description="The lag left standing as time: this many seconds of the records arriving (lag over the "
+                    "rate records are produced at, the age of the oldest unread record at a steady rate). "
+                    "Instead of targetLagRecords.",
     )
     catch_up_seconds: float = Field(
         300.0, alias="catchUpSeconds", ge=1, le=86400,
-        description="Time to work off lag above targetLagRecords, as Flink's job.autoscaler.catch-up.duration.",
+        description="Time to work off lag above its target, as Flink's job.autoscaler.catch-up.duration.",
     )
     target_utilization: float = Field(
         0.7, alias="targetUtilization", ge=0.05, le=1,
@@ -64,7 +75,7 @@ class AutoscalerSpec(StrictModel):
     utilization_boundary: float = Field(
         0.3, alias="utilizationBoundary", ge=0, le=1,
         description="No change while the tasks' busy fraction is within targetUtilization ± this and the lag is "
-                    "within targetLagRecords (Flink's job.autoscaler.target.utilization.boundary).",
+                    "within its target (Flink's job.autoscaler.target.utilization.boundary).",
     )
     metrics_window_seconds: float = Field(
         30.0, alias="metricsWindowSeconds", ge=5, le=3600,
@@ -86,7 +97,16 @@ class AutoscalerSpec(StrictModel):
     def _bounds_in_order(self) -> AutoscalerSpec:
         if self.min_tasks > self.max_tasks:
             raise ValueError(f"minTasks {self.min_tasks} is above maxTasks {self.max_tasks}")
+        if self.target_lag_records is not None and self.target_lag_seconds is not None:
+            raise ValueError("targetLagRecords and targetLagSeconds are both set: set one")
         return self
+
+    def target_lag(self, input_rate: float) -> float:
+        """The lag in records left standing when records arrive at ``input_rate`` a second:
+        ``targetLagSeconds × input_rate``, else ``targetLagRecords`` (default 1000)."""
+        if self.target_lag_seconds is not None:
+            return self.target_lag_seconds * max(0.0, input_rate)
+        return DEFAULT_TARGET_LAG_RECORDS if self.target_lag_records is None else self.target_lag_records
 
     def clamp(self, tasks: int) -> int:
         """``tasks`` within ``[minTasks, maxTasks]``."""

@@ -47,8 +47,9 @@ class GroupLag:
         # (AdminClient's ListOffsets crashed librdkafka 2.16's main thread here, at random.)
         self._consumer = Consumer(client_config(kafka, {"group.id": group, "client.id": f"{group}-lag",
                                                         "enable.auto.commit": False}))
-        self._lag: dict[str, int] = {}
-        self._log_end: int | None = None
+        # (lag per partition, sum of the log end offsets) of the last refresh: one attribute, so
+        # a reader on another thread never pairs one refresh's lag with another's log end.
+        self._last: tuple[dict[str, int], int | None] = ({}, None)
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name="group-lag", daemon=True)
 
@@ -63,22 +64,22 @@ class GroupLag:
     def unassigned(self, assigned: Collection[str]) -> dict[str, int]:
         """``{"topic:partition": records behind}`` of the partitions not in ``assigned``
         (``"topic:partition"`` keys), as of the last refresh; empty before the first."""
-        return {key: lag for key, lag in self._lag.items() if key not in assigned}
+        return {key: lag for key, lag in self._last[0].items() if key not in assigned}
 
     def totals(self) -> dict[str, int] | None:
         """As of the last refresh, ``{"partitions": n, "lag": records behind, "log_end": sum of
         the log end offsets}`` over every partition of the subscription (the log end grows by
         the records produced); ``None`` before the first."""
-        if self._log_end is None:
+        lag, log_end = self._last
+        if log_end is None:
             return None
-        lag = self._lag
-        return {"partitions": len(lag), "lag": sum(lag.values()), "log_end": self._log_end}
+        return {"partitions": len(lag), "lag": sum(lag.values()), "log_end": log_end}
 
     def _run(self) -> None:
         try:
             while not self._closed.is_set():
                 try:
-                    self._lag = self.refresh()
+                    self.refresh()
                 except KafkaException as exc:
                     log.debug("group %s: lag not refreshed: %s", self.group, exc)
                 self._closed.wait(self._interval_s)
@@ -86,9 +87,15 @@ class GroupLag:
             self._consumer.close()
 
     def refresh(self) -> dict[str, int]:
-        """Ask the brokers now. Raises :class:`confluent_kafka.KafkaException` when they do not answer."""
+        """Ask the brokers now; returns ``{"topic:partition": records behind}`` and keeps it with the
+        log end offsets' sum for :meth:`unassigned` and :meth:`totals`.
+
+        Raises:
+            confluent_kafka.KafkaException: the brokers did not answer within 10 s a request.
+        """
         partitions = self._partitions()
         if not partitions:
+            self._last = ({}, 0)
             return {}
         committed = {(tp.topic, tp.partition): tp.offset
                      for tp in self._consumer.committed(partitions, timeout=REQUEST_TIMEOUT_S)}
@@ -99,7 +106,7 @@ class GroupLag:
             position = committed.get((tp.topic, tp.partition), -1)
             lag[tp_key(tp.topic, tp.partition)] = max(0, end - (position if position >= 0 else start))
             log_end += end
-        self._log_end = log_end
+        self._last = (lag, log_end)
         return lag
 
     def _partitions(self) -> list[TopicPartition]:
