@@ -97,6 +97,19 @@ def running_pod(node, namespace: str, selector: str) -> str:
     return names[0]
 
 
+def driver_control(node, namespace: str, name: str) -> tuple[str, str]:
+    """The driver's control API (``http://<pod IP>:8083``) and the connector's admin token (from
+    its ``<name>-control`` Secret), for :func:`conveyor.testing.runs.control_request`."""
+    import base64
+
+    pod = eventually(lambda: next((p for p in pods(node, namespace, f"conveyor.dev/connector={name},"
+                                                                   "conveyor.dev/component=driver")
+                                   if p["status"].get("podIP") and not p["metadata"].get("deletionTimestamp")),
+                                  None), 120, "the driver pod's IP")
+    secret = json.loads(node.kubectl("get", "secret", f"{name}-control", "-n", namespace, "-o", "json").stdout)
+    return f"http://{pod['status']['podIP']}:8083", base64.b64decode(secret["data"]["admin-token"]).decode()
+
+
 def diagnostics(node, namespace: str, operator_namespace: str = "conveyor-system") -> str:
     """Pods, events and the last log lines of every pod in ``namespace``, the Connectors' status
     and what the operator logged of ``namespace``, its warnings and errors and its last lines

@@ -21,6 +21,7 @@ from _connectors import (
     connector,
     create_topic,
     diagnostics,
+    driver_control,
     eventually,
     evict,
     get,
@@ -77,15 +78,6 @@ def _logs(node, namespace: str, selector: str) -> list[str]:
     return out
 
 
-def _driver(node, namespace: str, name: str) -> tuple[str, str]:
-    """The driver pod's IP and the connector's admin token (from its <name>-control Secret)."""
-    pod = eventually(lambda: next((p for p in pods(node, namespace, f"conveyor.dev/connector={name},"
-                                                                   "conveyor.dev/component=driver")
-                                   if p["status"].get("podIP")), None), 120, "the driver pod's IP")
-    secret = json.loads(node.kubectl("get", "secret", f"{name}-control", "-n", namespace, "-o", "json").stdout)
-    return pod["status"]["podIP"], base64.b64decode(secret["data"]["admin-token"]).decode()
-
-
 def test_a_canary_credential_appears_nowhere_through_a_connectors_life(
         kube_node, node_postgres, canary_kafka, conveyor_release, node_namespace):
     ns = node_namespace
@@ -100,8 +92,7 @@ def test_a_canary_credential_appears_nowhere_through_a_connectors_life(
         # 1. apply: records move through SASL with the canary password, into PostgreSQL with it in the URL
         apply(kube_node, _body("leaky", ns, canary_kafka, node_postgres.url, topic))
         eventually(lambda: row_count(node_postgres.url, topic) == RECORDS, 300, f"{RECORDS} rows")
-        ip, admin = _driver(kube_node, ns, "leaky")
-        control = f"http://{ip}:8083"
+        control, admin = driver_control(kube_node, ns, "leaky")
         code, status = control_request(control, "/status", token=admin, timeout_s=10)
         assert code == 200 and status["tasks"][0]["state"] == "RUNNING", status
         assert control_request(control, "/status", token="wrong", timeout_s=10)[0] == 401

@@ -4,6 +4,7 @@ and polling helpers."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -159,24 +160,35 @@ def produce(
 class SteadyLoad:
     """Records ``{"id": n}`` (key ``k<n>``, n from 0) written to a topic at a steady rate on a
     thread, until the ``with`` block ends: load that runs on while a test rescales or drains.
-    ``produced`` is how many were acknowledged once the block ended.
+    ``produced`` is how many were acknowledged once the block ended; ``sent`` how many were
+    handed to the producer so far; :meth:`set_rate` changes the rate from now on.
 
     Raises (on leaving the block):
         RuntimeError: a record was not acknowledged within 60 s.
     """
 
     def __init__(self, bootstrap_servers: str, topic: str, records_per_s: float = 200.0) -> None:
-        import threading
-
         self.bootstrap_servers, self.topic, self.records_per_s = bootstrap_servers, topic, records_per_s
-        self.produced = 0
+        self.produced = self.sent = 0
+        self._since, self._base = time.monotonic(), 0  # the rate holds from _since, when _base were due
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"steady-load-{topic}", daemon=True)
         self._error: BaseException | None = None
 
     def __enter__(self) -> SteadyLoad:
+        self._since = time.monotonic()
         self._thread.start()
         return self
+
+    def set_rate(self, records_per_s: float) -> None:
+        """Write ``records_per_s`` records a second from now on (0 pauses the load)."""
+        with self._lock:
+            self._base = self._due()
+            self._since, self.records_per_s = time.monotonic(), records_per_s
+
+    def _due(self) -> int:
+        return self._base + int((time.monotonic() - self._since) * self.records_per_s)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
@@ -192,14 +204,15 @@ class SteadyLoad:
         producer = Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 5, "enable.idempotence": True},
                             logger=logging.getLogger("conveyor.testing.producer"))
         errors: list[str] = []
-        sent, started = 0, time.monotonic()
+        sent = 0
         try:
             while not self._stop.is_set():
-                due = int((time.monotonic() - started) * self.records_per_s)
+                with self._lock:
+                    due = self._due()
                 for i in range(sent, due):
                     producer.produce(self.topic, key=f"k{i}".encode(), value=json.dumps({"id": i}).encode(),
                                      on_delivery=lambda err, _msg: err is not None and errors.append(str(err)))
-                sent = max(sent, due)
+                self.sent = sent = max(sent, due)
                 producer.poll(0)
                 self._stop.wait(0.05)
             remaining = producer.flush(60)
