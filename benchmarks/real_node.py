@@ -256,6 +256,32 @@ def drain_latencies(node: KubeNode, bootstrap: str, count: int) -> list[float]:
         delete(node, name)
 
 
+def node_stack(stack: ExitStack) -> tuple[KubeNode, KafkaBroker, PostgresServer]:
+    """The node, Kafka and PostgreSQL on its IP, both images built and imported, the chart
+    installed (status read every 2 s) and the namespace :data:`NAMESPACE`, all stopped with
+    ``stack``. Prints how long it took."""
+    t0 = time.monotonic()
+    node = stack.enter_context(KubeNode())
+    print(f"node Ready in {node.ready_seconds:.1f}s")
+    kafka = stack.enter_context(KafkaBroker(host=node.node_ip, sasl_plain=False, heap="512m"))
+    pg = stack.enter_context(PostgresServer(host=node.node_ip, client_cidrs=[node.network.pod_cidr]))
+    images = build_images()
+    for image in images.values():
+        node.import_image(image.archive, image.ref)
+    operator, runtime = images["operator"], images["runtime"]
+    node.restricted_namespace("conveyor-system")  # Pod Security "restricted", as in the e2e tier
+    node.helm("install", "conveyor", str(ROOT / "charts" / "conveyor"), "-n", "conveyor-system",
+              "--create-namespace", "--set", f"image.repository={operator.repository}",
+              "--set", f"image.tag={operator.tag}", "--set", "image.pullPolicy=Never",
+              "--set", f"runtimeImage.repository={runtime.repository}",
+              "--set", f"runtimeImage.tag={runtime.tag}", "--set", "statusIntervalSeconds=2",
+              "--wait", "--timeout=180s", timeout=240)
+    node.restricted_namespace(NAMESPACE)
+    print(f"set-up (node, Kafka, PostgreSQL, images, helm install) in {time.monotonic() - t0:.0f}s; "
+          f"images: {', '.join(f'{i.ref} {i.size_bytes / 1e6:.0f} MB' for i in images.values())}")
+    return node, kafka, pg
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -267,25 +293,7 @@ def main() -> None:
         sys.exit("run as root: the node needs bridges, iptables and mounts")
 
     with ExitStack() as stack:
-        t0 = time.monotonic()
-        node = stack.enter_context(KubeNode())
-        print(f"node Ready in {node.ready_seconds:.1f}s")
-        kafka = stack.enter_context(KafkaBroker(host=node.node_ip, sasl_plain=False, heap="512m"))
-        pg = stack.enter_context(PostgresServer(host=node.node_ip, client_cidrs=[node.network.pod_cidr]))
-        images = build_images()
-        for image in images.values():
-            node.import_image(image.archive, image.ref)
-        operator, runtime = images["operator"], images["runtime"]
-        node.restricted_namespace("conveyor-system")  # Pod Security "restricted", as in the e2e tier
-        node.helm("install", "conveyor", str(ROOT / "charts" / "conveyor"), "-n", "conveyor-system",
-                  "--create-namespace", "--set", f"image.repository={operator.repository}",
-                  "--set", f"image.tag={operator.tag}", "--set", "image.pullPolicy=Never",
-                  "--set", f"runtimeImage.repository={runtime.repository}",
-                  "--set", f"runtimeImage.tag={runtime.tag}", "--set", "statusIntervalSeconds=2",
-                  "--wait", "--timeout=180s", timeout=240)
-        node.restricted_namespace(NAMESPACE)
-        print(f"set-up (node, Kafka, PostgreSQL, images, helm install) in {time.monotonic() - t0:.0f}s; "
-              f"images: {', '.join(f'{i.ref} {i.size_bytes / 1e6:.0f} MB' for i in images.values())}")
+        node, kafka, pg = node_stack(stack)
         topic = make_throughput_topic(kafka.bootstrap_servers, args.records)
         spark = local_spark_session(cores=4)
         stack.callback(spark.stop)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from conveyor.testing.node_images import BUSYBOX_IMAGE
 from conveyor.testing.runs import wait_until
 
 T = TypeVar("T")
@@ -95,6 +97,37 @@ def running_pod(node, namespace: str, selector: str) -> str:
              if p["status"]["phase"] == "Running" and not p["metadata"].get("deletionTimestamp")]
     assert len(names) == 1, names
     return names[0]
+
+
+def busybox_pod(namespace: str, name: str, script: str, node_name: str | None = None) -> dict[str, Any]:
+    """A busybox pod running ``script`` on the pod network (on ``node_name`` when given), Pod
+    Security "restricted" (``node_namespace`` enforces it): the image's non-root user."""
+    pod: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                 "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                 "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
+                                 "command": ["sh", "-c", script],
+                                 "securityContext": {"allowPrivilegeEscalation": False,
+                                                     "capabilities": {"drop": ["ALL"]}}}]}}
+    if node_name:
+        pod["spec"]["nodeName"] = node_name
+    return pod
+
+
+def run_pod(node, namespace: str, name: str, script: str, timeout_s: float = 90.0,
+            node_name: str | None = None) -> tuple[str, str]:
+    """Run :func:`busybox_pod`; (phase, log) once it ended."""
+    node.kubectl("apply", "-f", "-", input=json.dumps(busybox_pod(namespace, name, script, node_name)))
+    deadline = time.monotonic() + timeout_s
+    phase = ""
+    while time.monotonic() < deadline:
+        phase = node.kubectl("get", "pod", name, "-n", namespace, "-o", "jsonpath={.status.phase}").stdout
+        if phase in ("Succeeded", "Failed"):
+            break
+        time.sleep(0.3)
+    logs = node.kubectl("logs", name, "-n", namespace, check=False).stdout
+    return phase, logs
 
 
 def driver_control(node, namespace: str, name: str) -> tuple[str, str]:

@@ -13,33 +13,11 @@ import threading
 import time
 
 import pytest
+from _connectors import run_pod
 
 from conveyor.testing import node_host
-from conveyor.testing.node_images import BUSYBOX_IMAGE
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-
-
-def run_pod(node, namespace: str, name: str, script: str, timeout_s: float = 90.0) -> tuple[str, str]:
-    """Run ``script`` in a busybox pod on the pod network; (phase, log) once it ended. The pod
-    is Pod Security "restricted" (``node_namespace`` enforces it): the image's non-root user."""
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-           "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
-                                    "command": ["sh", "-c", script],
-                                    "securityContext": {"allowPrivilegeEscalation": False,
-                                                        "capabilities": {"drop": ["ALL"]}}}]}}
-    node.kubectl("apply", "-f", "-", input=json.dumps(pod))
-    deadline = time.monotonic() + timeout_s
-    phase = ""
-    while time.monotonic() < deadline:
-        phase = node.kubectl("get", "pod", name, "-n", namespace, "-o", "jsonpath={.status.phase}").stdout
-        if phase in ("Succeeded", "Failed"):
-            break
-        time.sleep(0.3)
-    logs = node.kubectl("logs", name, "-n", namespace, check=False).stdout
-    return phase, logs
 
 
 def test_a_pod_on_the_pod_network_uses_cluster_dns_services_and_the_node_ip(kube_node, node_namespace):
@@ -117,7 +95,8 @@ def test_stop_leaves_nothing_behind_and_the_node_starts_again(kube_node):
     assert leftovers == [], f"processes left: {[_cmdline(p) for p in leftovers]}"
     assert node_host._mounts_under(kube_node.workdir) == []
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
-    assert kube_node.network.pod_bridge not in links and kube_node.network.node_bridge not in links
+    net = kube_node.network
+    assert not [b for b in (net.pod_bridge, net.second_pod_bridge, net.node_bridge) if f" {b}:" in links], links
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
     assert "cni-" not in netns
     for table in ("filter", "nat", "mangle"):

@@ -426,3 +426,18 @@ def test_executor_pods_mount_no_secret_but_the_connectors_control_secret():
     driver = by_kind(render.objects(m, "u", 1, SETTINGS))["Deployment"]["spec"]["template"]["spec"]
     assert {"pg", "kafka-ca", "kafka-credentials"} <= {v["secret"]["secretName"] for v in driver["volumes"]
                                                          if "secret" in v}
+
+
+def test_the_driver_pod_and_cleanup_job_follow_sparks_node_selectors():
+    """``spark.kubernetes.node.selector.*`` is every pod's, ``spark.kubernetes.driver.node.selector.*``
+    the driver's and wins; Spark puts the executors' on their pods itself."""
+    conf = {"spark.kubernetes.node.selector.pool": "data", "spark.kubernetes.node.selector.zone": "a",
+            "spark.kubernetes.driver.node.selector.zone": "b",
+            "spark.kubernetes.executor.node.selector.disk": "ssd"}
+    spec = manifest(spark={"sparkConf": conf})
+    driver = render.driver_deployment(spec, "u", SETTINGS)["spec"]["template"]["spec"]
+    assert driver["nodeSelector"] == {"pool": "data", "zone": "b"}
+    job = render.cleanup_job(spec, "u", SETTINGS, attempt=1)["spec"]["template"]["spec"]
+    assert job["nodeSelector"] == {"pool": "data", "zone": "b"}
+    assert "nodeSelector" not in render.driver_deployment(manifest(), "u", SETTINGS)["spec"]["template"]["spec"]
+    assert "nodeSelector" not in render.executor_pod_template(spec, SETTINGS)["spec"]

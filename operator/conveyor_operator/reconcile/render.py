@@ -63,6 +63,7 @@ from conveyor_operator.reconcile.spark_pods import (
     _drain_hook,
     _storage,
     driver_host,
+    driver_node_selector,
     driver_memory,
     executor_instances,
     executor_pod_template,
@@ -259,6 +260,7 @@ def driver_deployment(manifest: ConnectorManifest, uid: str, settings: OperatorS
                     "serviceAccountName": service_account_name(manifest),
                     "terminationGracePeriodSeconds": grace + GRACE_MARGIN_SECONDS,
                     "securityContext": pod_security(settings),
+                    **_node_selector(manifest),
                     "volumes": volumes,
                     "containers": [{
                         "name": "driver",
@@ -332,6 +334,11 @@ def driver_resources(manifest: ConnectorManifest, memory: str) -> dict[str, Any]
     return resources
 
 
+def _node_selector(manifest: ConnectorManifest) -> dict[str, Any]:
+    selector = driver_node_selector(manifest)
+    return {"nodeSelector": selector} if selector else {}
+
+
 def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSettings, attempt: int) -> dict[str, Any]:
     """One-shot ``conveyor cleanup`` for a deleted connector whose driver is not running, as
     ``conveyor-executor`` without a token (it talks to Kafka and the connector's systems only).
@@ -356,6 +363,7 @@ def cleanup_job(manifest: ConnectorManifest, uid: str, settings: OperatorSetting
                     "serviceAccountName": names.EXECUTOR_SERVICE_ACCOUNT,
                     "automountServiceAccountToken": False,
                     "securityContext": pod_security(settings),
+                    **_node_selector(manifest),
                     "volumes": volumes,
                     "containers": [{
                         "name": "cleanup",

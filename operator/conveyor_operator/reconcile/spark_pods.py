@@ -106,6 +106,22 @@ def _storage(manifest: ConnectorManifest, with_manifest: bool) -> tuple[list[dic
     return volumes, mounts
 
 
+NODE_SELECTOR = "spark.kubernetes.node.selector."
+DRIVER_NODE_SELECTOR = "spark.kubernetes.driver.node.selector."
+
+
+def driver_node_selector(manifest: ConnectorManifest) -> dict[str, str]:
+    """The driver pod's (and the cleanup Job's) ``nodeSelector`` from ``sparkConf`` as Spark
+    reads it for the pods it makes: ``spark.kubernetes.node.selector.<label>`` for every pod,
+    ``spark.kubernetes.driver.node.selector.<label>`` for the driver only, winning on the same
+    label (Spark 3.3's rule). Spark puts the executors' on their pods itself."""
+    conf = manifest.spec.spark.spark_conf
+    chosen = {key[len(NODE_SELECTOR):]: value for key, value in conf.items() if key.startswith(NODE_SELECTOR)}
+    chosen.update({key[len(DRIVER_NODE_SELECTOR):]: value for key, value in conf.items()
+                   if key.startswith(DRIVER_NODE_SELECTOR)})
+    return {label: value for label, value in sorted(chosen.items()) if label}
+
+
 def pod_security(settings: OperatorSettings) -> dict[str, Any]:
     """The ``securityContext`` of every pod the operator creates, as Pod Security Standards
     "restricted" requires: non-root, the runtime's default seccomp profile. No UID, GID or

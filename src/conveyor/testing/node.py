@@ -46,6 +46,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -57,6 +58,7 @@ __all__ = ["KubeNode", "NodeBinaries", "ensure_node_binaries"]
 
 COMPONENT = kube_binaries.NODE_COMPONENT
 NODE_NAME = "conveyor-node"
+SECOND_NODE_NAME = "conveyor-node-2"
 API_PORT = 6443
 #: Labels of a namespace whose pods must meet Pod Security Standards "restricted": the API server's
 #: PodSecurity admission refuses any other pod there (``enforce``) and warns of workloads whose
@@ -71,6 +73,19 @@ _INSTALL_HINT = ("apt-get install containerd runc containernetworking-plugins ip
 
 NODE_LOCK = Path("/run/conveyor/node.lock")
 """Held by the running node's process (its pid inside); one node per machine."""
+
+
+@dataclass(frozen=True)
+class _Member:
+    """One node of the cluster: a kubelet and its own containerd, pod bridge and pod range."""
+
+    name: str
+    ip: str
+    pod_bridge: str
+    pod_range: str
+    suffix: str
+    """Of its processes', files' and directories' names: ``""`` for the first node."""
+    cgroup_root: str | None = None
 
 
 def _who_holds_the_node(owner: str) -> tuple[str, str]:
@@ -106,6 +121,11 @@ class KubeNode(kube_client.KubeEndpoint):
         self._procs: list[tuple[str, subprocess.Popen, Path | None]] = []
         self._lock: IO[str] | None = None
         self._ready_port: int | None = None
+        self._first = _Member(NODE_NAME, self.network.node_ip, self.network.pod_bridge, self.network.pod_range, "")
+        self._second = _Member(SECOND_NODE_NAME, self.network.second_node_ip, self.network.second_pod_bridge,
+                               self.network.second_pod_range, "-2", node_host.SECOND_CGROUP_ROOT)
+        self._members = [self._first]
+        self._imported: dict[str, Path] = {}  # ref -> archive: what a node added later imports too
 
     # -- addresses ----------------------------------------------------------------------------
 
@@ -120,7 +140,21 @@ class KubeNode(kube_client.KubeEndpoint):
 
     @property
     def containerd_socket(self) -> Path:
-        return self.workdir / "containerd" / "containerd.sock"
+        return self._socket(self._first)
+
+    @property
+    def node_names(self) -> list[str]:
+        """The nodes running: the first, and the second once :meth:`add_node` started it."""
+        return [m.name for m in self._members]
+
+    def _socket(self, member: _Member) -> Path:
+        return self.workdir / f"containerd{member.suffix}" / "containerd.sock"
+
+    def _member(self, node: str | None) -> _Member:
+        found = next((m for m in self._members if m.name == (node or NODE_NAME)), None)
+        if found is None:
+            raise ValueError(f"no node {node!r} runs (nodes: {self.node_names})")
+        return found
 
     @property
     def log_paths(self) -> dict[str, Path]:
@@ -146,29 +180,40 @@ class KubeNode(kube_client.KubeEndpoint):
 
     # -- images -------------------------------------------------------------------------------
 
-    def ctr(self, *args: str, timeout: float = 600.0, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """``ctr -n k8s.io *args`` against the node's containerd."""
-        cmd = ["ctr", "--address", str(self.containerd_socket), "--namespace", "k8s.io", *args]
+    def ctr(self, *args: str, timeout: float = 600.0, check: bool = True,
+            node: str | None = None) -> subprocess.CompletedProcess[str]:
+        """``ctr -n k8s.io *args`` against the containerd of ``node`` (default: the first)."""
+        return self._ctr(self._member(node), *args, timeout=timeout, check=check)
+
+    def _ctr(self, member: _Member, *args: str, timeout: float = 600.0,
+             check: bool = True) -> subprocess.CompletedProcess[str]:
+        cmd = ["ctr", "--address", str(self._socket(member)), "--namespace", "k8s.io", *args]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
                              stdin=subprocess.DEVNULL)
         if check and out.returncode != 0:
             raise kube_client.KubeCommandError(out.returncode, cmd, out.stdout, out.stderr)
         return out
 
-    def has_image(self, ref: str) -> bool:
-        return ref in self.ctr("images", "list", "--quiet").stdout.split()
+    def has_image(self, ref: str, node: str | None = None) -> bool:
+        return ref in self.ctr("images", "list", "--quiet", node=node).stdout.split()
 
     def import_image(self, archive: Path, ref: str | None = None) -> bool:
-        """Import a ``docker save``/``docker-archive`` tarball into the node (unpacked for the
-        kubelet); skipped when ``ref`` (the archive's tag) is already there. Pods use such
-        images with ``imagePullPolicy: Never`` or ``IfNotPresent``. Returns True if imported.
+        """Import a ``docker save``/``docker-archive`` tarball into every running node (unpacked
+        for the kubelet), and into a node :meth:`add_node` starts later; skipped on a node that
+        has ``ref`` (the archive's tag) already. Pods use such images with
+        ``imagePullPolicy: Never`` or ``IfNotPresent``. Returns True if imported anywhere.
 
         Raises:
             KubeCommandError: ``ctr images import`` failed.
         """
-        if ref is not None and self.has_image(ref):
+        if ref is not None:
+            self._imported[ref] = archive
+        return any([self._import(member, archive, ref) for member in self._members])
+
+    def _import(self, member: _Member, archive: Path, ref: str | None) -> bool:
+        if ref is not None and ref in self._ctr(member, "images", "list", "--quiet").stdout.split():
             return False
-        self.ctr("images", "import", str(archive))
+        self._ctr(member, "images", "import", str(archive))
         return True
 
     # -- storage ------------------------------------------------------------------------------
@@ -254,13 +299,15 @@ class KubeNode(kube_client.KubeEndpoint):
             with contextlib.suppress(Exception):
                 self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=10", "--timeout=60s",
                              timeout=90, check=False)
-        for group in (("coredns", "kube-proxy", "kubelet", "kube-scheduler", "kube-controller-manager"),
+        for group in (("coredns", "kube-proxy", "kubelet", "kubelet-2", "kube-scheduler", "kube-controller-manager"),
                       ("kube-apiserver",), ("etcd",)):
             self._stop_group([procs[n] for n in group if n in procs])
-        if "containerd" in procs:
-            self._remove_containers()
-            self._stop_group([procs["containerd"]])
+        for member in self._members:
+            if f"containerd{member.suffix}" in procs:
+                self._remove_containers(member)
+                self._stop_group([procs[f"containerd{member.suffix}"]])
         self._procs = []
+        self._members = [self._first]
         self._kill_shims()
         if self.node_binaries is not None or _WORKDIR.exists():
             node_host.cleanup_host(self.network, self._state_dir(), run_dir=self.workdir,
@@ -271,6 +318,65 @@ class KubeNode(kube_client.KubeEndpoint):
             self._lock.close()
             self._lock = None
         _support.untrack(self)
+
+    def add_node(self, timeout: float = 180.0) -> str:
+        """Start a second node, ``conveyor-node-2``, on this machine: a kubelet with its own
+        containerd (its own state, socket and content store), pod bridge ``cvy1`` and pod range
+        (:class:`~conveyor.testing.node_host.NodeNetwork`), cgroup root
+        (:data:`~conveyor.testing.node_host.SECOND_CGROUP_ROOT`) and node IP; every image the
+        cluster imported is imported into it too. The scheduler then places pods on either node;
+        kube-proxy and CoreDNS (the host's iptables, the first node IP) serve both. Waits for
+        the node to be Ready; returns its name. Idempotent.
+
+        Raises:
+            ComponentUnavailable: its containerd or kubelet did not come up within ``timeout``
+                seconds (the node is removed again).
+        """
+        second = self._second
+        if second in self._members:
+            return second.name
+        if not self._procs or self.node_binaries is None:
+            raise RuntimeError("KubeNode is not started")
+        deadline = time.monotonic() + timeout
+        subprocess.run(["ip", "addr", "replace", f"{second.ip}/32", "dev", self.network.node_bridge], check=True,
+                       capture_output=True, timeout=60)
+        node_host.make_cgroup_root(node_host.SECOND_CGROUP_ROOT)
+        for sub in ("kubelet", "pod-logs"):
+            (self.workdir / f"{sub}{second.suffix}").mkdir(parents=True, exist_ok=True)
+        self._members.append(second)
+        try:
+            self._start_containerd(second, deadline)
+            for ref, archive in list(self._imported.items()):
+                self._import(second, archive, ref)
+            self._start_kubelet(second, self.node_binaries)
+            self._wait(f"node {second.name} Ready", deadline, lambda: self._node_ready(second.name))
+        except BaseException:
+            self.remove_node()
+            raise
+        return second.name
+
+    def remove_node(self) -> None:
+        """Take the second node out again: delete its pods (grace 10 s) and its Node, stop its
+        kubelet and containerd, remove its containers, mounts, bridge, IP and cgroups. Idempotent."""
+        second = self._second
+        if second not in self._members:
+            return
+        with contextlib.suppress(Exception):
+            self.kubectl("delete", "pods", "--all-namespaces", "--field-selector", f"spec.nodeName={second.name}",
+                         "--grace-period=10", "--timeout=60s", timeout=90, check=False)
+        procs = {name: (proc, record) for name, proc, record in self._procs}
+        if "kubelet-2" in procs:
+            self._stop_group([procs["kubelet-2"]])
+        with contextlib.suppress(Exception):
+            self.kubectl("delete", "node", second.name, "--ignore-not-found", timeout=60, check=False)
+        if "containerd-2" in procs:
+            self._remove_containers(second)
+            self._stop_group([procs["containerd-2"]])
+        self._procs = [entry for entry in self._procs if entry[0] not in ("kubelet-2", "containerd-2")]
+        self._members.remove(second)
+        self._kill_shims(only=second)
+        node_host.unmount_under(self.workdir / "kubelet-2", self.workdir / "containerd-2")
+        node_host.remove_second_node_host(self.network)
 
     def __enter__(self) -> KubeNode:  # noqa: PYI034 - returns self, started
         return self.start()
@@ -315,15 +421,12 @@ class KubeNode(kube_client.KubeEndpoint):
         node_host.setup_host(net, self._state_dir())
         pki = self.pki = node_pki.write_pki(work / "pki", node_name=NODE_NAME, node_ip=net.node_ip,
                                             service_ip=net.service_ip,
-                                            server=f"https://{net.node_ip}:{API_PORT}")
+                                            server=f"https://{net.node_ip}:{API_PORT}",
+                                            more_nodes=[SECOND_NODE_NAME])
         self._admin_kubeconfig = pki.kubeconfigs["admin"]
         deadline = started + self.startup_timeout
 
-        self._spawn("containerd", ["containerd", "--config", str(self._write_containerd_config())])
-        self._wait("containerd", deadline, lambda: self.ctr("version", check=False, timeout=10).returncode == 0)
-        for archive, ref in ((node_images.pause_archive(pause_source()), node_images.PAUSE_IMAGE),
-                             (node_images.busybox_archive(), node_images.BUSYBOX_IMAGE)):
-            self.import_image(archive, ref)
+        self._start_containerd(self._first, deadline)
 
         etcd_port, peer_port = _support.free_port(), _support.free_port()
         etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
@@ -363,11 +466,7 @@ class KubeNode(kube_client.KubeEndpoint):
             f"--authorization-kubeconfig={sched}", "--bind-address=127.0.0.1", "--secure-port=0",
             "--leader-elect=false",
         ])
-        self._spawn("kubelet", [
-            str(bins.kubelet), f"--config={self._write_kubelet_config()}",
-            f"--kubeconfig={pki.kubeconfigs['kubelet']}", f"--root-dir={work / 'kubelet'}",
-            f"--hostname-override={NODE_NAME}", f"--node-ip={net.node_ip}", "--v=0",
-        ])
+        self._start_kubelet(self._first, bins)
         self._spawn("kube-proxy", [
             str(bins.kube_proxy), f"--kubeconfig={pki.kubeconfigs['kube-proxy']}",
             f"--hostname-override={NODE_NAME}", f"--cluster-cidr={net.pod_cidr}", "--proxy-mode=iptables",
@@ -377,31 +476,52 @@ class KubeNode(kube_client.KubeEndpoint):
         ])
         self._ready_port = _support.free_port()
         self._spawn("coredns", [str(bins.coredns), "-conf", str(self._write_corefile())])
-        self._wait(f"node {NODE_NAME} Ready", deadline, self._node_ready)
+        self._wait(f"node {NODE_NAME} Ready", deadline, lambda: self._node_ready(NODE_NAME))
         self._wait("the default ServiceAccount", deadline, lambda: self.kubectl(
             "get", "serviceaccount", "default", "-n", "default", check=False, timeout=15).returncode == 0)
         self._wait("CoreDNS /ready", deadline, self._dns_ready)
 
-    def _write_containerd_config(self) -> Path:
-        root = self._state_dir() / "containerd"
+    def _start_containerd(self, member: _Member, deadline: float) -> None:
+        """Start ``member``'s containerd and import the pause and busybox images into it."""
+        (self.workdir / f"containerd{member.suffix}").mkdir(parents=True, exist_ok=True)
+        self._spawn(f"containerd{member.suffix}", ["containerd", "--config", str(self._write_containerd_config(member))])
+        self._wait(f"containerd{member.suffix}", deadline,
+                   lambda: self._ctr(member, "version", check=False, timeout=10).returncode == 0)
+        for archive, ref in ((node_images.pause_archive(pause_source()), node_images.PAUSE_IMAGE),
+                             (node_images.busybox_archive(), node_images.BUSYBOX_IMAGE)):
+            self._imported[ref] = archive
+            self._import(member, archive, ref)
+
+    def _start_kubelet(self, member: _Member, bins: NodeBinaries) -> None:
+        assert self.pki is not None
+        stem = "kubelet" if member is self._first else f"kubelet-{member.name}"
+        self._spawn(f"kubelet{member.suffix}", [
+            str(bins.kubelet), f"--config={self._write_kubelet_config(member)}",
+            f"--kubeconfig={self.pki.kubeconfigs[stem]}", f"--root-dir={self.workdir / f'kubelet{member.suffix}'}",
+            f"--hostname-override={member.name}", f"--node-ip={member.ip}", "--v=0",
+        ])
+
+    def _write_containerd_config(self, member: _Member) -> Path:
+        root = self._state_dir() / f"containerd{member.suffix}"
         root.mkdir(parents=True, exist_ok=True)
-        cni_conf = self.workdir / "cni"
+        cni_conf = self.workdir / f"cni{member.suffix}"
+        cni_conf.mkdir(parents=True, exist_ok=True)
         (cni_conf / "10-conveyor.conflist").write_text(json.dumps({
             "cniVersion": "1.0.0", "name": "conveyor-node",
             "plugins": [
-                {"type": "bridge", "bridge": self.network.pod_bridge, "isGateway": True, "ipMasq": False,
+                {"type": "bridge", "bridge": member.pod_bridge, "isGateway": True, "ipMasq": False,
                  "hairpinMode": True,
-                 "ipam": {"type": "host-local", "dataDir": str(self.workdir / "cni-ipam"),
-                          "ranges": [[{"subnet": self.network.pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+                 "ipam": {"type": "host-local", "dataDir": str(self.workdir / f"cni-ipam{member.suffix}"),
+                          "ranges": [[{"subnet": member.pod_range}]], "routes": [{"dst": "0.0.0.0/0"}]}},
                 {"type": "portmap", "capabilities": {"portMappings": True}},
             ],
         }, indent=2))
         cri = 'plugins."io.containerd.grpc.v1.cri"'
         text = f"""version = 2
 root = "{root}"
-state = "{self.workdir / 'containerd' / 'state'}"
+state = "{self.workdir / f'containerd{member.suffix}' / 'state'}"
 [grpc]
-  address = "{self.containerd_socket}"
+  address = "{self._socket(member)}"
 [{cri}]
   sandbox_image = "{node_images.PAUSE_IMAGE}"
   restrict_oom_score_adj = true
@@ -419,33 +539,34 @@ state = "{self.workdir / 'containerd' / 'state'}"
   bin_dir = "{_CNI_BIN}"
   conf_dir = "{cni_conf}"
 """
-        path = self.workdir / "containerd.toml"
+        path = self.workdir / f"containerd{member.suffix}.toml"
         path.write_text(text)
         return path
 
-    def _write_kubelet_config(self) -> Path:
+    def _write_kubelet_config(self, member: _Member) -> Path:
         assert self.pki is not None
         resolv = self.workdir / "resolv.conf"
         resolv.write_text(f"nameserver {self.node_ip}\n")  # never this machine's own resolver
-        sock = f"unix://{self.containerd_socket}"
+        sock = f"unix://{self._socket(member)}"
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
             "failCgroupV1": False, "cgroupDriver": "cgroupfs",
             "containerRuntimeEndpoint": sock, "imageServiceEndpoint": sock,
-            "address": self.node_ip, "port": 10250, "readOnlyPort": 0,
+            "address": member.ip, "port": 10250, "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1", "healthzPort": 0,
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                                "x509": {"clientCAFile": str(self.pki.ca_cert)}},
             "authorization": {"mode": "Webhook"},
             "clusterDNS": [self.node_ip], "clusterDomain": "cluster.local", "resolvConf": str(resolv),
-            "failSwapOn": False, "podLogsDir": str(self.workdir / "pod-logs"),
+            "failSwapOn": False, "podLogsDir": str(self.workdir / f"pod-logs{member.suffix}"),
             "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
                              "nodefs.inodesFree": "1%"},
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
             "serializeImagePulls": False, "maxPods": 50,
             "nodeStatusReportFrequency": "10s", "syncFrequency": "10s",
+            **({"cgroupRoot": f"/{member.cgroup_root}"} if member.cgroup_root else {}),
         }
-        path = self.workdir / "kubelet-config.json"
+        path = self.workdir / f"kubelet-config{member.suffix}.json"
         path.write_text(json.dumps(config, indent=2))
         return path
 
@@ -508,8 +629,8 @@ state = "{self.workdir / 'containerd' / 'state'}"
         token = json.loads(self.admin_kubeconfig.read_text())["users"][0]["user"]["token"]
         return self._https_get(f"https://{self.node_ip}:{API_PORT}/readyz", token) == 200
 
-    def _node_ready(self) -> bool:
-        out = self.kubectl("get", "node", NODE_NAME, "-o", "json", check=False, timeout=15)
+    def _node_ready(self, name: str) -> bool:
+        out = self.kubectl("get", "node", name, "-o", "json", check=False, timeout=15)
         if out.returncode != 0:
             return False
         conditions = json.loads(out.stdout).get("status", {}).get("conditions", [])
@@ -543,24 +664,24 @@ state = "{self.workdir / 'containerd' / 'state'}"
             _support.stop_process(proc, grace=10.0)
             _support.unregister_child(record)
 
-    def _remove_containers(self) -> None:
-        if self.ctr("version", check=False, timeout=10).returncode != 0:
+    def _remove_containers(self, member: _Member) -> None:
+        if self._ctr(member, "version", check=False, timeout=10).returncode != 0:
             return
-        for task in self.ctr("tasks", "list", "--quiet", check=False).stdout.split():
-            self.ctr("tasks", "kill", "--signal", "SIGKILL", task, check=False, timeout=30)
-        for container in self.ctr("containers", "list", "--quiet", check=False).stdout.split():
-            self.ctr("tasks", "delete", "--force", container, check=False, timeout=30)
-            self.ctr("containers", "delete", container, check=False, timeout=30)
+        for task in self._ctr(member, "tasks", "list", "--quiet", check=False).stdout.split():
+            self._ctr(member, "tasks", "kill", "--signal", "SIGKILL", task, check=False, timeout=30)
+        for container in self._ctr(member, "containers", "list", "--quiet", check=False).stdout.split():
+            self._ctr(member, "tasks", "delete", "--force", container, check=False, timeout=30)
+            self._ctr(member, "containers", "delete", container, check=False, timeout=30)
 
-    def _kill_shims(self) -> None:
-        """SIGKILL containerd shims serving this node's socket, and their containers (left by
-        a killed session: shims outlive containerd by design)."""
+    def _kill_shims(self, only: _Member | None = None) -> None:
+        """SIGKILL containerd shims serving a socket of this cluster's nodes (``only``'s), and
+        their containers (left by a killed session: shims outlive containerd by design)."""
         import psutil
 
-        marker = str(self.containerd_socket)
+        markers = [str(self._socket(m)) for m in ([only] if only else [self._first, self._second])]
         for shim in psutil.process_iter(["cmdline"]):
             cmdline = " ".join(shim.info["cmdline"] or ())
-            if "containerd-shim" not in cmdline or marker not in cmdline:
+            if "containerd-shim" not in cmdline or not any(marker in cmdline for marker in markers):
                 continue
             with contextlib.suppress(psutil.Error):
                 for process in [*shim.children(recursive=True), shim]:

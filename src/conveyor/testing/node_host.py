@@ -6,16 +6,19 @@ Network (all of it on interfaces created here; never the machine's outward addre
 * ``cvy-node``: an empty bridge holding the node IP (``10.89.0.1/32``). These machines have no
   ``dummy`` link type; a bridge with no ports does the same job. The API server, the kubelet,
   CoreDNS, and Kafka/PostgreSQL started for pods listen on it.
-* ``cvy0``: the pods' bridge (CNI ``bridge`` plugin, pod CIDR ``10.88.0.0/16``), created by
-  the plugin on the first pod; no IP masquerading.
+* ``cvy0``: the pods' bridge (CNI ``bridge`` plugin, pods ``10.88.0.0/17``), created by
+  the plugin on the first pod; no IP masquerading. A second node
+  (:meth:`conveyor.testing.node.KubeNode.add_node`) has its own, ``cvy1`` (``10.88.128.0/17``),
+  and its node IP ``10.89.0.2`` on ``cvy-node``; the host routes between the two bridges.
 * the ``CONVEYOR-NODE-EGRESS`` chain in ``filter/FORWARD`` rejects any packet from a pod that
-  would be forwarded off the pods' bridge: pods reach the node IP (local delivery) and each
-  other, nothing beyond this machine.
+  would be forwarded off the pods' bridges: pods reach the node IPs (local delivery) and each
+  other, on either node, nothing beyond this machine.
 
 Also changed, and restored by :func:`cleanup_host`: the sysctls ``net.ipv4.ip_forward`` (the
 bridge plugin sets it) and ``net.ipv4.conf.all.route_localnet`` (kube-proxy), kube-proxy's and
-the kubelet's iptables chains, the kubelet's cgroups (``kubepods``) and the mounts and network
-namespaces under the node's run directory.
+the kubelet's iptables chains, the kubelets' cgroups (``kubepods``, and the second node's
+cgroup root :data:`SECOND_CGROUP_ROOT`) and the mounts and network namespaces under the node's
+run directory.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ from pathlib import Path
 log = logging.getLogger("conveyor.testing")
 
 EGRESS_CHAIN = "CONVEYOR-NODE-EGRESS"
+SECOND_CGROUP_ROOT = "conveyor-node-2"
+"""The second node's kubelet's ``cgroupRoot`` (under each cgroup v1 controller): its pods'
+cgroups never meet the first kubelet's ``/kubepods``."""
 _SYSCTLS = ("net.ipv4.ip_forward", "net.ipv4.conf.all.route_localnet")
 #: iptables chains the kubelet creates for itself (kube-proxy --cleanup removes its own).
 _KUBELET_CHAINS = (("filter", "KUBE-FIREWALL"), ("filter", "KUBE-KUBELET-CANARY"), ("nat", "KUBE-KUBELET-CANARY"),
@@ -46,7 +52,13 @@ class NodeNetwork:
     node_ip: str = "10.89.0.1"
     node_bridge: str = "cvy-node"
     pod_bridge: str = "cvy0"
+    #: every pod of the cluster, both nodes' (kube-proxy's cluster CIDR; PostgreSQL's clients)
     pod_cidr: str = "10.88.0.0/16"
+    #: the first node's pods
+    pod_range: str = "10.88.0.0/17"
+    second_node_ip: str = "10.89.0.2"
+    second_pod_bridge: str = "cvy1"
+    second_pod_range: str = "10.88.128.0/17"
     service_cidr: str = "10.96.0.0/16"
     #: ClusterIP of the ``kubernetes`` Service (the first address of the service CIDR).
     service_ip: str = "10.96.0.1"
@@ -82,8 +94,12 @@ def setup_host(net: NodeNetwork, state_dir: Path) -> None:
     _run("ip", "link", "set", net.node_bridge, "up", check=True)
     _iptables("-N", EGRESS_CHAIN)
     _iptables("-F", EGRESS_CHAIN)
-    subprocess.run(["iptables", "-w", "5", "-A", EGRESS_CHAIN, "-i", net.pod_bridge, "!", "-o", net.pod_bridge,
-                    "-j", "REJECT"], check=True, capture_output=True, text=True, timeout=60)
+    bridges = (net.pod_bridge, net.second_pod_bridge)
+    rules = [["-i", a, "-o", b, "-j", "RETURN"] for a in bridges for b in bridges if a != b]
+    rules += [["-i", a, "!", "-o", a, "-j", "REJECT"] for a in bridges]
+    for rule in rules:
+        subprocess.run(["iptables", "-w", "5", "-A", EGRESS_CHAIN, *rule], check=True, capture_output=True,
+                       text=True, timeout=60)
     if not _iptables("-C", "FORWARD", "-j", EGRESS_CHAIN):
         subprocess.run(["iptables", "-w", "5", "-I", "FORWARD", "1", "-j", EGRESS_CHAIN], check=True,
                        capture_output=True, text=True, timeout=60)
@@ -105,9 +121,26 @@ def unmount_under(*roots: Path) -> None:
         _run("umount", "-l", point)
 
 
-def _remove_kubepods_cgroups() -> None:
+def make_cgroup_root(name: str) -> None:
+    """Create the cgroup ``/<name>`` under every cgroup v1 controller (a kubelet refuses a
+    ``cgroupRoot`` that does not exist); a cpuset one gets its parent's CPUs and memory nodes.
+
+    Raises:
+        OSError: the cgroup filesystem refused (not root).
+    """
     base = Path("/sys/fs/cgroup")
-    candidates = [base / "kubepods"] + [p / "kubepods" for p in base.iterdir() if p.is_dir()] \
+    for controller in sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink()):
+        path = controller / name
+        path.mkdir(exist_ok=True)
+        for inherited in ("cpuset.cpus", "cpuset.mems"):
+            if (controller / inherited).exists() and not (path / inherited).read_text().strip():
+                (path / inherited).write_text((controller / inherited).read_text())
+
+
+def _remove_kubepods_cgroups(only: str | None = None) -> None:
+    base = Path("/sys/fs/cgroup")
+    tops = (only,) if only else ("kubepods", SECOND_CGROUP_ROOT)
+    candidates = [base / top for top in tops] + [p / top for p in base.iterdir() if p.is_dir() for top in tops] \
         if base.is_dir() else []
     for top in candidates:
         if not top.is_dir():
@@ -129,7 +162,7 @@ def cleanup_host(net: NodeNetwork, state_dir: Path, *, run_dir: Path, kube_proxy
     if mounts:
         found.append(f"{len(mounts)} mounts under {run_dir}")
     unmount_under(run_dir)
-    for bridge in (net.pod_bridge, net.node_bridge):
+    for bridge in (net.pod_bridge, net.second_pod_bridge, net.node_bridge):
         if _run("ip", "link", "show", bridge).returncode == 0:
             found.append(f"bridge {bridge}")
             _run("ip", "link", "del", bridge)
@@ -165,6 +198,14 @@ def cleanup_host(net: NodeNetwork, state_dir: Path, *, run_dir: Path, kube_proxy
     if run_dir.exists():
         shutil.rmtree(run_dir, ignore_errors=True)
     return found
+
+
+def remove_second_node_host(net: NodeNetwork) -> None:
+    """Undo what :meth:`conveyor.testing.node.KubeNode.add_node` changed on the host: the second
+    pod bridge, the second node IP and the second kubelet's cgroups. Never raises."""
+    _run("ip", "link", "del", net.second_pod_bridge)
+    _run("ip", "addr", "del", f"{net.second_node_ip}/32", "dev", net.node_bridge)
+    _remove_kubepods_cgroups(only=SECOND_CGROUP_ROOT)
 
 
 def missing_host_tools() -> list[str]:

@@ -25,6 +25,7 @@ import ipaddress
 import json
 import os
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,10 +63,12 @@ def _write(path: Path, data: bytes, mode: int = 0o644) -> Path:
     return path
 
 
-def write_pki(directory: Path, *, node_name: str, node_ip: str, service_ip: str, server: str) -> NodePKI:
+def write_pki(directory: Path, *, node_name: str, node_ip: str, service_ip: str, server: str,
+              more_nodes: Sequence[str] = ()) -> NodePKI:
     """Generate a fresh PKI under ``directory`` (created) for a node called ``node_name`` whose
     API server listens at ``server`` (``https://<node_ip>:<port>``) and whose ``kubernetes``
-    Service has ClusterIP ``service_ip``.
+    Service has ClusterIP ``service_ip``. Each of ``more_nodes`` gets a kubelet token of its own
+    too (kubeconfig ``kubelet-<name>``), so the API server can take that node in later.
 
     Raises:
         ImportError: the ``cryptography`` package is missing (a dev dependency).
@@ -138,7 +141,8 @@ def write_pki(directory: Path, *, node_name: str, node_ip: str, service_ip: str,
         tokens_csv=d / "tokens.csv",
         kubeconfigs={},
     )
-    users = [*COMPONENT_USERS, ("kubelet", f"system:node:{node_name}", ("system:nodes",))]
+    users = [*COMPONENT_USERS, ("kubelet", f"system:node:{node_name}", ("system:nodes",)),
+             *((f"kubelet-{name}", f"system:node:{name}", ("system:nodes",)) for name in more_nodes)]
     rows = []
     for stem, user, groups in users:
         token = secrets.token_hex(16)

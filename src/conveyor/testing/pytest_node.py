@@ -14,6 +14,13 @@ Session-scoped (started by the first test that needs them, stopped at session en
 * ``node_postgres`` -> :class:`~conveyor.testing.postgres.PostgresServer` on the node IP,
   admitting the pod CIDR.
 
+Module-scoped:
+
+* ``second_node`` -> ``str``: the name of a second node started in the session's cluster for
+  the module's tests (:meth:`~conveyor.testing.node.KubeNode.add_node`: its own kubelet,
+  containerd, pod bridge and cgroup root on this machine), taken out after them, so the other
+  e2e tests keep one node.
+
 Function-scoped:
 
 * ``node_namespace`` -> ``str``: a fresh namespace on the node, under Pod Security Standards
@@ -70,6 +77,19 @@ def node_postgres(kube_node):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def second_node(kube_node) -> Iterator[str]:
+    """A second node for this module's tests; removed after them (see the module docstring)."""
+    from conveyor.testing import _support
+
+    with _support.outside_test_timeout():
+        name = start_or_fail(kube_node.add_node)
+    try:
+        yield name
+    finally:
+        kube_node.remove_node()
 
 
 @pytest.fixture

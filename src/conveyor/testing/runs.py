@@ -161,14 +161,17 @@ class SteadyLoad:
     """Records ``{"id": n}`` (key ``k<n>``, n from 0) written to a topic at a steady rate on a
     thread, until the ``with`` block ends: load that runs on while a test rescales or drains.
     ``produced`` is how many were acknowledged once the block ended; ``sent`` how many were
-    handed to the producer so far; :meth:`set_rate` changes the rate from now on.
+    handed to the producer so far; :meth:`set_rate` changes the rate from now on. With
+    ``partitions``, record n goes to partition ``n % partitions`` and says so: ``{"id": n, "p": ...}``.
 
     Raises (on leaving the block):
         RuntimeError: a record was not acknowledged within 60 s.
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, records_per_s: float = 200.0) -> None:
+    def __init__(self, bootstrap_servers: str, topic: str, records_per_s: float = 200.0,
+                 partitions: int | None = None) -> None:
         self.bootstrap_servers, self.topic, self.records_per_s = bootstrap_servers, topic, records_per_s
+        self.partitions = partitions
         self.produced = self.sent = 0
         self._since, self._base = time.monotonic(), 0  # the rate holds from _since, when _base were due
         self._lock = threading.Lock()
@@ -210,7 +213,9 @@ class SteadyLoad:
                 with self._lock:
                     due = self._due()
                 for i in range(sent, due):
-                    producer.produce(self.topic, key=f"k{i}".encode(), value=json.dumps({"id": i}).encode(),
+                    where = {} if self.partitions is None else {"partition": i % self.partitions}
+                    value = {"id": i} if self.partitions is None else {"id": i, "p": i % self.partitions}
+                    producer.produce(self.topic, key=f"k{i}".encode(), value=json.dumps(value).encode(), **where,
                                      on_delivery=lambda err, _msg: err is not None and errors.append(str(err)))
                 self.sent = sent = max(sent, due)
                 producer.poll(0)
