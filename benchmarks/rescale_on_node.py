@@ -52,9 +52,14 @@ JSON_VALUES = {"key.converter": "org.apache.kafka.connect.storage.StringConverte
                "value.converter.schemas.enable": "false"}
 
 
+def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the topic exists
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
 def _topic_and_table(bootstrap: str, pg_url: str) -> str:
     topic = f"rescale_{uuid.uuid4().hex[:8]}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    _create_topic(bootstrap, topic, PARTITIONS)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f'CREATE TABLE "{topic}" (id bigint, p int, written_at timestamptz DEFAULT clock_timestamp())')
     return topic
@@ -171,7 +176,7 @@ def rescale_round(node: KubeNode, bootstrap: str, pg_url: str, protocol: str, ra
 
 def autoscale_round(node: KubeNode, bootstrap: str, pg_url: str) -> dict[str, Any]:
     topic = f"auto_{uuid.uuid4().hex[:8]}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
+    _create_topic(bootstrap, topic, 6)
     name = f"as-{uuid.uuid4().hex[:6]}"
     config = {"topics": topic, "connection.url": pg_url, "insert.mode": "insert", "auto.create": "true",
               "throttle.records.per.second": "150", "offset.flush.interval.ms": "2000", **JSON_VALUES}

@@ -9,7 +9,7 @@ import pytest
 from conveyor.control.load import SinkLoad
 from conveyor.manifest import ConnectorManifest
 from conveyor.manifest.autoscaler import AutoscalerSpec
-from conveyor_operator.observe.autoscaler import History, decide, running_manifest, running_tasks
+from conveyor_operator.observe.autoscaler import History, decide, driver_behind, running_manifest, running_tasks
 
 
 def spec(**overrides: object) -> AutoscalerSpec:
@@ -171,3 +171,15 @@ def test_an_autoscaler_sizes_a_local_master_for_its_max_tasks() -> None:
     assert manifest(tasksMax=2, autoscaler={"maxTasks": 6}).spec.most_tasks == 6
     assert manifest(tasksMax=2, autoscaler={"enabled": False, "maxTasks": 6}).spec.most_tasks == 2
     assert manifest(tasksMax=2).spec.most_tasks == 2
+
+
+def test_a_driver_left_on_another_count_is_sent_the_autoscalers_again_after_a_window() -> None:
+    """A reconcile that read the status before the autoscaler's last write pushes the count before
+    it; the autoscaler sends its own again once the driver has run the other for a whole window."""
+    auto, history = spec(metricsWindowSeconds=30), History()
+    assert not driver_behind(auto, history, driver_tasks=2, current=3, now=100.0)
+    assert not driver_behind(auto, history, driver_tasks=2, current=3, now=129.0)
+    assert driver_behind(auto, history, driver_tasks=2, current=3, now=130.0)
+    assert not driver_behind(auto, history, driver_tasks=2, current=3, now=131.0), "measured anew after a send"
+    assert not driver_behind(auto, history, driver_tasks=3, current=3, now=200.0)
+    assert history.driver_differs_since is None

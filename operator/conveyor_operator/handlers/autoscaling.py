@@ -16,7 +16,7 @@ from typing import Any
 
 from conveyor.control.client import DriverRefused, DriverUnreachable
 from conveyor.control.load import SinkLoad
-from conveyor.manifest import ManifestError
+from conveyor.manifest import ConnectorManifest, ManifestError
 from conveyor.manifest.autoscaler import autoscaling
 from conveyor_operator.context import RUNTIME, driver_client, parse, shared_kube
 from conveyor_operator.observe import autoscaler
@@ -33,6 +33,18 @@ NOT_SCALED = "AutoscalerScaleFailed"
 def forget(key: Key) -> None:
     """Drop what is kept of a Connector that is gone or no longer autoscaled."""
     RUNTIME.autoscaler_histories.pop(key, None)
+
+
+def _send_again(manifest: ConnectorManifest, tasks: int, key: Key) -> None:
+    """``PUT /config`` of ``manifest`` with ``tasks`` again (:func:`autoscaler.driver_behind`)."""
+    namespace, name = key
+    try:
+        driver_client(name, namespace).put_config(render.spec_dict(autoscaler.with_tasks(manifest, tasks)))
+    except (DriverUnreachable, DriverRefused) as exc:
+        log.warning("connector %s/%s: the autoscaler's %d task(s) not sent again: %s", namespace, name, tasks, exc)
+        return
+    log.info("connector %s/%s: the driver ran another count than the autoscaler's %d task(s): sent again",
+             namespace, name, tasks)
 
 
 def autoscale(key: Key, body: dict[str, Any], status: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
@@ -56,12 +68,16 @@ def autoscale(key: Key, body: dict[str, Any], status: dict[str, Any], report: di
     except (KeyError, TypeError, ValueError):  # a source connector, or the group's lag not read yet
         return fields
     history = RUNTIME.autoscaler_histories.setdefault(key, autoscaler.History())
-    decision = autoscaler.decide(spec, history, load, current, time.monotonic())
+    namespace, name = key
+    now = time.monotonic()
+    if autoscaler.driver_behind(spec, history, len(report.get("tasks") or ()), current, now):
+        _send_again(manifest, current, key)
+        return fields
+    decision = autoscaler.decide(spec, history, load, current, now)
     if decision.tasks is None or decision.evaluation is None:
         return fields
     scaled = autoscaler.with_tasks(manifest, decision.tasks)
     evaluation = decision.evaluation
-    namespace, name = key
     try:
         driver_client(name, namespace).put_config(render.spec_dict(scaled))
     except (DriverUnreachable, DriverRefused) as exc:

@@ -53,6 +53,8 @@ class History:
     recommendations: collections.deque[tuple[float, int]] = field(default_factory=lambda: collections.deque(maxlen=400))
     recommending_since: float | None = None
     """When the first recommendation since measuring began was made."""
+    driver_differs_since: float | None = None
+    """Since when the driver has run another task count than the autoscaler's (see :func:`driver_behind`)."""
 
     def restart(self) -> None:
         """Measure anew (the task count changed, or a counter went back)."""
@@ -157,6 +159,23 @@ def evaluate(spec: AutoscalerSpec, samples: collections.deque[Sample], current: 
     return Evaluation(window_s=window_s, tasks=b.tasks, partitions=b.partitions, lag=b.lag, input_rate=produced,
                       processing_rate=processing, busy=busy, target_rate=target, recommended=recommended,
                       reason=reason)
+
+
+def driver_behind(spec: AutoscalerSpec, history: History, driver_tasks: int, current: int, now: float) -> bool:
+    """Whether the driver should be sent the autoscaler's count ``current`` again: it has run
+    ``driver_tasks`` instead for a whole metrics window. That happens when a reconcile that read
+    the status before the autoscaler's last write pushed the config with the count before it;
+    without this the autoscaler would wait for the driver's count forever (no decision is made
+    while the two differ)."""
+    if driver_tasks == current:
+        history.driver_differs_since = None
+        return False
+    if history.driver_differs_since is None:
+        history.driver_differs_since = now
+    if now - history.driver_differs_since < spec.metrics_window_seconds:
+        return False
+    history.driver_differs_since = None
+    return True
 
 
 def decide(spec: AutoscalerSpec, history: History, load: SinkLoad, current: int, now: float) -> Decision:
