@@ -72,6 +72,8 @@ def test_the_autoscaler_scales_a_slow_sink_up_on_a_lag_breach_and_down_once_idle
     create_topic(kafka, topic, partitions=6)
     config = {"topics": topic, "connection.url": pg, "insert.mode": "insert", "auto.create": "true",
               "throttle.records.per.second": str(TASK_RATE),
+              # a put of at most a second's records: a task's counters reach the driver between its hooks
+              "conveyor.batch.max.records": str(TASK_RATE), "consumer.override.max.poll.records": str(TASK_RATE),
               "key.converter": "org.apache.kafka.connect.storage.StringConverter",
               "value.converter": "org.apache.kafka.connect.json.JsonConverter",
               "value.converter.schemas.enable": "false", "offset.flush.interval.ms": "2000"}
@@ -98,7 +100,7 @@ def test_the_autoscaler_scales_a_slow_sink_up_on_a_lag_breach_and_down_once_idle
                                   120, f"the group's lag above {TARGET_LAG}", interval_s=0.5)
             def all_putting() -> float | None:
                 tasks = driver_status()["tasks"]
-                ok = len(tasks) == 3 and all(t["state"] == "RUNNING" and t["records_put"] > 0 for t in tasks)
+                ok = len(tasks) == 3 and all(t["state"] == "RUNNING" and t.get("records_put", 0) > 0 for t in tasks)
                 return time.monotonic() if ok else None
 
             consuming = eventually(all_putting, 180, "three tasks putting records", interval_s=0.5)

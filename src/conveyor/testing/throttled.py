@@ -2,9 +2,9 @@
 one: for tests and benchmarks of the autoscaler, whose decisions come from the tasks' rate and
 busy time. Spec class ``conveyor.testing.throttled:ThrottledPostgresSinkConnector``.
 
-``throttle.records.per.second`` (per task; required, above 0): after each ``put`` or
-``put_batch`` the task sleeps until its records so far would have taken that long at that rate.
-The sleep is inside the hook, so the runtime counts it as busy time. Everything else is the
+``throttle.records.per.second`` (per task; required, above 0): each ``put`` or ``put_batch``
+takes at least its records' share of a second at that rate (the write's own time included: it
+sleeps for the rest). The sleep is inside the hook, so the runtime counts it as busy time. Everything else is the
 PostgreSQL sink's (:mod:`conveyor.connectors.postgres.sink`).
 """
 
@@ -41,17 +41,18 @@ class ThrottledPostgresSinkTask(PostgresSinkTask):
         super().start(config)
 
     def put(self, records: Sequence[SinkRecord]) -> None:
+        began = time.monotonic()
         super().put(records)
-        self._take(len(records))
+        self._take(len(records), began)
 
     def put_batch(self, batch: pa.RecordBatch) -> None:
+        began = time.monotonic()
         super().put_batch(batch)
-        self._take(batch.num_rows)
+        self._take(batch.num_rows, began)
 
-    def _take(self, records: int) -> None:
-        now = time.monotonic()
-        self._free_at = max(self._free_at, now) + records / self._rate
-        time.sleep(max(0.0, self._free_at - now))
+    def _take(self, records: int, began: float) -> None:
+        self._free_at = max(self._free_at, began) + records / self._rate
+        time.sleep(max(0.0, self._free_at - time.monotonic()))
 
 
 class ThrottledPostgresSinkConnector(PostgresSinkConnector):
