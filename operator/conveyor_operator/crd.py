@@ -132,7 +132,11 @@ def connector_crd() -> dict[str, Any]:
                 "additionalPrinterColumns": [
                     {"name": "Class", "type": "string", "jsonPath": ".spec.class"},
                     {"name": "Tasks", "type": "integer", "jsonPath": ".spec.tasksMax"},
-                    {"name": "State", "type": "string", "jsonPath": ".spec.state"},
+                    {"name": "State", "type": "string", "jsonPath": ".status.connector.state",
+                     "description": "The state the connector is in, as its driver reports it (RUNNING, PAUSED, "
+                                    "STOPPED, FAILED, UNASSIGNED)."},
+                    {"name": "Desired", "type": "string", "jsonPath": ".spec.state", "priority": 1,
+                     "description": "spec.state: the state asked for."},
                     {"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
                     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                 ],

@@ -673,15 +673,27 @@ def test_eviction_of_a_driver_pod_becomes_a_closing_commit(kube_api, kube_namesp
             assert eviction["complete"] is True
             assert sum(c["offset"] for c in eviction["committed"]) == 300
 
-            # the restart-task annotation is delivered and removed
+            # the restart-task annotation, and Strimzi's, is delivered and removed
+            for annotation in ("conveyor.dev/restart-task", "strimzi.io/restart-task"):
+                attempt = eventually(lambda: driver.status()["tasks"][0]["state"] == "RUNNING"
+                                     and driver.status()["tasks"][0]["attempt"], message="task 0 running again")
+                api.custom.patch_namespaced_custom_object(
+                    "conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
+                    {"metadata": {"annotations": {annotation: "0"}}})
+                eventually(lambda a=annotation: a not in
+                           (api.get_connector(kube_namespace, name)["metadata"].get("annotations") or {}),
+                           message=f"{annotation} removed")
+                eventually(lambda a=attempt: driver.status()["tasks"][0]["attempt"] > a,
+                           message=f"task 0 restarted by {annotation}")
             attempt = eventually(lambda: driver.status()["tasks"][0]["state"] == "RUNNING"
                                  and driver.status()["tasks"][0]["attempt"], message="task 0 running again")
-            api.custom.patch_namespaced_custom_object(
+            api.custom.patch_namespaced_custom_object(  # Strimzi's connector restart
                 "conveyor.dev", "v1alpha1", kube_namespace, "connectors", name,
-                {"metadata": {"annotations": {"conveyor.dev/restart-task": "0"}}})
-            eventually(lambda: "conveyor.dev/restart-task" not in
+                {"metadata": {"annotations": {"strimzi.io/restart": "true"}}})
+            eventually(lambda: api.events(kube_namespace, name, "Restarted"), message="the Restarted Event")
+            eventually(lambda: "strimzi.io/restart" not in
                        (api.get_connector(kube_namespace, name)["metadata"].get("annotations") or {}),
-                       message="annotation removed")
+                       message="strimzi.io/restart removed")
             eventually(lambda: driver.status()["tasks"][0]["attempt"] > attempt, message="task 0 restarted")
 
             # config and state changes reach the running driver through its control API

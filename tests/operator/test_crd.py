@@ -42,7 +42,10 @@ def test_rules_scale_printer_columns_and_short_name():
     assert spec["properties"]["state"]["enum"] == ["running", "paused", "stopped"]
     version = doc["spec"]["versions"][0]
     assert version["subresources"]["scale"]["specReplicasPath"] == ".spec.tasksMax"
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Class", "Tasks", "State", "Ready", "Age"]
+    columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
+    assert list(columns) == ["Class", "Tasks", "State", "Desired", "Ready", "Age"]
+    assert columns["State"]["jsonPath"] == ".status.connector.state", "the state it is in, not the one asked for"
+    assert columns["Desired"]["jsonPath"] == ".spec.state" and columns["Desired"]["priority"] == 1
     assert doc["spec"]["names"]["shortNames"]
     config_from = spec["properties"]["configFrom"]["items"]
     assert config_from["x-kubernetes-validations"][0]["rule"] == "has(self.secretRef) != has(self.configMapRef)"

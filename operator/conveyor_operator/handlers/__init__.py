@@ -15,7 +15,9 @@ Connector and pod events    the status poller (its own threads) reads the driver
 (metrics)                   each create / update / resume is counted and timed
                             (:mod:`conveyor_operator.metrics`)
 ``conveyor.dev/restart``    restart the tasks; ``conveyor.dev/restart-task: "<id>"``
-                            restarts one; the annotation is removed when done (:mod:`.connector`)
+                            restarts one; the annotation is removed when done; Strimzi's
+                            ``strimzi.io/restart`` and ``strimzi.io/restart-task`` the same
+                            (:mod:`.connector`)
 delete (finalizer)          ``POST /stop?connector_deleted=true`` to the driver, or a
                             one-shot cleanup Job when none runs; failures keep the
                             finalizer, back off, and show as ``CleanupFailed`` (:mod:`.deletion`)

@@ -150,11 +150,23 @@ def _wait_for_predecessor(namespace: str, name: str, conditions: Conditions, gen
 @kopf.on.resume(*RESOURCE, annotations={names.ANNOTATION_RESTART: kopf.PRESENT})
 def restart(body: kopf.Body, name: str, namespace: str, retry: int, **_: Any) -> None:
     """``conveyor.dev/restart``: restart every task, then remove the annotation."""
+    _restart(names.ANNOTATION_RESTART, body, name, namespace, retry)
+
+
+@kopf.on.create(*RESOURCE, annotations={names.ANNOTATION_RESTART_STRIMZI: kopf.PRESENT})
+@kopf.on.update(*RESOURCE, annotations={names.ANNOTATION_RESTART_STRIMZI: kopf.PRESENT})
+@kopf.on.resume(*RESOURCE, annotations={names.ANNOTATION_RESTART_STRIMZI: kopf.PRESENT})
+def strimzi_restart(body: kopf.Body, name: str, namespace: str, retry: int, **_: Any) -> None:
+    """Strimzi's ``strimzi.io/restart`` on a KafkaConnector, the same way."""
+    _restart(names.ANNOTATION_RESTART_STRIMZI, body, name, namespace, retry)
+
+
+def _restart(key: str, body: kopf.Body, name: str, namespace: str, retry: int) -> None:
     try:
         result = driver_client(name, namespace).restart()
     except (DriverUnreachable, DriverRefused) as exc:
         raise kopf.TemporaryError(f"restart not delivered: {exc}", delay=backoff(retry)) from None
-    shared_kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART)
+    shared_kube().remove_annotation(namespace, name, key)
     shared_kube().patch_connector_status(namespace, name, {"autoRestart": None})  # a manual restart resets the count
     shared_kube().event(body, "Normal", "Restarted", message=f"tasks restarted: {result}")
 
@@ -164,23 +176,34 @@ def restart(body: kopf.Body, name: str, namespace: str, retry: int, **_: Any) ->
 @kopf.on.resume(*RESOURCE, annotations={names.ANNOTATION_RESTART_TASK: kopf.PRESENT})
 def restart_task(body: kopf.Body, meta: kopf.Meta, name: str, namespace: str, retry: int, **_: Any) -> None:
     """``conveyor.dev/restart-task: "<id>"``: restart one task, then remove the annotation."""
-    value = meta["annotations"][names.ANNOTATION_RESTART_TASK]
+    _restart_task(names.ANNOTATION_RESTART_TASK, body, meta, name, namespace, retry)
+
+
+@kopf.on.create(*RESOURCE, annotations={names.ANNOTATION_RESTART_TASK_STRIMZI: kopf.PRESENT})
+@kopf.on.update(*RESOURCE, annotations={names.ANNOTATION_RESTART_TASK_STRIMZI: kopf.PRESENT})
+@kopf.on.resume(*RESOURCE, annotations={names.ANNOTATION_RESTART_TASK_STRIMZI: kopf.PRESENT})
+def strimzi_restart_task(body: kopf.Body, meta: kopf.Meta, name: str, namespace: str, retry: int, **_: Any) -> None:
+    """Strimzi's ``strimzi.io/restart-task: "<id>"`` on a KafkaConnector, the same way."""
+    _restart_task(names.ANNOTATION_RESTART_TASK_STRIMZI, body, meta, name, namespace, retry)
+
+
+def _restart_task(key: str, body: kopf.Body, meta: kopf.Meta, name: str, namespace: str, retry: int) -> None:
+    value = meta["annotations"][key]
     try:
         task_id = int(value)
     except ValueError:
-        shared_kube().event(body, "Warning", "InvalidAnnotation",
-                  message=f"{names.ANNOTATION_RESTART_TASK}: {value!r} is not a task id; removed")
-        shared_kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
+        shared_kube().event(body, "Warning", "InvalidAnnotation", message=f"{key}: {value!r} is not a task id; removed")
+        shared_kube().remove_annotation(namespace, name, key)
         return
     try:
         driver_client(name, namespace).restart_task(task_id)
     except DriverRefused as exc:
         if exc.status == 404:
             shared_kube().event(body, "Warning", "InvalidAnnotation", message=f"{exc.message}; annotation removed")
-            shared_kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
+            shared_kube().remove_annotation(namespace, name, key)
             return
         raise kopf.TemporaryError(f"restart of task {task_id} not delivered: {exc}", delay=backoff(retry)) from None
     except DriverUnreachable as exc:
         raise kopf.TemporaryError(f"restart of task {task_id} not delivered: {exc}", delay=backoff(retry)) from None
-    shared_kube().remove_annotation(namespace, name, names.ANNOTATION_RESTART_TASK)
+    shared_kube().remove_annotation(namespace, name, key)
     shared_kube().event(body, "Normal", "TaskRestarted", message=f"task {task_id} restarted")
