@@ -38,3 +38,32 @@ def test_validation_warns_about_unknown_keys_and_lists_them_with_errors(caplog):
     with caplog.at_level(logging.WARNING):
         validate_config(cls(), kind, {"topics": "orders", "connection.url": "postgresql://db/x", "bacth.size": "5"}, "c")
     assert "spec.config.bacth.size is not a known key (did you mean 'batch.size'?); it is ignored" in caplog.text
+
+
+@pytest.mark.parametrize("connector, base", [
+    ("postgres-sink", {"topics": "orders", "connection.url": "postgresql://db/x"}),
+    ("noop-sink", {"topics": "orders"}),  # no config model: the runtime's own keys are checked still
+])
+def test_an_unknown_errors_key_is_refused_with_the_closest_one(connector, base):
+    """Kafka Connect accepts and ignores ``errors.tolerence=all`` (issue 35 item 4)."""
+    cls, kind = connector_class(connector)
+    with pytest.raises(PreflightError) as refused:
+        validate_config(cls(), kind, {**base, "errors.tolerence": "all"}, "c")
+    assert refused.value.errors == {"errors.tolerence": "not a known key (did you mean 'errors.tolerance'?)"}
+    validate_config(cls(), kind, {**base, "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dlq",
+                                  "errors.deadletterqueue.context.headers.enable": "true"}, "c")
+
+
+@pytest.mark.parametrize("key, instead", [
+    ("consumer.override.key.deserializer", "key.converter"),
+    ("consumer.override.value.deserializer", "value.converter"),
+])
+def test_a_key_the_runtime_would_drop_is_refused_with_the_reason(key, instead):
+    cls, kind = connector_class("noop-sink")
+    with pytest.raises(PreflightError) as refused:
+        validate_config(cls(), kind, {"topics": "t", key: "org.apache.kafka.common.serialization.StringDeserializer"},
+                        "c")
+    assert set(refused.value.errors) == {key} and f"set {instead} instead" in refused.value.errors[key]
+    assert config_keys.framework_key_errors({"producer.override.value.serializer": "x"}, ()) == {
+        "producer.override.value.serializer": "refused: a source task's records are serialized by value.converter: "
+                                              "set value.converter instead"}

@@ -48,6 +48,25 @@ def test_invalid_settings_name_the_key(extra, key):
     assert key in info.value.errors
 
 
+@pytest.mark.parametrize("extra, key", [
+    ({"topic.creation.groups": "compacted", "topic.creation.compacted.include": "c.*",
+      "topic.creation.compactd.cleanup.policy": "compact"}, "topic.creation.compactd.cleanup.policy"),
+    ({"topic.creation.defualt.partitions": "3"}, "topic.creation.defualt.partitions"),
+])
+def test_a_key_of_a_group_not_listed_is_refused_naming_it(extra, key):
+    with pytest.raises(ConfigError) as info:
+        topic_groups({**BASE, **extra})
+    assert set(info.value.errors) == {key} and "not in topic.creation.groups" in info.value.errors[key]
+
+
+def test_group_keys_without_topic_creation_on_are_refused_and_the_worker_keys_pass():
+    with pytest.raises(ConfigError) as info:
+        topic_groups({"topic.creation.logs.include": "l.*", "topic.creation.groups": "logs"})
+    assert set(info.value.errors) == {"topic.creation.logs.include"}
+    assert "topic creation is off" in info.value.errors["topic.creation.logs.include"]
+    assert topic_groups({"topic.creation.enable": "true", "topic.creation.groups": ""}) is None
+
+
 def test_only_one_of_the_two_default_keys_is_refused():
     with pytest.raises(ConfigError) as info:
         topic_groups({"topic.creation.default.partitions": "3"})

@@ -24,6 +24,7 @@ from conveyor.api import ConfigError
 PREFIX = "topic.creation."
 DEFAULT_GROUP = "default"
 _GROUP_KEYS = ("include", "exclude", "replication.factor", "partitions")
+_WORKER_KEYS = (f"{PREFIX}groups", f"{PREFIX}enable")
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,16 @@ def topic_groups(config: Mapping[str, Any]) -> list[TopicGroup] | None:
     ``None`` when topic creation is not enabled for it.
 
     Raises:
-        ConfigError: naming each invalid ``topic.creation.*`` key.
+        ConfigError: naming each invalid ``topic.creation.*`` key, and each key of a group that
+            ``topic.creation.groups`` does not list (a typo Kafka Connect ignores).
     """
     rf_key, partitions_key = f"{PREFIX}{DEFAULT_GROUP}.replication.factor", f"{PREFIX}{DEFAULT_GROUP}.partitions"
     if rf_key not in config and partitions_key not in config:
+        unread = {key: "topic creation is off without topic.creation.default.replication.factor and "
+                       "topic.creation.default.partitions, so nothing reads this key"
+                  for key in config if key.startswith(PREFIX) and key not in _WORKER_KEYS}
+        if unread:
+            raise ConfigError(unread)
         return None
     errors: dict[str, str] = {}
     for key in (rf_key, partitions_key):
@@ -93,6 +100,12 @@ def topic_groups(config: Mapping[str, Any]) -> list[TopicGroup] | None:
         groups.append(TopicGroup(name, _count(config, base + "replication.factor", default_rf, errors),
                                  _count(config, base + "partitions", default_partitions, errors),
                                  include, _patterns(config, base + "exclude", errors), configs))
+    listed = {g.name for g in groups}
+    for key in config:
+        group = key[len(PREFIX):].split(".", 1)[0] if key.startswith(PREFIX) else None
+        if group is not None and group not in listed and key not in _WORKER_KEYS:
+            errors[key] = (f"group {group!r} is not in topic.creation.groups "
+                           f"({', '.join(sorted(listed - {DEFAULT_GROUP})) or 'none listed'}), so nothing reads this key")
     if errors:
         raise ConfigError(errors)
     return groups

@@ -80,6 +80,8 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
     A ``tasks.max`` in ``config`` that ``tasks_max`` (``spec.tasksMax``) overrides, and keys
     that nothing reads, are logged as warnings with the closest known key, and listed
     with it under the errors when there are errors (:mod:`conveyor.runtime.config.keys`).
+    Unknown ``errors.*`` keys and keys the runtime would drop (``consumer.override.key.deserializer``...)
+    are errors (:func:`conveyor.runtime.config.keys.framework_key_errors`).
 
     Raises:
         PreflightError: listing every invalid key as ``spec.config.<key>: <message>``.
@@ -108,6 +110,9 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
                 topic_groups(config)
             except ConfigError as exc:
                 errors.update(exc.errors)
+    if connector_type in ("sink", "source"):  # the DLQ's keys on a source are ignored, as Kafka Connect does
+        errors.update(config_keys.framework_key_errors(
+            config, config_keys.model_keys(SinkSettings) | config_keys.model_keys(SourceSettings)))
     if tasks_max is not None and (overridden := tasks_max_overridden(config, tasks_max)):
         log.warning("connector %s: %s", name, overridden)
     unknown = _unknown_keys(connector, connector_type, config)
