@@ -474,3 +474,18 @@ def test_user_subclass_reports_its_own_name() -> None:
         {"transforms": "i", "transforms.i.type": f"{HERE}.MyInsert", "transforms.i.topic.field": "t"}
     )
     assert chain.stages[0].transformation_class == f"{HERE}.MyInsert"
+
+
+@pytest.mark.parametrize("extra, key, message", [
+    ({"transforms.rout.regex": "x"}, "transforms.rout.regex", "transformation 'rout' is not listed in 'transforms' (route)"),
+    ({"predicates.isTomb.type": "RecordIsTombstone"}, "predicates.isTomb.type",
+     "predicate 'isTomb' is not listed in 'predicates' (empty)"),
+])
+def test_a_key_of_an_alias_not_listed_is_refused_naming_it(extra: dict, key: str, message: str) -> None:
+    """Kafka Connect ignores ``transforms.<alias>.*`` of an alias ``transforms`` does not list (issue 35 item 4)."""
+    config = {"transforms": "route", "transforms.route.type": "RegexRouter", "transforms.route.regex": "(.*)",
+              "transforms.route.replacement": "x-$1"}
+    assert len(TransformationChain.from_config(config)) == 1
+    with pytest.raises(ConfigError) as refused:
+        TransformationChain.from_config({**config, **extra})
+    assert set(refused.value.errors) == {key} and refused.value.errors[key].startswith(message)

@@ -15,6 +15,10 @@ Typical use::
         node.kubectl("apply", "-f", "pod.yaml")
         node.node_ip                          # 10.89.0.1: what pods reach the host on
 
+:meth:`KubeNode.add_node` takes a second node into the cluster on the same machine (its own
+kubelet, containerd, pod bridge and range, cgroup root and node IP), for the tests that are about
+two nodes (a drain that moves tasks to the other node); :meth:`KubeNode.remove_node` takes it out.
+
 The network never leaves the machine (see :mod:`conveyor.testing.node_host`): the node IP sits
 on a bridge the harness creates; pods live on ``10.88.0.0/16`` and are refused any route off
 their bridge; CoreDNS answers ``cluster.local`` from Services and everything else NXDOMAIN (it

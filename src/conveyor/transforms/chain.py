@@ -327,11 +327,23 @@ class _ChainBuilder:
                     self.created.remove(unused)
                     _close_quietly(unused)
                 log.info("predicate '%s' is defined but no transformation uses it", alias)
+        self._unlisted("transforms", aliases, "transformation")
+        self._unlisted("predicates", predicate_aliases, "predicate")
         if self.errors:
             for obj in self.created:
                 _close_quietly(obj)
             raise ConfigError(self.errors)
         return TransformationChain(stages)
+
+    def _unlisted(self, key: str, aliases: list[str], what: str) -> None:
+        """A ``<key>.<alias>.*`` key of an alias that ``key`` does not list is refused: nothing
+        reads it (Kafka Connect ignores it, so a typo in an alias goes unseen)."""
+        prefixes = tuple(f"{key}.{alias}." for alias in aliases)
+        for name in self.config:
+            if name.startswith(f"{key}.") and not name.startswith(prefixes):
+                alias = name[len(key) + 1:].split(".", 1)[0]
+                self.errors[name] = (f"{what} '{alias}' is not listed in '{key}' ({', '.join(aliases) or 'empty'}), "
+                                     "so nothing reads this key")
 
     def _aliases(self, key: str) -> list[str]:
         value = self.config.get(key)
