@@ -194,8 +194,11 @@ def autoscale_round(node: KubeNode, bootstrap: str, pg_url: str) -> dict[str, An
     node.kubectl("apply", "-f", "-", input=json.dumps(_body(
         name, "conveyor.testing.throttled:ThrottledPostgresSinkConnector", bootstrap, config, autoscaler=autoscaler)))
     try:
-        with SteadyLoad(bootstrap, topic, 60) as load:
+        with SteadyLoad(bootstrap, topic, 0) as load:  # a backlog from the start-up would breach the target
             log = StatusLog(node, name)
+            wait_until(lambda: [t["state"] for t in log.read().get("tasks", [])] == ["RUNNING"], 300,
+                       f"{name}: the task RUNNING", interval_s=0.5)
+            load.set_rate(60)
             wait_until(lambda: (load_now := log.read().get("load") or {}).get("tasks") == 1
                        and load_now["records_put"] > 0 and load_now["lag"] < 300, 300,
                        f"{name}: one task putting records, caught up", interval_s=0.5)

@@ -82,24 +82,30 @@ def test_the_autoscaler_scales_a_slow_sink_up_on_a_lag_breach_and_down_once_idle
     apply(kube_node, connector("auto", ns, "conveyor.testing.throttled:ThrottledPostgresSinkConnector", kafka,
                                config, tasksMax=1, autoscaler=autoscaler))
     try:
-        with SteadyLoad(kafka, topic, records_per_s=60) as load:
-            eventually(lambda: row_count(pg, topic) > 0, 300, "the first rows")
+        # no records before the task runs: a backlog from the start-up would breach the target lag
+        with SteadyLoad(kafka, topic, records_per_s=0) as load:
             control, token = driver_control(kube_node, ns, "auto")
 
             def driver_status() -> dict:
-                code, status = control_request(control, "/status", token=token, timeout_s=10)
-                assert code == 200, status
-                return status
+                try:
+                    code, status = control_request(control, "/status", token=token, timeout_s=10)
+                except OSError:  # the driver is not listening yet
+                    return {}
+                return status if code == 200 else {}
 
+            eventually(lambda: [t["state"] for t in driver_status().get("tasks", [])] == ["RUNNING"], 300,
+                       "the task RUNNING")
+            load.set_rate(60)
+            eventually(lambda: row_count(pg, topic) > 0, 120, "the first rows")
             eventually(lambda: (driver_status().get("load") or {}).get("log_end"), 60, "the driver's load figures")
             time.sleep(15)  # a whole metrics window at 60 records/s, 40 % busy: within the band
             assert not _events(kube_node, ns, "auto"), _events(kube_node, ns, "auto")
 
             load.set_rate(350)  # 2.3 times what one task takes
-            breached = eventually(lambda: driver_status()["load"]["lag"] > TARGET_LAG and time.monotonic(),
+            breached = eventually(lambda: (driver_status().get("load") or {}).get("lag", 0) > TARGET_LAG and time.monotonic(),
                                   120, f"the group's lag above {TARGET_LAG}", interval_s=0.5)
             def all_putting() -> float | None:
-                tasks = driver_status()["tasks"]
+                tasks = driver_status().get("tasks", [])
                 ok = len(tasks) == 3 and all(t["state"] == "RUNNING" and t.get("records_put", 0) > 0 for t in tasks)
                 return time.monotonic() if ok else None
 
@@ -111,17 +117,19 @@ def test_the_autoscaler_scales_a_slow_sink_up_on_a_lag_breach_and_down_once_idle
             body = get(kube_node, "connector", "auto", ns)
             status = body["status"]["autoscaler"]
             assert status["tasks"] == 3 and status["lastScaleTime"], status
-            assert status["lastDecision"]["reason"] == "lag above target; held at 3 (maxTasks)", status
+            assert status["lastDecision"]["reason"].startswith("lag above target"), status
+            assert status["lastDecision"]["recommendedTasks"] == 3, status
             assert status["lastDecision"]["lagRecords"] > TARGET_LAG and status["lastDecision"]["partitions"] == 6
             assert body["spec"]["tasksMax"] == 1, "the autoscaler never writes the spec"
             assert body["status"]["tasksMax"] == 3
-            eventually(lambda: driver_status()["load"]["lag"] <= TARGET_LAG, 180, "three tasks working off the lag")
-            load.set_rate(0)
+            load.set_rate(0)  # the lag counts from committed offsets: at 350/s it stays above 300 (2 s commits)
+            eventually(lambda: (driver_status().get("load") or {}).get("lag", -1) == 0, 180,
+                       "three tasks working off the lag")
             eventually(lambda: get(kube_node, "connector", "auto", ns)["status"]["autoscaler"]["tasks"] == 1, 240,
                        "the autoscaler back at minTasks once idle")
             down = [e for e in _events(kube_node, ns, "auto") if e["reason"] == "AutoscalerScaledDown"]
             assert down and all(" -> " in e["message"] for e in down), down  # 3 -> 1, or 3 -> 2 -> 1
-            eventually(lambda: len(driver_status()["tasks"]) == 1, 60, "one task")
+            eventually(lambda: len(driver_status().get("tasks", [])) == 1, 60, "one task")
         eventually(lambda: row_count(pg, topic) >= load.produced, 180, f"{load.produced} rows")
         assert row_count(pg, topic) == row_count(pg, topic, distinct="id") == load.produced, \
             "every record a row, exactly once"

@@ -60,11 +60,19 @@ def test_a_build_that_fails_names_its_exit_code_and_log(tmp_path):
                            env=dict(os.environ), timeout_s=10, what="the test build", component="test")
 
 
-def _next_report(capfd, seen: list[str]) -> str:
-    """Wait (at most 10 s) for the next line progress_while prints; keeps every line in ``seen``."""
+class _Reports(list):
+    """The lines progress_while printed and were not looked at yet, and the end of stderr read so
+    far that has no newline yet (a line being written when stderr was read)."""
+
+    partial = ""
+
+
+def _next_report(capfd, seen: _Reports) -> str:
+    """Wait (at most 10 s) for the next whole line progress_while prints; keeps the lines in ``seen``."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        seen += capfd.readouterr().err.splitlines()
+        *lines, seen.partial = (seen.partial + capfd.readouterr().err).split("\n")
+        seen += [line for line in lines if line]
         if seen:
             return seen.pop(0)
         time.sleep(0.02)
@@ -72,7 +80,7 @@ def _next_report(capfd, seen: list[str]) -> str:
 
 
 def test_a_long_step_reports_its_time_and_its_logs_latest_line_until_it_ends(tmp_path, capfd):
-    log, seen = tmp_path / "build.log", []
+    log, seen = tmp_path / "build.log", _Reports()
     log.write_text("go: downloading k8s.io/api v0.36.3\n")
     with _support.progress_while("building the test binaries", log, every_s=0.05):
         assert _next_report(capfd, seen) == \
@@ -87,7 +95,7 @@ def test_a_long_step_reports_its_time_and_its_logs_latest_line_until_it_ends(tmp
 
 
 def test_a_long_step_reports_the_stage_its_script_is_on_beside_the_compilers_latest_line(tmp_path, capfd):
-    log, seen = tmp_path / "build.log", []
+    log, seen = tmp_path / "build.log", _Reports()
     with log.open("w") as out, _support.progress_while("building", log, every_s=0.05, stage="[kube/build]"):
         assert _next_report(capfd, seen) == "conveyor.testing: ... building: 0m00s"
         out.write("[kube/build] kube-apiserver v1.36.3: building with go1.26.8...\nk8s.io/api/core/v1\nk8s.io/api/app")

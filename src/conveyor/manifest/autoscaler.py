@@ -56,7 +56,9 @@ class AutoscalerSpec(StrictModel):
     target_lag_records: int | None = Field(
         None, alias="targetLagRecords", ge=0,
         description="Consumer lag (records behind over all partitions) left standing; lag above it is worked "
-                    "off within catchUpSeconds. 1000 when neither this nor targetLagSeconds is set.",
+                    "off within catchUpSeconds. 1000 when neither this nor targetLagSeconds is set. The lag counts "
+                    "from the group's committed offsets, so it is at least the records arriving over "
+                    "offset.flush.interval.ms: a target below that is never met.",
     )
     target_lag_seconds: float | None = Field(
         None, alias="targetLagSeconds", ge=0, le=86400,
