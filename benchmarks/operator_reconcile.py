@@ -19,7 +19,10 @@ at once from a thread pool, and per connector:
   to answer), ``--rest-seconds`` (60) with nothing happening: the API
   requests the server receives then (the operator's status reads of drivers that never answer,
   whatever else it does on its own), per Connector per minute, and the operator's CPU;
-* delete: after that, every Connector is deleted at once; the delete request sent ->
+* one delete among them: then ``--single-deletes`` (50) Connectors are deleted one at a time,
+  each sent once the one before is DELETED, the others still there: what a user deleting one
+  connector among ``--count`` waits for (delete request sent -> DELETED);
+* delete: after that, every other Connector is deleted at once; the delete request sent ->
   DELETED on a watch of Connectors, which with ``--finalizer`` needs the operator to remove the
   ``conveyor.dev/finalizer`` finalizer (the benchmark never touches finalizers).
 
@@ -419,6 +422,7 @@ class RunResult:
     watch_restarts: int = 0
     requests_rest: dict[str, int] = field(default_factory=dict)
     cpu_rest: dict[str, float] = field(default_factory=dict)
+    single_delete: list[float] = field(default_factory=list)
 
 
 def connector_body(name: str, namespace: str, finalizer: bool = False) -> dict[str, Any]:
@@ -571,7 +575,7 @@ def _apiserver_pprof(api: Api, seconds: int, out: Path | None) -> Iterator[None]
 def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count: int, clients: int,
              label: str, extra_env: dict[str, str], log_level: str, timeout: float,
              server_pids: dict[str, list[int]], rest_s: float = 60.0, profile_dir: Path | None = None,
-             finalizer: bool = False) -> RunResult:
+             finalizer: bool = False, single_deletes: int = 0) -> RunResult:
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     kube.create_namespace(namespace)
     api = Api(kube, pool=max(clients, 4))
@@ -648,14 +652,22 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
                 raise AssertionError(f"connectors {'without' if finalizer else 'with'} the {FINALIZER} finalizer "
                                      f"before deletion: {odd[:5]}")
 
+            # one delete at a time while the operator holds all the others: what a user deleting a
+            # connector among `count` waits for (each waits for its DELETED before the next is sent)
+            singles, bulk = names[:single_deletes], names[single_deletes:]
+            for name in singles:
+                delete(name)
+                _wait_all("deletion", [name], timeline.deleted, watchers, op, 60)
+            single_delete = [timeline.deleted[n] - timeline.sent_delete[n] for n in singles]
+
             requests_before = _request_counts(api)
             with _py_spy(op.pid, profile_dir and profile_dir / f"{namespace}-delete.txt"), \
                     _apiserver_pprof(api, 5, profile_dir and profile_dir / f"{namespace}-delete-apiserver.pb.gz"), \
                     _cpu_meter(pids) as cpu_delete:
-                list(pool.map(delete, names))
-                _wait_all("deletion", names, timeline.deleted, watchers, op, timeout)
+                list(pool.map(delete, bulk))
+                _wait_all("deletion", bulk, timeline.deleted, watchers, op, timeout)
             requests_delete = _diff(_request_counts(api), requests_before)
-            delete_wall = max(timeline.deleted[n] for n in names) - min(timeline.sent_delete.values())
+            delete_wall = max(timeline.deleted[n] for n in bulk) - min(timeline.sent_delete[n] for n in bulk)
         # with the finalizer, every connector had it when its delete was sent, and was gone only
         # once someone removed it: the operator (nothing else here touches finalizers)
         unheld = [n for n in names if not timeline.deleted_held.get(n)]
@@ -668,7 +680,7 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
             label=label, count=count,
             create=[timeline.deployment[n] - timeline.sent_create[n] for n in names],
             create_from_batch=[timeline.deployment[n] - min(timeline.sent_create.values()) for n in names],
-            delete=[timeline.deleted[n] - timeline.sent_delete[n] for n in names],
+            delete=[timeline.deleted[n] - timeline.sent_delete[n] for n in bulk],
             create_wall=create_wall, delete_wall=delete_wall,
             to_finalizer=[timeline.finalizer[n] - timeline.sent_create[n] for n in names if n in timeline.finalizer],
             finalizer_to_deployment=[timeline.deployment[n] - timeline.finalizer[n] for n in names
@@ -680,7 +692,7 @@ def run_once(kube: KubeEndpoint, operator_kubeconfig: Path, workdir: Path, count
             requests_create=requests_create, requests_delete=requests_delete,
             rest_s=rest_s, requests_rest=requests_rest, cpu_rest=cpu_rest,
             status_writes_by_reads=int(status_writes_by_reads),
-            watch_restarts=sum(w.restarts for w in watchers),
+            watch_restarts=sum(w.restarts for w in watchers), single_delete=single_delete,
         )
     finally:
         for w in watchers:
@@ -801,6 +813,10 @@ def report(r: RunResult, cores: int) -> None:
     delete_verdict = "PASS" if _quantiles(r.delete)["p99"] < TARGET_DELETE_P99_S else "MISS"
     print(_row("delete sent -> Connector DELETED", r.delete,
                f"   {r.delete_wall:6.2f} s   target p99 < {TARGET_DELETE_P99_S:.0f} s: {delete_verdict}"))
+    if r.single_delete:
+        single_verdict = "PASS" if _quantiles(r.single_delete)["p99"] < TARGET_DELETE_P99_S else "MISS"
+        print(_row(f"one delete among {r.count} (x{len(r.single_delete)})", r.single_delete,
+                   f"   one at a time        target p99 < {TARGET_DELETE_P99_S:.0f} s: {single_verdict}"))
     print("  create path, from the Connector watch:")
     if r.to_finalizer:
         print(_row("  create sent -> kopf finalizer added", r.to_finalizer))
@@ -834,7 +850,7 @@ def report(r: RunResult, cores: int) -> None:
             n = sum(requests.values())
             top = ", ".join(f"{k} {v}" for k, v in requests.items())
             print(f"  {'':>{len(phase) + 8}}API requests (all clients, no watches) {n} = "
-                  f"{n / r.count:.1f} per connector: {top}")
+                  f"{n / (r.count if phase == 'create' else len(r.delete)):.1f} per connector: {top}")
 
 
 def summary(results: list[RunResult], baselines: list[tuple[float, float]], delete_floors: list[float]) -> None:
@@ -939,6 +955,9 @@ def main() -> None:
                         help="Connectors that carry the finalizer (deletionPolicy cleanup: true, annotated "
                              "conveyor.dev/skip-cleanup): deleting them is the operator's finalizer path; by default "
                              "they have nothing to clean up, hence no finalizer")
+    parser.add_argument("--single-deletes", type=int, default=50, metavar="N",
+                        help="before the deletes at once, delete N of the connectors one at a time (each waits for "
+                             "its DELETED), the others still there: what deleting one connector among --count takes")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="profile the create and delete phases into DIR: the API server's CPU "
                              "(<namespace>-<phase>-apiserver.pb.gz, for `go tool pprof -top`) and, when py-spy is on "
@@ -1029,7 +1048,7 @@ def main() -> None:
                                 f"{count} connectors, run {i + 1}/{args.runs}, {label}"
                                 + (", WHAT-IF bind+escalate on Roles" if what_if else ""),
                                 env, args.operator_log_level, args.timeout, server_pids, args.rest_seconds,
-                                args.profile, args.finalizer)
+                                args.profile, args.finalizer, args.single_deletes)
                             results.append(result)
                             report(result, cores)
                             baseline, baseline_from_batch = run_baseline(kube, count, clients, args.timeout)

@@ -39,8 +39,10 @@ class RetriableError(ConnectError):
 class DataError(ConnectError):
     """A record cannot be converted or processed (bad bytes, wrong schema).
 
-    Raised by converters and transformations; the runtime applies ``errors.tolerance``:
-    with ``none`` the task fails, with ``all`` the record is skipped and, when
+    Raised by converters and transformations, and by ``SinkTask.put``/``put_batch`` when
+    the external system refuses a record of the call (the runtime then finds which, see
+    ``SinkTask.put``); the runtime applies ``errors.tolerance`` to each such record: with
+    ``none`` the task fails, with ``all`` the record is skipped and, when
     ``errors.deadletterqueue.topic.name`` is set, sent to the dead-letter queue.
     """
 

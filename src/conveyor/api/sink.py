@@ -114,6 +114,13 @@ class SinkTask(Task, abc.ABC):
 
     _context: SinkTaskContext | None = None
 
+    poison_errors: tuple[type[BaseException], ...] = ()
+    """Exception classes that, raised from :meth:`put` or :meth:`put_batch`, blame a record of
+    the call rather than the external system (a value its column cannot hold, a key it
+    refuses), as :class:`~conveyor.api.errors.DataError` always does: e.g. a client library's
+    ``IntegrityError``. The runtime then finds the records refused (see :meth:`put`). Never a
+    :class:`~conveyor.api.errors.RetriableError`."""
+
     def initialize(self, context: SinkTaskContext) -> None:
         """Receive the task context; called once, before ``start``."""
         self._context = context
@@ -144,6 +151,14 @@ class SinkTask(Task, abc.ABC):
         Raises:
             RetriableError: the runtime pauses consumption and redelivers the same
                 batch after the delay, keeping group membership.
+            DataError: (or one of :attr:`poison_errors`) a record of the call cannot be
+                written, and the task kept none of the call's records. The runtime puts
+                them again in halves, each followed by :meth:`pre_commit` (what it returns
+                is committed at the next commit), halving a refused half again down to one
+                record, which follows ``errors.tolerance`` at stage ``TASK_PUT`` (the
+                dead-letter queue under ``all``, with Kafka Connect's context headers; under
+                ``none`` the task fails naming it). The other records are written once, and
+                offsets move past both. A task needs no code of its own for it.
             Exception: anything else fails the task after a closing commit of the
                 records already processed by earlier ``put`` calls.
         """
@@ -174,6 +189,9 @@ class SinkTask(Task, abc.ABC):
         Raises:
             RetriableError: as from :meth:`put`: the same batch is delivered again (and the
                 poll's batches after it).
+            DataError: (or one of :attr:`poison_errors`) as from :meth:`put`: the batch's rows
+                (and the poll's batches after it) are put again in slices until the rows
+                refused are found.
             Exception: as from :meth:`put`: the task fails.
         """
         from conveyor.api.batches import sink_records

@@ -21,6 +21,7 @@ from conveyor.converters.header_converters import to_connect_headers
 from conveyor.runtime.errors.tolerance import Stage, class_name
 from conveyor.runtime.task.runner import TaskFailed
 from conveyor.runtime.task.sink.context import InternalSinkRecord, LazySinkRecord, failed_record
+from conveyor.runtime.task.sink.isolation import Isolation, PartlyWritten, record_error, size
 
 log = logging.getLogger("conveyor.runtime.task.sink.runner")  # the runner's: librdkafka's repeats collapse there
 
@@ -159,14 +160,40 @@ class SinkConversion:
         return batches, {self._tp(t, p): off + 1 for (t, p), off in last.items()}
 
     def _put_batches(self, batches: list[pa.RecordBatch]) -> None:
-        """``put_batch`` of each batch in turn. On a ``RetriableError`` the batches already
-        taken leave the list (it is what is delivered again) and the error goes on."""
+        """``put_batch`` of each batch in turn. On an error the batches already taken leave
+        the list (it is what is delivered again, or isolated) and the error goes on."""
         for i, batch in enumerate(batches):
             try:
                 self.task.put_batch(batch)
-            except RetriableError:
+            except Exception:
                 del batches[:i]
                 raise
+
+    def _isolate(self, part: list[InternalSinkRecord] | list[pa.RecordBatch], error: BaseException) -> int:
+        """Write ``part``, whose ``put`` raised the record error ``error``, but for the records
+        refused (:mod:`.isolation`); returns how many were written. Raises as
+        :meth:`.isolation.Isolation.run` (a refused record under ``errors.tolerance=none``:
+        :class:`TaskFailed` naming it)."""
+        assert self.task and self.context
+        log.warning("task %s: put() refused a record (%s: %s); finding which of %d", self.where,
+                    type(error).__name__, error, size(part))
+
+        def probe(isolated: dict[tuple[str, int], int]) -> None:
+            offsets = dict(self.current)
+            offsets.update({self._tp(t, p): off for (t, p), off in isolated.items()})
+            self.task.pre_commit(offsets)  # what it returns is committed at the next commit, not here
+
+        def report(record: Any, refused: BaseException) -> None:
+            try:
+                self._errant_reporter.report(record, refused)
+            except ConnectError as exc:  # errors.tolerance=none
+                raise TaskFailed(str(exc)) from exc
+
+        isolation = Isolation(self._put, probe, report, self._poison_errors)
+        isolation.run(part, error)
+        log.warning("task %s: %d record(s) refused and %d written in %d call(s)", self.where, isolation.refused,
+                    isolation.written, isolation.calls)
+        return isolation.written
 
     def _untransformable(self, msg: Message, cls_name: str, error: Exception) -> None:
         """A row the batch path's transformations could not transform: tolerated, or the task fails."""
@@ -230,24 +257,34 @@ class SinkConversion:
     def _deliver(self, batch: list[InternalSinkRecord] | list[pa.RecordBatch],
                  offsets: dict[TopicPartition, int]) -> None:
         """``put`` a batch of records (or ``put_batch`` each record batch); on RetriableError
-        keep what is left of it for redelivery with consumption paused."""
+        keep what is left of it for redelivery with consumption paused; on a record error
+        find the records refused (:mod:`.isolation`)."""
         assert self.task and self.context
         started = time.monotonic()
+        count = size(batch)
         try:
-            self._put(batch)
+            try:
+                self._put(batch)
+            except Exception as exc:  # noqa: BLE001 - a record error is isolated, others raise on
+                if not record_error(exc, self._poison_errors):
+                    raise
+                left = size(batch)  # the batch path: the batches put before the failing one left it
+                count += self._isolate(batch, exc) - left
         except RetriableError as exc:
             delay = exc.delay or self.context.retry_timeout
             self.context.retry_timeout = None
             backoff = delay.total_seconds() if delay is not None else DEFAULT_RETRY_BACKOFF_S
             log.info("task %s-%d: put() asked for a retry in %.3fs: %s", self.spec.connector, self.spec.task_id,
                      backoff, exc)
-            self._retry_batch, self._retry_offsets = batch, offsets
+            self._retry_batch = exc.remainder if isinstance(exc, PartlyWritten) else batch
+            self._retry_offsets = offsets
             self._retry_at = time.monotonic() + backoff
             self._pause_for_retry(True)
             return
+        except TaskFailed:
+            raise
         except Exception as exc:  # noqa: BLE001 - the task fails
             raise TaskFailed(f"put() failed: {exc}") from exc
-        count = len(batch) if self._batches is None else sum(b.num_rows for b in batch)  # type: ignore[union-attr]
         self.meter.batch(count, time.monotonic() - started)
         if self._retry_batch is not None:
             self._retry_batch, self._retry_offsets = None, {}

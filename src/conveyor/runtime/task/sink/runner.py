@@ -151,6 +151,7 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         connector_cls = load_connector_class(spec.connector_class)
         task_cls = connector_cls().task_class()
         self.task = task_cls()
+        self._poison_errors = tuple(getattr(task_cls, "poison_errors", ()) or ())
         reporters: list[Reporter] = []
         if self.settings.errors_log_enable:
             reporters.append(LogReporter(spec.connector, spec.task_id, self.settings.errors_log_include_messages))
@@ -278,6 +279,7 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         return POLL_TIMEOUT_S
 
     _callback_error: TaskFailed | None = None
+    _poison_errors: tuple[type[BaseException], ...] = ()
     _chain_columns: list[str] | None = None
     _cooperative = True
     _started_at = 0.0
