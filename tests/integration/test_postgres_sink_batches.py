@@ -109,18 +109,18 @@ CASES = {
           rec(4, {"id": 5})]], columnar=False),
     "a-row-the-database-refuses-is-reported": Case(
         {}, ["CREATE TABLE orders (id bigint NOT NULL, item text)"],
-        [[rec(0, {"id": 1}), rec(1, {"id": None, "item": "no id"}), rec(2, {"id": 3})]], columnar=False),
+        [[rec(0, {"id": 1}), rec(1, {"id": None, "item": "no id"}), rec(2, {"id": 3})]], columnar=True),
     "a-refused-row-without-a-reporter-fails": Case(
         {}, ["CREATE TABLE orders (id bigint NOT NULL, item text)"],
-        [[rec(0, {"id": 1}), rec(1, {"item": "no id"})]], columnar=False, reporter=False),
+        [[rec(0, {"id": 1}), rec(1, {"item": "no id"})]], columnar=True, reporter=False),
     "a-streamed-row-the-database-refuses-is-found-at-the-next-put": Case(
         {"batch.size": "2"}, ["CREATE TABLE orders (id bigint NOT NULL, item text)"],
         [[rec(0, {"id": 1}), rec(1, {"id": None, "item": "no id"})], [rec(2, {"id": 3}), rec(3, {"id": 4})],
-         [rec(4, {"id": 5})]], columnar=False, commit_each=False),
+         [rec(4, {"id": 5})]], columnar=True, commit_each=False),
     "a-streamed-refused-row-without-a-reporter-fails-the-next-put": Case(
         {"batch.size": "2"}, ["CREATE TABLE orders (id bigint NOT NULL, item text)"],
         [[rec(0, {"id": 1}), rec(1, {"item": "no id"})], [rec(2, {"id": 3})]],
-        columnar=False, reporter=False, commit_each=False, error_may_come_later=True),
+        columnar=True, reporter=False, commit_each=False, error_may_come_later=True),
     "a-missing-column-is-an-error": Case(
         {}, ["CREATE TABLE orders (id bigint)"], [[rec(0, {"id": 1, "extra": "x"})]], columnar=False),
     "auto-create-then-columns": Case(

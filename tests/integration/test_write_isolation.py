@@ -1,7 +1,8 @@
-"""Records an external system refuses in ``put`` reach the dead-letter queue, found by the
-runtime for a sink with no code of its own for it (conveyor.runtime.task.sink.isolation):
-a real PostgreSQL refuses them, a real broker holds the topic, the dead-letter queue and the
-group's offsets."""
+"""Records an external system refuses in a write reach the dead-letter queue, found by the
+runtime (conveyor.runtime.task.sink.isolation): for a sink with no code of its own for it
+(conveyor.testing.plain_postgres, whose put writes at once) and for postgres-sink (which
+buffers across puts and hands the runtime what its refused write held). A real PostgreSQL
+refuses them, a real broker holds the topic, the dead-letter queue and the group's offsets."""
 
 from __future__ import annotations
 
@@ -36,14 +37,21 @@ def _table(url: str) -> str:
     return table
 
 
+def _sink(sink: str, url: str, table: str) -> tuple[str, dict[str, str]]:
+    if sink == "plain":
+        return PLAIN, {"connection.url": url, "table": table}
+    return "postgres-sink", {"connection.url": url, "table.name.format": table, "batch.size": "120"}
+
+
 def _rows(url: str, table: str) -> list[int]:
     with psycopg.connect(url, autocommit=True) as conn:
         return [row[0] for row in conn.execute(f"SELECT id FROM {table} ORDER BY id")]
 
 
+@pytest.mark.parametrize("sink", ["plain", "postgres-sink"])
 @pytest.mark.parametrize("batch_path", ["false", "true"], ids=["records", "batches"])
 def test_refused_records_go_to_the_dlq_and_the_rest_is_written_once(kafka_bootstrap, topic_factory, spark,
-                                                                    pg_database, batch_path):
+                                                                    pg_database, batch_path, sink):
     topic = topic_factory(partitions=2)
     dlq = f"dlq-{uuid.uuid4().hex[:8]}"
     table = _table(pg_database)
@@ -59,8 +67,9 @@ def test_refused_records_go_to_the_dlq_and_the_rest_is_written_once(kafka_bootst
     produce(kafka_bootstrap, topic, [(k, v) for k, v, p in items if p == 0], partition=0)
     produce(kafka_bootstrap, topic, [(k, v) for k, v, p in items if p == 1], partition=1)
     name = f"iso-{uuid.uuid4().hex[:8]}"
+    connector_class, sink_config = _sink(sink, pg_database, table)
     config = {
-        "topics": topic, "connection.url": pg_database, "table": table,
+        "topics": topic, **sink_config,
         "value.converter": "json", "value.converter.schemas.enable": "false",
         "key.converter": "string",
         "errors.tolerance": "all",
@@ -72,7 +81,7 @@ def test_refused_records_go_to_the_dlq_and_the_rest_is_written_once(kafka_bootst
         "consumer.override.session.timeout.ms": "6000",
     }
     ends = end_offsets(kafka_bootstrap, topic, 2)
-    with running_connector(connector_manifest(name, PLAIN, kafka_bootstrap, config), spark) as driver:
+    with running_connector(connector_manifest(name, connector_class, kafka_bootstrap, config), spark) as driver:
         wait_until(lambda: len(_rows(pg_database, table)) >= len(good), timeout_s=90, message="every good row")
         status = wait_until(lambda: (s := driver.status())["tasks"][0].get("records_skipped") == len(POISON) and s,
                             message="the refused records skipped")
@@ -93,9 +102,14 @@ def test_refused_records_go_to_the_dlq_and_the_rest_is_written_once(kafka_bootst
         assert headers["__connect.errors.partition"] == "0"
         assert headers["__connect.errors.offset"] == str(offset)
         assert headers["__connect.errors.connector.name"] == name
-        assert headers["__connect.errors.class.name"].endswith("PlainPostgresSinkTask")
         expected = "NotNullViolation" if POISON[offset]["id"] is None else "InvalidTextRepresentation"
-        assert headers["__connect.errors.exception.class.name"] == f"psycopg.errors.{expected}", headers
+        if sink == "plain":  # PostgreSQL's own error, as the task let it go
+            assert headers["__connect.errors.class.name"].endswith("PlainPostgresSinkTask")
+            assert headers["__connect.errors.exception.class.name"] == f"psycopg.errors.{expected}", headers
+        else:
+            assert headers["__connect.errors.class.name"].endswith("PostgresSinkTask")
+            assert headers["__connect.errors.exception.class.name"] == "conveyor.api.errors.DataError", headers
+            assert expected in headers["__connect.errors.exception.message"], headers
 
 
 def test_a_refused_record_under_tolerance_none_fails_the_task_naming_it(kafka_bootstrap, topic_factory, spark,

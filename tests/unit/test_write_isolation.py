@@ -9,7 +9,15 @@ import pytest
 from conveyor.api import ConnectError, DataError, RetriableError
 from conveyor.api.batches import OFFSET, PARTITION, TOPIC
 from conveyor.runtime.task.sink.context import InternalSinkRecord
-from conveyor.runtime.task.sink.isolation import Isolation, PartlyWritten, next_offsets, record_error, size, split
+from conveyor.runtime.task.sink.isolation import (
+    Isolation,
+    PartlyWritten,
+    first_offsets,
+    next_offsets,
+    record_error,
+    size,
+    split,
+)
 
 
 class Refused(Exception):
@@ -113,3 +121,22 @@ def test_split_and_offsets_of_batches():
     assert (_offsets(head), _offsets(tail)) == ([0, 1, 2, 3, 4], [5, 6])
     assert size(head) == 5 and size([]) == 0
     assert next_offsets(tail) == {("t", 0): 7} and next_offsets(_records(3)) == {("t", 0): 3}
+
+
+def test_after_a_failure_the_remainder_is_every_record_neither_written_nor_tolerated():
+    sink = _Sink({6})
+
+    def report(record, error):
+        raise ConnectError("tolerance none")
+
+    isolation = Isolation(sink.put, sink.probe, report)
+    with pytest.raises(ConnectError):
+        isolation.run(_batches(4, 6), DataError())
+    assert sink.written == [0, 1, 2, 3, 4, 5]
+    assert _offsets(isolation.remainder) == [6, 7, 8, 9], "from the refused record on: nothing past it is committed"
+    assert first_offsets(isolation.remainder) == {("t", 0): 6}
+
+
+def test_a_write_error_with_no_record_to_blame_stands():
+    with pytest.raises(DataError, match="deferred"):
+        Isolation(lambda part: None, lambda offsets: None, lambda r, e: None).run([], DataError("deferred"))

@@ -7,7 +7,9 @@ exception stops the task, which then shows ``FAILED`` with the error in its stat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 
 class ConnectError(Exception):
@@ -44,7 +46,19 @@ class DataError(ConnectError):
     ``SinkTask.put``); the runtime applies ``errors.tolerance`` to each such record: with
     ``none`` the task fails, with ``all`` the record is skipped and, when
     ``errors.deadletterqueue.topic.name`` is set, sent to the dead-letter queue.
+
+    Args:
+        message: what went wrong (never a secret value).
+        records: from a sink task that buffers across calls, the records its refused write
+            held, which it no longer holds (``SinkRecord`` objects as ``put`` got them, or
+            the ``pyarrow.RecordBatch`` objects ``put_batch`` got, in order); the runtime then
+            searches those instead of the call's own. Required for the search from
+            ``pre_commit``, where there is no call's own. ``None``: the call's records.
     """
+
+    def __init__(self, message: str = "", *, records: Sequence[Any] | None = None) -> None:
+        super().__init__(message)
+        self.records = records
 
 
 class ConfigError(ConnectError):

@@ -1,16 +1,21 @@
 """A stand-in runtime for driving a connector's task directly in a test: a sink task
-context that remembers what the task asked of it, and an errant record reporter that
-keeps what was reported. For tests of a connector's own behaviour against its real
-external system; the runtime's behaviour is tested through the real runtime."""
+context that remembers what the task asked of it, an errant record reporter that
+keeps what was reported, and the runtime's search for the records a write refuses
+(:class:`IsolatingSinkTask`, the runtime's own :mod:`conveyor.runtime.task.sink.isolation`).
+For tests of a connector's own behaviour against its real external system; the runtime's
+behaviour is tested through the real runtime."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from conveyor.api import ErrantRecordReporter, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
+import pyarrow as pa
+
+from conveyor.api import DataError, ErrantRecordReporter, SinkRecord, SinkTask, SinkTaskContext, TopicPartition
+from conveyor.runtime.task.sink.isolation import Isolation, Part, record_error
 
 
 class RecordingReporter(ErrantRecordReporter):
@@ -71,6 +76,70 @@ class StubSinkTaskContext(SinkTaskContext):
 T = TypeVar("T", bound=SinkTask)
 
 
+class IsolatingSinkTask:
+    """``task`` called as the runtime calls it: a record error from ``put``, ``put_batch`` or
+    (naming the records its write held) ``pre_commit`` has the refused records found by the
+    runtime's :class:`~conveyor.runtime.task.sink.isolation.Isolation` and reported to the
+    context's errant record reporter, then (from ``pre_commit``) ``pre_commit`` called again;
+    without a reporter, the first refused record raises :class:`DataError` naming it. Every
+    other attribute is the task's own (read and set)."""
+
+    def __init__(self, task: SinkTask) -> None:
+        object.__setattr__(self, "_task", task)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._task, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._task, name, value)
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        self._call(lambda: self._task.put(records), list(records))
+
+    def put_batch(self, batch: pa.RecordBatch) -> None:
+        self._call(lambda: self._task.put_batch(batch), [batch])
+
+    def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
+        try:
+            return self._task.pre_commit(offsets)
+        except Exception as exc:
+            if getattr(exc, "records", None) is None or not record_error(exc, self._task.poison_errors):
+                raise
+            self._isolate(list(exc.records), exc)  # type: ignore[attr-defined]
+        return self._task.pre_commit(offsets)
+
+    def _call(self, call: Any, part: Part) -> None:
+        try:
+            call()
+        except Exception as exc:
+            if not record_error(exc, self._task.poison_errors):
+                raise
+            held = getattr(exc, "records", None)
+            self._isolate(list(held) if held is not None else part, exc)
+
+    def _isolate(self, part: Part, error: BaseException) -> None:
+        task = self._task
+
+        def put(piece: Part) -> None:
+            if piece and isinstance(piece[0], pa.RecordBatch):
+                for batch in piece:
+                    task.put_batch(batch)  # type: ignore[arg-type]
+            else:
+                task.put(piece)  # type: ignore[arg-type]
+
+        def probe(offsets: dict[tuple[str, int], int]) -> None:
+            task.pre_commit({TopicPartition(t, p): o for (t, p), o in offsets.items()})
+
+        def report(record: SinkRecord, refused: BaseException) -> None:
+            reporter = task.context.errant_record_reporter()
+            if reporter is None:
+                raise DataError(f"record {record.original_topic}-{record.original_kafka_partition}@"
+                                f"{record.original_kafka_offset} cannot be written: {refused}") from refused
+            reporter.report(record, refused).result()
+
+        Isolation(put, probe, report, task.poison_errors).run(part, error)
+
+
 def start_sink_task(
     task: T,
     config: Mapping[str, Any],
@@ -79,13 +148,14 @@ def start_sink_task(
 ) -> tuple[T, StubSinkTaskContext]:
     """What the runtime does to start ``task`` on ``partitions``: ``initialize`` with a
     :class:`StubSinkTaskContext` (with ``reporter`` as its errant record reporter), ``start``,
-    then ``open``. Returns the task and its context."""
+    then ``open``. Returns the task, called through :class:`IsolatingSinkTask` as the runtime
+    calls it, and its context."""
     context = StubSinkTaskContext(config, reporter)
     task.initialize(context)
     task.start(config)
     context.assigned.update(partitions)
     task.open(list(partitions))
-    return task, context
+    return cast(T, IsolatingSinkTask(task)), context
 
 
 def closing_commit(

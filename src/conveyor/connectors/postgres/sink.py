@@ -34,8 +34,10 @@ runtime redelivers them; from ``pre_commit``/``flush`` the buffer is kept and wr
 the next attempt. The task reconnects on its next write. When the database refuses the
 batch because of a record's data (``psycopg.DataError``/``IntegrityError``: a value its
 column type cannot hold, e.g. after an incompatible schema change, a null in a NOT NULL
-column, a duplicate key) the transaction is rolled back and the batch written again in one
-transaction, the refused records found by bisection in savepoints and treated as below.
+column, a duplicate key) the transaction is rolled back and :class:`DataError` raised with every
+record the write held (``DataError.records``; the task no longer buffers them): the runtime
+finds the refused records by writing them again in halves
+(:mod:`conveyor.runtime.task.sink.isolation`), and they are treated as below.
 Other database errors (missing tables or columns, permissions) raise :class:`ConnectError`
 and fail the task. Records that cannot be written (a value that is not a dict, a null key
 with ``pk.mode=record_key``, a required field ``auto.evolve`` cannot add, a record the
@@ -269,10 +271,13 @@ class PostgresSinkTask(BuiltIn, SinkTask):
             ConnectError / DataError: the error of an earlier ``pre_commit``/``flush`` whose
                 record could not be written and was not tolerated (it fails the task here,
                 since the runtime only logs a failed ``pre_commit``).
-            DataError: a record cannot be written (not mappable to a row, refused by the
-                database, a required field ``auto.evolve`` cannot add) and there is no errant
-                record reporter (the runtime's reporter raises a ``ConnectError`` naming the
-                record's offset when ``errors.tolerance=none``).
+            DataError: PostgreSQL refused a row of the write for its data; ``records`` holds
+                every record the write held (this call's and those buffered before), none
+                of them buffered any more: the runtime finds the refused ones. Also a record
+                that cannot be written (not mappable to a row, a required field ``auto.evolve``
+                cannot add) when there is no errant record reporter (the runtime's reporter
+                raises a ``ConnectError`` naming the record's offset when
+                ``errors.tolerance=none``).
             ConnectError: any other database error, a missing table (without
                 ``auto.create``) or missing columns (without ``auto.evolve``).
         """
@@ -311,7 +316,12 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         self._raise_failure()
         if self._commit_due:
             self._commit_due = False
-            self._write_now(restore_to=len(self._batches))
+            try:
+                self._write_now(restore_to=len(self._batches))
+            except DataError as exc:
+                if exc.records is not None:  # this call's batch goes with them: it was never buffered
+                    exc.records = [*exc.records, batch]
+                raise
         if batch.num_rows == 0:
             return
         if self._buffer:  # records of a fallback are still waiting: these join them
@@ -348,6 +358,10 @@ class PostgresSinkTask(BuiltIn, SinkTask):
                 self._write(restore_to=len(self._buffer))
         except RetriableError:
             raise
+        except DataError as exc:
+            if exc.records is None and self._failure is None:
+                self._failure = exc
+            raise
         except ConnectError as exc:
             if self._failure is None:
                 self._failure = exc
@@ -361,8 +375,10 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         partitions close; both write everything.
 
         Raises:
-            RetriableError / ConnectError / DataError: as :meth:`flush`; the runtime then
-                commits nothing this time.
+            RetriableError / ConnectError: as :meth:`flush`; the runtime then commits
+                nothing this time.
+            DataError: PostgreSQL refused a row of the write, ``records`` as from :meth:`put`;
+                the runtime writes them but for the refused ones, then calls this again.
         """
         self.flush(offsets)
         return {} if self.config.exactly_once else dict(offsets)
@@ -502,10 +518,11 @@ class PostgresSinkTask(BuiltIn, SinkTask):
                 except ShapeChanged:  # rolled back; plan again, checking every record's keys
                     writer.reset()
                     self._transaction(conn, writer.prepare(conn, records, trust_shape=False), next_offsets)
-            except _REJECTED:  # rolled back; find the record(s) the database refuses
+            except _REJECTED as exc:  # rolled back: the runtime finds the record(s) refused
                 writer.reset()
                 rejected = {id(record) for record, _ in plan.rejects} if plan is not None else set()
-                self._isolate(conn, [r for r in records if id(r) not in rejected], next_offsets)
+                held, self._buffer = [r for r in self._buffer if id(r) not in rejected], []
+                raise _refused(exc, held) from exc
         except _TRANSIENT as exc:
             self._drop_connection()
             del self._buffer[restore_to:]
@@ -565,10 +582,11 @@ class PostgresSinkTask(BuiltIn, SinkTask):
             except columnar.NotColumnar as exc:
                 self._fall_back(str(exc), restore_to)
                 return
-            except _REJECTED as exc:  # rolled back: the record path finds the row(s) refused
+            except _REJECTED as exc:  # rolled back: the runtime finds the row(s) refused
                 writer.reset()
-                self._fall_back(f"PostgreSQL refused a row ({type(exc).__name__})", restore_to)
-                return
+                held, self._batches = self._batches, []
+                self._no_stream = self._commit_due = False
+                raise _refused(exc, held) from exc
         except _TRANSIENT as exc:
             self._drop_connection()
             self._truncate_batches(restore_to)
@@ -690,44 +708,6 @@ class PostgresSinkTask(BuiltIn, SinkTask):
                     next_offsets[key] = max(next_offsets.get(key, -1), offsets_[-1].as_py() + 1)
         return kept, next_offsets
 
-    def _isolate(
-        self, conn: psycopg.Connection, records: list[SinkRecord], next_offsets: dict[tuple[str, int], int]
-    ) -> None:
-        """Write ``records`` in one transaction, leaving out the records the database
-        refuses (found by bisection, each attempt in a savepoint) and handing those to
-        :meth:`_reject` before committing (with ``exactly.once`` the offsets are stored in
-        the same transaction). Raises as :meth:`_reject`; the transaction is then rolled back."""
-        cfg = self.config
-        refused: Rejects = []
-        with conn.transaction(), conn.cursor() as cur:
-            self._bisect(conn, cur, records, refused)
-            self._reject(refused)
-            if cfg.exactly_once:
-                self._store_offsets(cur, next_offsets)
-
-    def _bisect(
-        self, conn: psycopg.Connection, cur: psycopg.Cursor, records: list[SinkRecord], refused: Rejects
-    ) -> None:
-        writer = self._writer
-        assert writer is not None
-        if not records:
-            return
-        plan = writer.prepare(conn, records, trust_shape=False)
-        refused.extend(plan.rejects)  # none expected: the first prepare set them aside already
-        try:
-            with conn.transaction():  # a savepoint
-                writer.execute(cur, plan)
-            return
-        except _REJECTED as exc:
-            writer.reset()  # staging tables created in the savepoint are gone
-            if len(records) == 1:
-                detail = db.scrub(self.config, " ".join(str(exc).split()))
-                refused.append((records[0], f"PostgreSQL rejected it ({type(exc).__name__}): {detail}"))
-                return
-        middle = len(records) // 2
-        self._bisect(conn, cur, records[:middle], refused)
-        self._bisect(conn, cur, records[middle:], refused)
-
     def _reject(self, rejects: Rejects) -> None:
         """Report records that cannot be written to the errant record reporter and wait
         until each report is durable; without a reporter raise :class:`DataError`. Either
@@ -749,6 +729,14 @@ class PostgresSinkTask(BuiltIn, SinkTask):
             raise
         for future in futures:
             future.result()
+
+
+def _refused(exc: psycopg.Error, held: list[Any]) -> DataError:
+    """The :class:`DataError` of a write PostgreSQL refused for a row's data, handing the
+    runtime ``held`` (the records or batches the write held, no longer buffered) to find the
+    row(s) in; the message names the error's class and PostgreSQL's primary message."""
+    primary = getattr(getattr(exc, "diag", None), "message_primary", None) or type(exc).__name__
+    return DataError(f"PostgreSQL refused a row of the write ({type(exc).__name__}): {primary}", records=held)
 
 
 def _without(batch: pa.RecordBatch, gone: set[tuple[str, int]]) -> pa.RecordBatch:

@@ -52,11 +52,15 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from conveyor.api import TopicPartition
 from conveyor.control.protocol import tp_key
+from conveyor.api.sink import Offsets
 from conveyor.runtime.task.runner import TaskFailed
+from conveyor.runtime.task.sink.isolation import PartlyWritten, record_error
 
 log = logging.getLogger("conveyor.runtime.task.sink.runner")  # the runner's: librdkafka's repeats collapse there
 
 POLL_TIMEOUT_S = 0.2
+ISOLATION_RETRY_S = 60.0
+"""How long the records of a write refused in ``pre_commit`` are tried again through retriable errors."""
 CLOSING_COMMIT_RETRY_S = 10.0
 """How long a closing commit inside a revoke callback is retried while the group rebalances."""
 _REBALANCING = (KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS)
@@ -81,15 +85,15 @@ class SinkCommits:
         scope = set(self.context.assigned if partitions is None else partitions)
         offsets = {tp: off for tp, off in self.current.items() if tp in scope}
         self.tolerance.await_reports(self.spec.closing_timeout_s)
-        self.context.closing = closing and self.settings.closing_aware_commits  # type: ignore[union-attr]
+        closing_aware = closing and self.settings.closing_aware_commits  # type: ignore[union-attr]
         try:
-            requested = self.task.pre_commit(offsets)
+            requested = self._pre_commit(offsets, closing_aware)
+        except TaskFailed:
+            raise
         except Exception as exc:  # noqa: BLE001 - a failed pre_commit skips this commit
             log.error("task %s-%d: pre_commit failed, nothing committed: %s", self.spec.connector,
                       self.spec.task_id, exc)
             return
-        finally:
-            self.context.closing = False
         valid: dict[TopicPartition, int] = {}
         for tp, off in (requested or {}).items():
             if tp not in scope:
@@ -127,6 +131,46 @@ class SinkCommits:
             # What the group holds for these partitions after the closing commit, including
             # offsets an earlier commit already wrote.
             self.last_closing_commit = {tp_key(tp.topic, tp.partition): off for tp, off in valid.items()}
+
+    def _pre_commit(self, offsets: dict[TopicPartition, int], closing: bool) -> Offsets:
+        """``pre_commit(offsets)`` with ``is_closing()`` as ``closing``. A record error that
+        names the records its refused write held (``DataError.records``) has them written but
+        for the records refused (:mod:`.isolation`), a retriable error meanwhile tried again
+        for up to :data:`ISOLATION_RETRY_S`, then ``pre_commit`` is called again.
+
+        Raises:
+            TaskFailed: a refused record under ``errors.tolerance=none``, or the records of a
+                refused write still not written after :data:`ISOLATION_RETRY_S` (nothing past
+                them is committed: the next start reads them again).
+            Exception: what ``pre_commit`` raised otherwise.
+        """
+        assert self.task and self.context
+        self.context.closing = closing
+        try:
+            return self.task.pre_commit(offsets)
+        except Exception as exc:  # noqa: BLE001
+            held = getattr(exc, "records", None)
+            if held is None or not record_error(exc, self._poison_errors):
+                raise
+            error: BaseException | None = exc
+        finally:
+            self.context.closing = False
+        part, deadline = list(held), time.monotonic() + ISOLATION_RETRY_S
+        while True:
+            try:
+                self._isolate(part, error)
+                break
+            except PartlyWritten as again:
+                if time.monotonic() + 1.0 > deadline:
+                    raise TaskFailed(f"records of a refused write still not written after {ISOLATION_RETRY_S:.0f} s: "
+                                     f"{again}") from again
+                time.sleep(min(again.delay.total_seconds() if again.delay else 1.0, 5.0))
+                part, error = again.remainder, None
+        self.context.closing = closing
+        try:
+            return self.task.pre_commit(offsets)
+        finally:
+            self.context.closing = False
 
     def _commit_sync(self, offsets: dict[TopicPartition, int], closing: bool) -> None:
         """Commit and wait for the broker's answer (the rule is in the module docstring).

@@ -21,7 +21,7 @@ from conveyor.converters.header_converters import to_connect_headers
 from conveyor.runtime.errors.tolerance import Stage, class_name
 from conveyor.runtime.task.runner import TaskFailed
 from conveyor.runtime.task.sink.context import InternalSinkRecord, LazySinkRecord, failed_record
-from conveyor.runtime.task.sink.isolation import Isolation, PartlyWritten, record_error, size
+from conveyor.runtime.task.sink.isolation import Isolation, PartlyWritten, first_offsets, record_error, size
 
 log = logging.getLogger("conveyor.runtime.task.sink.runner")  # the runner's: librdkafka's repeats collapse there
 
@@ -169,14 +169,23 @@ class SinkConversion:
                 del batches[:i]
                 raise
 
-    def _isolate(self, part: list[InternalSinkRecord] | list[pa.RecordBatch], error: BaseException) -> int:
-        """Write ``part``, whose ``put`` raised the record error ``error``, but for the records
-        refused (:mod:`.isolation`); returns how many were written. Raises as
-        :meth:`.isolation.Isolation.run` (a refused record under ``errors.tolerance=none``:
-        :class:`TaskFailed` naming it)."""
+    def _put_part(self, part: list[InternalSinkRecord] | list[pa.RecordBatch]) -> None:
+        """``put`` of records, or ``put_batch`` of each record batch (:meth:`_put_batches`)."""
+        assert self.task
+        if part and isinstance(part[0], pa.RecordBatch):
+            self._put_batches(part)  # type: ignore[arg-type]
+        else:
+            self.task.put(part)
+
+    def _isolate(self, part: list[InternalSinkRecord] | list[pa.RecordBatch], error: BaseException | None) -> int:
+        """Write ``part`` but for the records refused (:mod:`.isolation`); ``error`` is the
+        record error its whole write raised (``None``: not tried yet). Returns how many were
+        written. Raises as :meth:`.isolation.Isolation.run` (a refused record under
+        ``errors.tolerance=none``: :class:`TaskFailed` naming it)."""
         assert self.task and self.context
-        log.warning("task %s: put() refused a record (%s: %s); finding which of %d", self.where,
-                    type(error).__name__, error, size(part))
+        if error is not None:
+            log.warning("task %s: the write of %d record(s) was refused (%s: %s); finding the record(s) refused",
+                        self.where, size(part), type(error).__name__, error)
 
         def probe(isolated: dict[tuple[str, int], int]) -> None:
             offsets = dict(self.current)
@@ -189,11 +198,25 @@ class SinkConversion:
             except ConnectError as exc:  # errors.tolerance=none
                 raise TaskFailed(str(exc)) from exc
 
-        isolation = Isolation(self._put, probe, report, self._poison_errors)
-        isolation.run(part, error)
+        isolation = Isolation(self._put_part, probe, report, self._poison_errors)
+        try:
+            isolation.run(part, error)
+        except BaseException:
+            self._commit_below(isolation.remainder or [])
+            raise
         log.warning("task %s: %d record(s) refused and %d written in %d call(s)", self.where, isolation.refused,
                     isolation.written, isolation.calls)
         return isolation.written
+
+    def _commit_below(self, unwritten: list[InternalSinkRecord] | list[pa.RecordBatch]) -> None:
+        """Offsets to commit stop before the first record of each partition in ``unwritten``
+        (records handed back by a refused write, neither written nor tolerated yet): a task
+        that buffers gave them back from earlier ``put`` calls, whose offsets ``current``
+        already holds."""
+        for (topic, partition), first in first_offsets(unwritten).items():
+            tp = self._tp(topic, partition)
+            if tp in self.current:
+                self.current[tp] = min(self.current[tp], first)
 
     def _untransformable(self, msg: Message, cls_name: str, error: Exception) -> None:
         """A row the batch path's transformations could not transform: tolerated, or the task fails."""
@@ -264,12 +287,14 @@ class SinkConversion:
         count = size(batch)
         try:
             try:
-                self._put(batch)
+                self._put_part(batch)
             except Exception as exc:  # noqa: BLE001 - a record error is isolated, others raise on
                 if not record_error(exc, self._poison_errors):
                     raise
-                left = size(batch)  # the batch path: the batches put before the failing one left it
-                count += self._isolate(batch, exc) - left
+                held = getattr(exc, "records", None)  # a task that buffers: all its refused write held
+                part = list(held) if held is not None else batch  # else the batches not yet taken
+                isolation_refused = size(part) - self._isolate(part, exc)
+                count = max(0, count - isolation_refused)
         except RetriableError as exc:
             delay = exc.delay or self.context.retry_timeout
             self.context.retry_timeout = None

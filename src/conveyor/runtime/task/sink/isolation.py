@@ -19,7 +19,7 @@ records among ``n`` take about ``2 k log2(n)`` calls.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -83,18 +83,31 @@ def only_record(part: Part) -> SinkRecord:
     return first
 
 
+def _coordinates(part: Part) -> list[tuple[tuple[str, int], int]]:
+    out: list[tuple[tuple[str, int], int]] = []
+    for item in part:
+        if isinstance(item, pa.RecordBatch):
+            out.extend(((topic, partition), offset) for topic, partition, offset in
+                       zip(original_topics(item).to_pylist(), item.column(PARTITION).to_pylist(),
+                           item.column(OFFSET).to_pylist(), strict=True))
+        else:
+            out.append(((item.original_topic, item.original_kafka_partition), item.original_kafka_offset))  # type: ignore[arg-type]
+    return out
+
+
 def next_offsets(part: Part) -> dict[tuple[str, int], int]:
     """Per ``(topic, partition)`` read from, the offset after the last record of ``part``."""
     out: dict[tuple[str, int], int] = {}
-    for item in part:
-        if isinstance(item, pa.RecordBatch):
-            for topic, partition, offset in zip(original_topics(item).to_pylist(),
-                                                item.column(PARTITION).to_pylist(),
-                                                item.column(OFFSET).to_pylist(), strict=True):
-                out[(topic, partition)] = max(out.get((topic, partition), -1), offset + 1)
-        else:
-            key = (item.original_topic, item.original_kafka_partition)
-            out[key] = max(out.get(key, -1), item.original_kafka_offset + 1)  # type: ignore[index, operator]
+    for key, offset in _coordinates(part):
+        out[key] = max(out.get(key, -1), offset + 1)
+    return out
+
+
+def first_offsets(part: Part) -> dict[tuple[str, int], int]:
+    """Per ``(topic, partition)`` read from, the offset of the first record of ``part``."""
+    out: dict[tuple[str, int], int] = {}
+    for key, offset in _coordinates(part):
+        out[key] = min(out.get(key, offset), offset)
     return out
 
 
@@ -114,19 +127,34 @@ class Isolation:
     written: int = 0
     refused: int = 0
     calls: int = 0
+    remainder: Part | None = None
+    """After :meth:`run` raised: the records not written nor tolerated, in order (nothing may
+    be committed past the first of each partition)."""
+    _current: Part = field(default_factory=list, repr=False)  # type: ignore[assignment]
 
-    def run(self, part: Part, first_error: BaseException) -> None:
-        """Write ``part`` but for the records it refuses; ``first_error`` is what its whole
-        ``put`` raised.
+    def run(self, part: Part, first_error: BaseException | None) -> None:
+        """Write ``part`` but for the records it refuses; ``first_error`` is the record error
+        its whole write raised (``None``: not tried yet).
 
         Raises:
             PartlyWritten: a retriable error; its ``remainder`` is not written yet.
+            BaseException: ``first_error`` when ``part`` has no record.
             BaseException: what ``report`` raises for a refused record, or any error that is
                 neither a record error nor retriable (the task fails).
         """
+        if first_error is not None and size(part) == 0:
+            raise first_error  # no record to blame: the error stands
         pending: list[tuple[Part, BaseException | None]] = [(part, first_error)]
+        try:
+            self._run(pending)
+        except BaseException:
+            self.remainder = _join(self._current, [p for p, _ in reversed(pending)])
+            raise
+
+    def _run(self, pending: list[tuple[Part, BaseException | None]]) -> None:
         while pending:
             current, known = pending.pop()
+            self._current = current
             n = size(current)
             if n == 0:
                 continue

@@ -178,7 +178,6 @@ class SinkTaskRunner(SinkConversion, SinkCommits, SinkRebalance, SinkPausing, Ta
         if self._batches is not None and (self.settings.dlq_topic or self.settings.errors_log_include_messages):
             self._held_messages = HeldMessages()
             self._errant_reporter.find_message = self._held_messages.find
-        self._put = self._put_batches if self._batches is not None else self.task.put
         self._no_records = [self._batches.empty] if self._batches is not None else []
         config = consumer_config(spec, self.settings.group_protocol)
         config["on_commit"] = self._on_commit
