@@ -36,7 +36,13 @@ KNOWN_DIFFERENCES: dict[tuple[str, str], tuple[str, str]] = {
     ("GET", "/connector-plugins/{plugin}/config"): (
         "shape", "each runtime documents its own keys; Connect's `group` may be null"),
     ("PUT", "/connector-plugins/{plugin}/config/validate"): ("shape", "as above: the keys are each runtime's own"),
+    ("GET", "/connector-plugins"): ("shape", "each runtime lists its own plugins"),
+    ("GET", "/connector-plugins?connectorsOnly=false"): ("shape", "as above, with converters, transformations, "
+                                                                  "predicates"),
+    ("GET", "/admin/loggers"): ("status", "each runtime has its own loggers (the root logger in both: checked apart)"),
 }
+LOGGERS = ("org.apache.kafka.connect.file", "conveyor.connectors.file")
+"""A logger of each side's file connectors, whose level the test changes and sets back."""
 
 CONNECT_SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 
@@ -200,6 +206,11 @@ def _converse(both: Comparison, topic: str, connect_file, conveyor_file) -> None
                  "/connectors/nope/offsets", "/connectors/nope/tasks/0/status", "/no/such/path"):
         both.check("GET", path)
     both.check("GET", "/connector-plugins/{plugin}/config", plugin=("FileStreamSinkConnector", "file-sink"))
+    both.check("GET", "/connector-plugins")
+    connect_plugins, conveyor_plugins = both.check("GET", "/connector-plugins?connectorsOnly=false")
+    assert {p["type"] for p in conveyor_plugins} == {p["type"] for p in connect_plugins} >= {
+        "sink", "source", "converter", "header_converter", "transformation", "predicate"}
+    _loggers(both)
     validate = {"topics": topic, "file": "/tmp/validate.txt", "name": "v"}
     both.check("PUT", "/connector-plugins/{plugin}/config/validate", plugin=("FileStreamSinkConnector", "file-sink"),
                body={**validate, "connector.class": CONNECT_SINK}, key="valid")
@@ -258,3 +269,21 @@ def _converse(both: Comparison, topic: str, connect_file, conveyor_file) -> None
     time.sleep(1)
     both.check("GET", "/connectors/{c}/status", key="resumed")
     both.check("DELETE", "/connectors/{c}")
+
+
+def _loggers(both: Comparison) -> None:
+    """``/admin/loggers`` (KIP-495, KIP-976) on both: a level read, set, read back, refused."""
+    connect_all, conveyor_all = both.check("GET", "/admin/loggers")
+    for doc in (connect_all, conveyor_all):
+        assert set(doc["root"]) == {"level", "last_modified"} and doc["root"]["level"] in ("INFO", "WARN"), doc
+    both.check("GET", "/admin/loggers/{plugin}", plugin=("no.such.logger", "no.such.logger"), key="unknown")
+    changed = both.check("PUT", "/admin/loggers/{plugin}", {"level": "DEBUG"}, plugin=LOGGERS)
+    assert [LOGGERS[0] in changed[0], LOGGERS[1] in changed[1]] == [True, True], changed
+    read = both.check("GET", "/admin/loggers/{plugin}", plugin=LOGGERS, key="debug")
+    assert [doc["level"] for doc in read] == ["DEBUG", "DEBUG"] and all(doc["last_modified"] for doc in read), read
+    listed = both.connect.request("GET", "/admin/loggers")[1], both.conveyor.request("GET", "/admin/loggers")[1]
+    assert [doc[name]["level"] for doc, name in zip(listed, LOGGERS)] == ["DEBUG", "DEBUG"], listed
+    both.check("PUT", "/admin/loggers/{plugin}", {"level": "LOUD"}, plugin=LOGGERS, key="invalid level")
+    both.check("PUT", "/admin/loggers/{plugin}", {}, plugin=LOGGERS, key="no level")
+    both.check("PUT", "/admin/loggers/{plugin}?scope=cluster", {"level": "INFO"}, plugin=LOGGERS)
+    both.check("PUT", "/admin/loggers/{plugin}", {"level": "INFO"}, plugin=LOGGERS, key="back to INFO")

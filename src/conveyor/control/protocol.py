@@ -50,13 +50,18 @@ class Directive:
     action: Action = Action.RUN
     version: int = 0
     connector_deleted: bool = False
+    log_levels: tuple[tuple[str, str], ...] = ()
+    """``(logger, Log4j level)`` set on the driver through ``/admin/loggers``, in the order set:
+    the task's process follows them."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"action": self.action.value, "version": self.version, "connector_deleted": self.connector_deleted}
+        return {"action": self.action.value, "version": self.version, "connector_deleted": self.connector_deleted,
+                "log_levels": [list(pair) for pair in self.log_levels]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Directive:
-        return cls(Action(data["action"]), int(data["version"]), bool(data.get("connector_deleted", False)))
+        return cls(Action(data["action"]), int(data["version"]), bool(data.get("connector_deleted", False)),
+                   tuple((str(name), str(level)) for name, level in data.get("log_levels") or ()))
 
 
 @dataclass(frozen=True)

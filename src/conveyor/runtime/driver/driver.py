@@ -52,6 +52,7 @@ from conveyor.control.auth import ControlTokens
 from conveyor.control.load import SinkLoad
 from conveyor.control.protocol import Action, Directive, TaskReport, TaskSpec, TaskState
 from conveyor.manifest import ConnectorManifest, ConnectorSpec, ConnectorState
+from conveyor.runtime.config import log_levels
 from conveyor.runtime.config.settings import parse_sink_settings, parse_source_settings
 from conveyor.runtime.config.validation import PreflightError, connector_class, validate_config
 from conveyor.runtime.deletion.offsets import sink_group
@@ -341,7 +342,7 @@ class Driver(DriverOperations, DriverStopping):
         log.info("launching %d task(s) of connector %s", len(configs), self.name)
         with self._lock:
             stopped = [h.pod for h in self.tasks.values()]  # every caller has stopped them
-            self.tasks = {i: TaskHandle(i, c, directive=Directive(initial, 1)) for i, c in enumerate(configs)}
+            self.tasks = {i: TaskHandle(i, c, directive=Directive(initial, 1, log_levels=log_levels.directive())) for i, c in enumerate(configs)}
         self._follow_with_executors(len(configs), stopped, [])
         for handle in self.tasks.values():
             self._launcher.launch(handle)
@@ -455,6 +456,16 @@ class Driver(DriverOperations, DriverStopping):
                     break
                 self._lock.wait(remaining)
             return handle.directive
+
+    def push_log_levels(self) -> None:
+        """Send the log levels set in this process (:mod:`~conveyor.runtime.config.log_levels`)
+        to every running task, whose process follows them."""
+        levels = log_levels.directive()
+        with self._lock:
+            for handle in self.tasks.values():
+                if not handle.done.is_set():
+                    handle.direct_log_levels(levels)
+            self._lock.notify_all()
 
     def _direct(self, action: Action, connector_deleted: bool = False, task_ids: list[int] | None = None) -> None:
         with self._lock:

@@ -14,6 +14,7 @@ from typing import Any
 from conveyor.control.errors import OperationError
 from conveyor.control.protocol import Action, Directive, TaskState, trace_of
 from conveyor.manifest import ConnectorSpec, ConnectorState
+from conveyor.runtime.config import log_levels
 from conveyor.runtime.config.validation import PreflightError, connector_class, validate_config
 from conveyor.runtime.driver.spark_session import local_task_slots
 from conveyor.runtime.herder.task_handles import TaskHandle
@@ -334,7 +335,7 @@ class DriverOperations:
         self._follow_with_executors(len(configs), [current[i].pod for i in leaving if i >= len(configs)],
                                     [current[i].pod for i in kept])
         initial = self._resume_action()
-        starting = [TaskHandle(i, c, directive=Directive(initial, 1)) for i, c in enumerate(configs) if i not in kept]
+        starting = [TaskHandle(i, c, directive=Directive(initial, 1, log_levels=log_levels.directive())) for i, c in enumerate(configs) if i not in kept]
         log.info("connector %s: %d task(s) kept, %d stopped, %d started", self.name, len(kept), len(leaving),
                  len(starting))
         with self._lock:

@@ -115,6 +115,10 @@ class Herder(Protocol):
     def pause(self) -> dict[str, Any]:
         ...
 
+    def push_log_levels(self) -> None:
+        """Send the log levels set in the driver's process to every running task's process."""
+        ...
+
     def resume(self) -> dict[str, Any]:
         ...
 

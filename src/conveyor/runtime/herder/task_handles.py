@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from conveyor.control.protocol import Action, Directive, TaskReport, TaskState
@@ -49,7 +49,12 @@ class TaskHandle:
 
     def direct(self, action: Action, connector_deleted: bool = False) -> None:
         """Give the task a new directive (the caller holds the driver's lock and notifies)."""
-        self.directive = Directive(action, self.directive.version + 1, connector_deleted)
+        self.directive = Directive(action, self.directive.version + 1, connector_deleted, self.directive.log_levels)
+
+    def direct_log_levels(self, levels: tuple[tuple[str, str], ...]) -> None:
+        """The same directive with the driver's log levels (the caller holds the lock and notifies)."""
+        if levels != self.directive.log_levels:
+            self.directive = replace(self.directive, version=self.directive.version + 1, log_levels=levels)
 
     def stop_entry(self) -> dict[str, Any]:
         """This task in a stop report: ``{"id", "state", "committed", "last_closing_commit",

@@ -118,12 +118,30 @@ def installed_connectors() -> dict[str, type[Connector]]:
     return out
 
 
-def plugin_infos() -> list[dict[str, str]]:
-    """Connect's ``GET /connector-plugins`` (``connectorsOnly=true``): ``[{"class", "type", "version"}]``,
-    sorted by class name as Connect sorts them."""
-    plugins = [{"class": class_name(cls), "type": connector_type_of(cls), "version": plugin_version(cls)}
-               for cls in installed_connectors().values()]
-    return sorted(plugins, key=lambda p: p["class"])
+def plugin_infos(connectors_only: bool = True, version: str = "undefined") -> list[dict[str, str]]:
+    """Connect's ``GET /connector-plugins``: ``[{"class", "type", "version"}]`` of the
+    installed connectors (``type`` ``sink`` or ``source``), sorted by class name as Connect
+    sorts them; with ``connectors_only`` false, then the runtime's own plugins by Kafka Connect
+    class name, each at ``version``: converters (``converter``), header converters
+    (``header_converter``: every key/value converter serves headers too, as Connect's do),
+    transformations (``transformation``) and predicates (``predicate``)."""
+    plugins = sorted(({"class": class_name(cls), "type": connector_type_of(cls), "version": plugin_version(cls)}
+                      for cls in installed_connectors().values()), key=lambda p: p["class"])
+    if connectors_only:
+        return plugins
+    from conveyor.converters import KAFKA_CONNECT_CONVERTERS, LAZY_CONVERTERS
+    from conveyor.converters.header_converters import HEADER_CONVERTERS
+    from conveyor.transforms._registry import PREDICATES, PREDICATES_PACKAGE, TRANSFORMATIONS, TRANSFORMS_PACKAGE
+
+    by_type = {
+        "converter": [*KAFKA_CONNECT_CONVERTERS, *(n for n in LAZY_CONVERTERS if "." in n)],
+        "header_converter": [*KAFKA_CONNECT_CONVERTERS, *(n for n in HEADER_CONVERTERS if "." in n)],
+        "transformation": [n for n in TRANSFORMATIONS if n.startswith(TRANSFORMS_PACKAGE)],
+        "predicate": [n for n in PREDICATES if n.startswith(PREDICATES_PACKAGE)],
+    }
+    for kind, names in by_type.items():
+        plugins += [{"class": name, "type": kind, "version": version} for name in sorted(names)]
+    return plugins
 
 
 def find_plugin(name: str) -> type[Connector] | None:

@@ -40,6 +40,7 @@ from conveyor.runtime.config.settings import SinkSettings, SourceSettings, parse
 from conveyor.runtime.config.validation import PreflightError, connector_class, validate_config
 from conveyor.runtime.herder.protocol import Herder
 from conveyor.runtime.kafka.clients import bootstrap_servers, client_config
+from conveyor.runtime.rest import admin_loggers
 from conveyor.runtime.rest import connect_documents as docs
 from conveyor.runtime.rest import connect_offsets as offsets
 from conveyor.runtime.rest.live_config import apply_written_spec, mentions_reference
@@ -57,7 +58,7 @@ _cluster_ids: dict[str, str] = {}
 def is_connect_path(path: str) -> bool:
     """Whether ``path`` belongs to Kafka Connect's API (whose errors follow Connect's, 500 for
     a malformed body included) rather than Conveyor's own."""
-    return path == "/" or path.startswith(("/connectors", "/connector-plugins"))
+    return path == "/" or path.startswith(("/connectors", "/connector-plugins", "/admin/"))
 
 
 def _no_content(status: HTTPStatus) -> Response:
@@ -105,12 +106,15 @@ def _info(driver: Herder) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------- worker
 
 
-def _server_info(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+def _conveyor_version() -> str:
     try:
-        conveyor_version = version("conveyor")
+        return version("conveyor")
     except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        conveyor_version = "unknown"
-    return HTTPStatus.OK, {"version": conveyor_version, "commit": "unknown",
+        return "unknown"
+
+
+def _server_info(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
+    return HTTPStatus.OK, {"version": _conveyor_version(), "commit": "unknown",
                            "kafka_cluster_id": _cluster_id(driver)}
 
 
@@ -308,7 +312,8 @@ def _delete(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tup
 
 
 def _plugins(driver: Herder, q: QueryParams, p: dict[str, Any], body: Any) -> tuple[HTTPStatus, Any]:
-    return HTTPStatus.OK, docs.plugin_infos()
+    connectors_only = q.get("connectorsOnly", "true").strip().lower() != "false"  # as Connect's @DefaultValue("true")
+    return HTTPStatus.OK, docs.plugin_infos(connectors_only, _conveyor_version())
 
 
 def _plugin(name: str) -> type:
@@ -422,4 +427,5 @@ CONNECT_ENDPOINTS: list[tuple[str, str, Any, bool, frozenset[Role]]] = [
     ("GET", "/connector-plugins", _plugins, False, ADMIN),
     ("GET", "/connector-plugins/{plugin}/config", _plugin_config, False, ADMIN),
     ("PUT", "/connector-plugins/{plugin}/config/validate", _validate, True, ADMIN),
+    *admin_loggers.ENDPOINTS,
 ]

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from conveyor.control.client import DriverClient
 from conveyor.control.protocol import Action, Directive, TaskReport
+from conveyor.runtime.config import log_levels
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,8 @@ class ControlLink:
             return
         directive = self._client.sync_task(self._task_id, report, self.directive.version, wait_ms)
         if directive.version != self.directive.version:
+            if directive.log_levels != self.directive.log_levels:
+                log_levels.apply(dict(directive.log_levels))
             self.directive = directive
             self.changed.set()
 
