@@ -40,6 +40,7 @@ class SourceBatches:
 
     _batch_offsets: dict[str, PartitionOffset]
     _unflushed_rows = 0
+    _skipped_before = 0  # rows skipped (errors.tolerance) counted at the flush before
 
     def _batch_path(self) -> bool:
         """Whether the task's records come through ``poll_batch`` (see
@@ -71,9 +72,14 @@ class SourceBatches:
         """Producer settings of the batch path: failed deliveries only, to one callback."""
         return {"delivery.report.only.error": True, "on_delivery": self._on_failed_delivery}
 
-    def _on_failed_delivery(self, err: KafkaError | None, _msg: Any) -> None:
-        if err is not None and self._send_error is None:
-            self._send_error = KafkaException(err)
+    def _on_failed_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is None:
+            return
+        if self.exactly_once:
+            if self._send_error is None:
+                self._send_error = KafkaException(err)
+            return
+        self._produce_failures.failed(err, msg, _written_again, _skipped_row)  # .produce_failures
 
     def _poll_batch(self) -> SourceBatch | None:
         started = time.monotonic()
@@ -121,13 +127,20 @@ class SourceBatches:
         """Flush the producer; when everything sent is written, write the batches' offsets
         to the offsets topic, and once those are written run ``commit()``."""
         assert self.producer and self.settings
-        if self.producer.flush(timeout_s):
+        deadline = time.monotonic() + timeout_s
+        left = self.producer.flush(timeout_s)
+        self._raise_send_error()
+        while not left and self._produce_failures and time.monotonic() < deadline:  # records to produce again
+            self._handle_produce_failures()
+            left = self.producer.flush(min(0.2, max(0.0, deadline - time.monotonic())))
             self._raise_send_error()
+        if left or self._produce_failures:
             log.warning("task %s: records still in flight after %.1f s; offsets are committed later",
                         self.where, timeout_s)
             return
-        self._raise_send_error()
-        self.records_written += self._unflushed_rows
+        skipped = self._produce_failures.skipped
+        self.records_written += self._unflushed_rows - (skipped - self._skipped_before)
+        self._skipped_before = skipped
         self._unflushed_rows = 0
         offsets, self._batch_offsets = self._batch_offsets, {}
         if not offsets:
@@ -147,6 +160,14 @@ class SourceBatches:
         self.commits += 1
         self.meter.commit(time.monotonic() - started)
         self._call_commit()
+
+
+def _written_again(err: KafkaError | None, msg: Any) -> None:
+    """A row produced again was written: the batch path counts rows at its flush."""
+
+
+def _skipped_row() -> None:
+    """A row skipped under ``errors.tolerance=all``: its batch's offset is committed with the others."""
 
 
 def _writes(converter: Any, type_: pa.DataType) -> bool:

@@ -55,6 +55,7 @@ from conveyor.runtime.task.runner import TaskFailed, TaskFenced, TaskRunner
 from conveyor.runtime.task.source.batches import SourceBatches
 from conveyor.runtime.task.source.context import RunnerSourceContext, RunnerTransactionContext
 from conveyor.runtime.task.source.partitions import PartitionOffset, SourcePartitions
+from conveyor.runtime.task.source.produce_failures import ProduceFailures
 from conveyor.transforms.chain import TransformationChain
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,7 @@ class SourceTaskRunner(SourceBatches, TaskRunner):
         if self.settings.errors_log_enable:
             reporters.append(LogReporter(spec.connector, spec.task_id, self.settings.errors_log_include_messages))
         self.tolerance = ToleranceOperator(self.settings, reporters)
+        self._produce_failures = ProduceFailures(self.tolerance, class_name(self))
         self.key_converter = load_converter(spec.connector_config, "key", self.settings.key_converter)
         self.value_converter = load_converter(spec.connector_config, "value", self.settings.value_converter)
         self.header_converter = load_header_converter(spec.connector_config)
@@ -206,18 +208,19 @@ class SourceTaskRunner(SourceBatches, TaskRunner):
                 return leaving
             paused = self.link.directive.action is Action.PAUSE
             self.state = TaskState.PAUSED if paused else TaskState.RUNNING
-            if not paused and self._batches_on:
+            if not paused and self._batches_on and not self._produce_failures:
                 batch = self._poll_batch()
                 if batch is not None:
                     self._send_batch(batch)
-            elif not paused:
+            elif not paused and not self._produce_failures:  # records to produce again go first
                 records = self._poll()
                 if records:
                     self._send(records)
                     if self.exactly_once:
                         self._after_batch()
-            self.producer.poll(0 if not paused else IDLE_SLEEP_S)
+            self.producer.poll(0 if not paused and not self._produce_failures else IDLE_SLEEP_S)
             self._raise_send_error()
+            self._handle_produce_failures()
             self._deliver_commit_records()
             now = time.monotonic()
             if self._batches_on:
@@ -356,6 +359,12 @@ class SourceTaskRunner(SourceBatches, TaskRunner):
             except BufferError:
                 self.producer.poll(0.05)
                 self._raise_send_error()
+            except KafkaException as exc:  # refused before it was sent (e.g. larger than message.max.bytes)
+                if self.exactly_once:
+                    raise
+                self._tolerate(record, Stage.KAFKA_PRODUCE, class_name(self), exc)
+                self._skipped(pending)
+                return
 
     def _on_delivery(self, pending: _Pending) -> Any:
         """The producer's delivery callback for ``pending`` (runs on the task's thread, inside
@@ -365,8 +374,11 @@ class SourceTaskRunner(SourceBatches, TaskRunner):
 
         def on_delivery(err: KafkaError | None, msg: Any) -> None:
             if err is not None:
-                if self._send_error is None:
-                    self._send_error = KafkaException(err)
+                if self.exactly_once or _is_fenced(err):
+                    if self._send_error is None:
+                        self._send_error = KafkaException(err)
+                else:
+                    self._produce_failures.failed(err, msg, on_delivery, lambda: self._skipped(pending))
                 return
             if with_metadata:
                 ts_type, ts = msg.timestamp()
@@ -377,6 +389,28 @@ class SourceTaskRunner(SourceBatches, TaskRunner):
             self.records_written += 1
 
         return on_delivery
+
+    def _skipped(self, pending: _Pending) -> None:
+        """A record the producer could not write, skipped under ``errors.tolerance=all``: its
+        offset may be committed, and ``commit_record`` gets it without metadata (as Connect's)."""
+        pending.done = True
+        if self._wants_commit_record:
+            self._call_commit_record(pending.record, None)
+
+    def _handle_produce_failures(self) -> None:
+        """Produce again what is due, skip or fail on what may not be tried again
+        (:mod:`.produce_failures`).
+
+        Raises:
+            TaskFailed: a record that cannot be written under ``errors.tolerance=none``.
+        """
+        if not self._produce_failures:
+            return
+        assert self.producer is not None
+        try:
+            self._produce_failures.handle(self.producer)
+        except ConnectError as exc:
+            raise TaskFailed(str(exc)) from exc
 
     def _raise_send_error(self) -> None:
         if self._send_error is None:
@@ -541,9 +575,20 @@ class SourceTaskRunner(SourceBatches, TaskRunner):
             return
         self.producer.flush(self.spec.closing_timeout_s)
         self._raise_send_error()
+        self._drain_produce_failures()
         self._deliver_commit_records()
         self._flush_offsets(wait_s=self.settings.offset_flush_timeout_ms / 1000)
         self._flush_offsets(wait_s=self.settings.offset_flush_timeout_ms / 1000)  # after one already in flight
+
+    def _drain_produce_failures(self) -> None:
+        """Before the last offsets: the records to produce again, while the closing deadline
+        allows; those left are not committed (the next start reads them again)."""
+        assert self.producer is not None
+        while self._produce_failures and self.closing_time_left() > 1.0:
+            self._handle_produce_failures()
+            self.producer.flush(min(0.2, self.closing_time_left()))
+        if self._produce_failures:
+            log.warning("task %s: records the producer could not write yet are left to the next start", self.where)
 
     def _release(self) -> None:
         if self.producer is not None:
