@@ -11,6 +11,7 @@ from conveyor.transforms.cast import CastKey, CastValue
 from conveyor.transforms.extract_field import ExtractFieldKey, ExtractFieldValue
 from conveyor.transforms.filter import Filter
 from conveyor.transforms.flatten import FlattenKey, FlattenValue
+from conveyor.transforms.header_from import HeaderFromKey, HeaderFromValue
 from conveyor.transforms.headers import DropHeaders, InsertHeader
 from conveyor.transforms.hoist_field import HoistFieldKey, HoistFieldValue
 from conveyor.transforms.insert_field import InsertFieldKey, InsertFieldValue
@@ -48,6 +49,8 @@ _TRANSFORMATION_CLASSES: tuple[type[Transformation], ...] = (  # type: ignore[ty
     SetSchemaMetadataValue,
     DropHeaders,
     InsertHeader,
+    HeaderFromKey,
+    HeaderFromValue,
 )
 _PREDICATE_CLASSES: tuple[type[Predicate], ...] = (TopicNameMatches, HasHeaderKey, RecordIsTombstone)  # type: ignore[type-arg]
 
