@@ -1,5 +1,6 @@
 """The runtime's search for the records a put refuses (conveyor.runtime.task.sink.isolation),
-on both paths' parts; end to end on PostgreSQL and a broker: tests/integration/test_write_isolation.py."""
+on both paths' parts; end to end on PostgreSQL and a broker: tests/integration/test_write_isolation.py
+(this file has a name of its own: pytest collects both trees, which are not packages)."""
 
 from __future__ import annotations
 
