@@ -91,6 +91,19 @@ def tasks_in(node, namespace: str, name: str, state: str, count: int) -> list[di
     return None
 
 
+def stopped(node, namespace: str, name: str) -> bool:
+    """Whether the Connector has stopped and is Ready: its tasks all read ``STOPPED``, or, as Kafka
+    Connect drops a stopped connector's tasks, none are left and ``status.connector.state`` reads
+    ``STOPPED`` (the driver sets it only once every task's stop has returned)."""
+    status = (get(node, "connector", name, namespace) or {}).get("status") or {}
+    tasks = status.get("tasks") or []
+    if (condition({"status": status}, "Ready") or {}).get("status") != "True":
+        return False
+    if tasks:
+        return all(t["state"] == "STOPPED" for t in tasks)
+    return (status.get("connector") or {}).get("state") == "STOPPED"
+
+
 def running_pod(node, namespace: str, selector: str) -> str:
     """The name of the one Running, not terminating, pod of ``selector``."""
     names = [p["metadata"]["name"] for p in pods(node, namespace, selector)

@@ -33,6 +33,7 @@ from _connectors import (
     kill_operator,
     operator_restarted,
     pods,
+    stopped,
 )
 
 from conveyor.testing.runs import produce
@@ -273,8 +274,7 @@ def test_an_evicted_executor_and_a_node_drain_commit_what_they_consumed_before_t
     except AssertionError as e:
         raise AssertionError(f"{e}\n{diagnostics(kube_node, ns)}") from None
     kube_node.kubectl("patch", "connector", "archive", "-n", ns, "--type=merge", "-p", '{"spec":{"state":"stopped"}}')
-    eventually(lambda: (t := tasks_of(kube_node, ns, "archive")) and all(x["state"] == "STOPPED" for x in t), 120,
-               "both tasks STOPPED")
+    eventually(lambda: stopped(kube_node, ns, "archive"), 120, "the connector STOPPED")
     ids = sorted(i for partition in archived(archive_dir, topic).values() for i in partition)
     assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} records written twice"
     assert ids == list(range(TOTAL)), f"{TOTAL - len(set(ids))} records lost"

@@ -12,7 +12,6 @@ import uuid
 import pytest
 from _connectors import (
     apply,
-    condition,
     connector,
     create_topic,
     diagnostics,
@@ -23,6 +22,7 @@ from _connectors import (
     pods,
     row_count,
     running_pod,
+    stopped,
     tasks_in,
 )
 
@@ -92,9 +92,6 @@ def test_scale_config_change_pause_resume_and_stop(kube_node, node_kafka, node_p
         eventually(lambda: row_count(pg, second) == 2 * N, 180, "the records sent while paused")
 
         patch(kube_node, ns, "life", {"state": "stopped"})
-        eventually(lambda: tasks_in(kube_node, ns, "life", "STOPPED", 3)
-                   or (get(kube_node, "connector", "life", ns)["status"].get("connector") or {}).get("state")
-                   == "STOPPED" and condition(get(kube_node, "connector", "life", ns), "Ready")["status"] == "True",
-                   120, "the connector STOPPED")
+        eventually(lambda: stopped(kube_node, ns, "life"), 120, "the connector STOPPED")
     except AssertionError as e:
         raise AssertionError(f"{e}\n{diagnostics(kube_node, ns)}") from None
