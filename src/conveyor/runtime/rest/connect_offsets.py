@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from conveyor.api import Connector, SinkConnector
 from conveyor.api import TopicPartition as ApiTopicPartition
@@ -46,6 +47,8 @@ KAFKA_TOPIC_KEY = "kafka_topic"
 KAFKA_PARTITION_KEY = "kafka_partition"
 KAFKA_OFFSET_KEY = "kafka_offset"
 TIMEOUT_S = 30.0
+_COORDINATOR_NOT_READY = (KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                         KafkaError.NOT_COORDINATOR)
 
 ALTERED = "The offsets for this connector have been altered successfully"
 RESET = "The offsets for this connector have been reset successfully"
@@ -142,14 +145,38 @@ def parse_source_offsets(entries: list[Any]) -> SourceOffsets:
 
 
 def list_sink_offsets(kafka: KafkaProperties, connector: str) -> list[dict[str, Any]]:
-    """The committed offsets of the consumer group ``connect-<connector>``, by topic and partition."""
-    admin = AdminClient(client_config(kafka))
-    group = sink_group(connector)
-    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S)
-    result = future[group].result(TIMEOUT_S)
-    committed = sorted((tp.topic, tp.partition, tp.offset) for tp in result.topic_partitions if tp.offset >= 0)
+    """The committed offsets of the consumer group ``connect-<connector>``, by topic and partition.
+
+    Asked through a consumer of the group that never subscribes, so it never joins: an
+    OffsetFetch for every partition of every topic but the internal (``__``) ones. The admin
+    client's ``list_consumer_group_offsets`` is not used: on a group the broker has not seen
+    yet it can crash the process (SIGSEGV on NOT_COORDINATOR, librdkafka issue 5040).
+
+    Raises:
+        KafkaException: the broker did not answer within ``TIMEOUT_S`` seconds (the
+            coordinator still loading is retried until then).
+    """
+    consumer = Consumer(client_config(kafka, {"group.id": sink_group(connector), "enable.auto.commit": False}))
+    try:
+        topics = consumer.list_topics(timeout=TIMEOUT_S).topics
+        partitions = [TopicPartition(topic, number) for topic, meta in sorted(topics.items())
+                      if not topic.startswith("__") for number in sorted(meta.partitions)]
+        answered = _committed(consumer, partitions) if partitions else []
+    finally:
+        consumer.close()
+    committed = sorted((tp.topic, tp.partition, tp.offset) for tp in answered if tp.offset >= 0)
     return [{"partition": {KAFKA_TOPIC_KEY: topic, KAFKA_PARTITION_KEY: partition},
              "offset": {KAFKA_OFFSET_KEY: offset}} for topic, partition, offset in committed]
+
+
+def _coordinator_loading(exc: BaseException) -> bool:
+    return isinstance(exc, KafkaException) and exc.args[0].code() in _COORDINATOR_NOT_READY
+
+
+def _committed(consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
+    retrying = Retrying(retry=retry_if_exception(_coordinator_loading), stop=stop_after_delay(TIMEOUT_S),
+                        wait=wait_exponential(multiplier=0.1, max=2.0), reraise=True)
+    return retrying(consumer.committed, partitions, timeout=TIMEOUT_S)
 
 
 def list_source_offsets(kafka: KafkaProperties, connector: str, offsets_topic: str) -> list[dict[str, Any]]:
