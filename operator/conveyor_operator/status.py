@@ -106,6 +106,19 @@ class AutoscalerStatus(_Model):
         None, alias="lastDecision", description="What its last change of the task count came from.")
 
 
+class StartingOffsetsStatus(_Model):
+    """Where the connector started when its driver first started (spec.initialOffsets, KIP-995)."""
+
+    initial: str = Field(
+        description="NotGiven (no spec.initialOffsets), Applied (written before the first task started) or Kept "
+                    "(existing: keep and stored offsets were found: nothing written).")
+    found: int = Field(description="Partitions with stored offsets found (a Connector of this name ran before and "
+                                   "its offsets were retained).")
+    written: int = Field(0, description="Partitions whose offsets spec.initialOffsets wrote.")
+    message: str = Field("", description="What happened, in words.")
+    time: str = Field(description="RFC 3339 time the operator recorded it.")
+
+
 class ConnectorStatus(_Model):
     """Observed state of a Connector."""
 
@@ -137,6 +150,10 @@ class ConnectorStatus(_Model):
     )
     autoscaler: AutoscalerStatus | None = Field(
         None, description="The autoscaler's decisions (spec.autoscaler); absent when it is not enabled.")
+    starting_offsets: StartingOffsetsStatus | None = Field(
+        None, alias="startingOffsets",
+        description="Where the connector started: recorded once, from its driver's first start; from then on "
+                    "spec.initialOffsets is left out of what a restarted driver runs.")
     evictions: list[EvictionEntry] = Field(
         default_factory=list, description="Latest pod evictions turned into closing-aware commits (newest last, 10 kept)."
     )

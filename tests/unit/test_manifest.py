@@ -30,6 +30,12 @@ def test_valid_manifest_parses_with_defaults():
         ({"class": ""}, "spec.class"),
         ({"kafka": {}}, "spec.kafka.bootstrapServers"),
         ({"unknownField": 1}, "spec.unknownField"),
+        ({"initialOffsets": {"offsets": []}}, "spec.initialOffsets.offsets"),
+        ({"initialOffsets": {"offsets": [{"offset": {"kafka_offset": 1}}]}}, "spec.initialOffsets.offsets.0.partition"),
+        ({"initialOffsets": {"offsets": [{"partition": {"s": 1}}], "existing": "merge"}},
+         "spec.initialOffsets.existing"),
+        ({"initialOffsets": {"offsets": [{"partition": {"s": 1}, "offzet": {}}]}},
+         "spec.initialOffsets.offsets.0.offzet"),
     ],
 )
 def test_invalid_fields_are_named(patch, field):
@@ -139,3 +145,10 @@ def test_a_pasted_connect_config_that_disagrees_with_the_spec_is_refused_naming_
 ])
 def test_connector_class_naming_the_same_connector_is_accepted(cls, named):
     assert _pasted({"class": cls}, {"topics": "t", "connector.class": named}).spec.connector_class == cls
+
+
+def test_initial_offsets_keep_what_is_stored_unless_told_to_replace_it_and_a_missing_offset_is_null():
+    spec = {**GOOD["spec"], "initialOffsets": {"offsets": [{"partition": {"stream": "s0"}}]}}
+    initial = ConnectorManifest.from_dict({**GOOD, "spec": spec}).spec.initial_offsets
+    assert initial.existing.value == "keep"
+    assert initial.document() == {"offsets": [{"partition": {"stream": "s0"}, "offset": None}]}

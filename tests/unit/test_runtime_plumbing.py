@@ -30,6 +30,7 @@ from conveyor.runtime.driver.spark_session import (
     executor_id_of_pod,
     spark_properties,
 )
+from conveyor.runtime.driver import starting_offsets
 from conveyor.runtime.kafka import group_lag as group_lag_module
 from conveyor.runtime.kafka.clients import base_properties, client_config, describe, redacted
 from conveyor.runtime.task.sink.runner import consumer_config, producer_config
@@ -160,6 +161,8 @@ class _Recorder:
         monkeypatch.setattr(driver_module, "check_kafka", lambda kafka: self.calls.append(("check_kafka", kafka)))
         monkeypatch.setattr(driver_module, "prepare_sink_topics",
                             lambda kafka, config: self.calls.append(("prepare_sink_topics", kafka)))
+        monkeypatch.setattr(starting_offsets, "settle",
+                            lambda kafka, *args: self.calls.append(("settle", kafka)))
 
         class Launcher:
             def __init__(self, spark, spec_for, *args):
@@ -201,7 +204,7 @@ def test_the_driver_hands_every_kafka_helper_and_every_task_the_full_properties(
         expected = kafka_properties(manifest.spec)
         assert expected["sasl.password"] == "conveyor-secret"
         assert recorder.calls == [("check_kafka", expected), ("prepare_sink_topics", expected),
-                                  ("group_lag", expected)]
+                                  ("settle", expected), ("group_lag", expected)]
         assert [s.kafka for s in recorder.specs] == [expected, expected]
         assert [s.task_id for s in recorder.specs] == [0, 1]
         assert driver.status()["spark"] == {"master": "local[2]", "app_name": "a", "app_id": "app-1"}

@@ -25,10 +25,10 @@ from conveyor_operator.context import (
     write_status,
 )
 from conveyor_operator.handlers import autoscaling as autoscaling_handlers
-from conveyor_operator.observe import autoscaler
+from conveyor_operator.observe import autoscaler, starting_offsets
 from conveyor_operator.observe.conditions import Conditions
 from conveyor_operator.observe.driver_start import STARTING
-from conveyor_operator.reconcile import network_policy, render, succession
+from conveyor_operator.reconcile import initial_offsets, network_policy, render, succession
 from conveyor_operator.reconcile.push import current_rolled_hash, ensure_namespace_objects, push_config, push_state
 from conveyor_operator.status import ConditionType as C
 from conveyor_operator.validate import connector_classes
@@ -78,6 +78,7 @@ def reconcile(body: kopf.Body, meta: kopf.Meta, status: kopf.Status, uid: str, p
     if left_to_driver:
         shared_kube().event(body, "Normal", connector_classes.EVENT_REASON, message=left_to_driver)
     manifest = autoscaler.running_manifest(manifest, status)
+    manifest = initial_offsets.settled_manifest(manifest, starting_offsets.recorded(status))
     missing = check_references(shared_kube(), manifest)
     if missing:
         conditions.set(C.DEGRADED, True, "MissingReference", missing)

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import kopf
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from conveyor.control.client import DriverRefused, DriverUnreachable
@@ -34,12 +35,13 @@ from conveyor_operator.context import (
 )
 from conveyor_operator.diffbase import STATUS_KEY
 from conveyor_operator.handlers import autoscaling
-from conveyor_operator.observe import auto_restart
+from conveyor_operator.observe import auto_restart, starting_offsets
 from conveyor_operator.observe.conditions import Conditions
 from conveyor_operator.observe.driver_start import still_starting
 from conveyor_operator.observe.driver_status import short_trace, task_lag
 from conveyor_operator.observe.pod_health import POD_PROBLEM_REASONS, pod_problem, pod_summary
 from conveyor_operator.observe.status_schedule import Key
+from conveyor_operator.reconcile import initial_offsets
 from conveyor_operator.reconcile.push import STATE_OF
 from conveyor_operator.status import ConditionType as C
 
@@ -170,7 +172,31 @@ def read_status(key: Key, connectors: kopf.Index, pods: kopf.Index) -> None:
     if connector.get("trace"):
         entry["trace"] = short_trace(connector["trace"])
     restarts.pop("note", None)
-    _write_if_changed(status, namespace, name, conditions, connector=entry, tasks=tasks, **restarts, **scaled)
+    started = _starting_offsets(body, status, report.get("starting_offsets"))
+    _write_if_changed(status, namespace, name, conditions, connector=entry, tasks=tasks, **restarts, **scaled,
+                      **started)
+
+
+def _starting_offsets(body: dict[str, Any], status: dict[str, Any], report: Any) -> dict[str, Any]:
+    """``status.startingOffsets`` from the driver's first report of them, with its Events, once
+    ``spec.initialOffsets`` is out of the driver's ConfigMap
+    (:mod:`conveyor_operator.reconcile.initial_offsets`). Returns the status field to write."""
+    if starting_offsets.recorded(status):
+        return {}
+    entry = starting_offsets.status_entry(report)
+    if entry is None:
+        return {}
+    meta = body["metadata"]
+    kube = shared_kube()
+    try:
+        initial_offsets.forget_initial_offsets(kube, meta["namespace"], meta["name"])
+    except ApiException as exc:  # a conflict with a reconcile's apply, say: the next read tries again
+        log.info("connector %s/%s: spec.initialOffsets not yet out of the driver's ConfigMap: %s",
+                 meta["namespace"], meta["name"], exc.reason)
+        return {}
+    for reason, message in starting_offsets.events(report):
+        kube.event(body, "Normal", reason, message=message)
+    return {"startingOffsets": entry}
 
 
 def _write_if_changed(status: dict[str, Any], namespace: str, name: str, conditions: Conditions,

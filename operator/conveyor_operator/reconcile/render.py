@@ -77,7 +77,8 @@ from conveyor_operator.settings import OperatorSettings
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-def _yaml(doc: Any) -> str:
+def yaml_document(doc: Any) -> str:
+    """``doc`` as the YAML of the objects the operator writes (block style, keys in order)."""
     return yaml.dump(doc, Dumper=_Dumper, sort_keys=False)
 
 
@@ -135,7 +136,7 @@ def spec_hash(manifest: ConnectorManifest) -> str:
     for the executors it needs (:mod:`conveyor.runtime.driver.executors`)."""
     spec = spec_dict(manifest)
     for live in ("config", "tasksMax", "state", "deletionPolicy", "autoRestart", "listOffsets", "alterOffsets",
-                 "autoscaler"):
+                 "autoscaler", "initialOffsets"):
         spec.pop(live, None)
     if manifest.spec.spark.executor.instances == 0:  # local[N] in the driver pod, sized per task
         spec["localTaskSlots"] = manifest.spec.most_tasks
@@ -153,7 +154,7 @@ def manifest_document(manifest: ConnectorManifest) -> str:
     doc = {"apiVersion": API_VERSION, "kind": KIND,
            "metadata": {"name": manifest.name, "namespace": manifest.metadata.namespace},
            "spec": spec_dict(manifest)}
-    return _yaml(doc)
+    return yaml_document(doc)
 
 
 
@@ -167,7 +168,7 @@ def connector_config_map(manifest: ConnectorManifest, uid: str, generation: int,
         "metadata": _metadata(manifest, names.manifest_config_map(manifest.name), uid,
                               annotations={names.ANNOTATION_GENERATION: str(generation)}),
         "data": {MANIFEST_KEY: manifest_document(manifest),
-                 EXECUTOR_TEMPLATE_KEY: _yaml(executor_pod_template(manifest, settings))},
+                 EXECUTOR_TEMPLATE_KEY: yaml_document(executor_pod_template(manifest, settings))},
     }
 
 

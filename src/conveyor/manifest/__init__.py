@@ -29,6 +29,8 @@ from conveyor.manifest.base import (
     ManifestError,
     StrictModel,
 )
+from conveyor.manifest.initial_offsets import IMMUTABLE_RULE as INITIAL_OFFSETS_RULE
+from conveyor.manifest.initial_offsets import InitialOffsetsSpec
 from conveyor.manifest.kafka import (
     CODE_LOADING_CLIENT_PROPERTIES,
     CODE_LOADING_REASON,
@@ -234,7 +236,7 @@ class AutoRestartSpec(StrictModel):
 
 class ConnectorSpec(StrictModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid",
-                              json_schema_extra={"x-kubernetes-validations": [OWNERSHIP_RULE]})
+                              json_schema_extra={"x-kubernetes-validations": [OWNERSHIP_RULE, INITIAL_OFFSETS_RULE]})
 
     connector_class: str = Field(
         alias="class",
@@ -274,6 +276,12 @@ class ConnectorSpec(StrictModel):
         None, alias="alterOffsets",
         description="Offsets the annotation conveyor.dev/connector-offsets=alter writes (KIP-875 PATCH); the "
         "connector must be stopped (spec.state: stopped). reset needs no ConfigMap.",
+    )
+    initial_offsets: InitialOffsetsSpec | None = Field(
+        None, alias="initialOffsets",
+        description="Where a new connector starts (KIP-995): offsets written before its first task starts, when it "
+        "has none yet or (existing: replace) over those found; the outcome is in status.startingOffsets. Given at "
+        "creation only.",
     )
     auto_restart: AutoRestartSpec | None = Field(
         None, alias="autoRestart",

@@ -59,6 +59,7 @@ from conveyor.runtime.deletion.offsets import sink_group
 from conveyor.runtime.driver.class_data import ArchiveTraining, with_class_data_sharing
 from conveyor.runtime.driver.executors import ExecutorTarget
 from conveyor.runtime.driver.operations import DriverOperations
+from conveyor.runtime.driver import starting_offsets
 from conveyor.runtime.driver.spark_session import (
     decommission_executor,
     executor_id_of_pod,
@@ -121,6 +122,8 @@ class Driver(DriverOperations, DriverStopping):
         written_spec: its spec as written: what Kafka Connect's ``GET
             /connectors/<name>/config`` shows and ``PATCH`` merges into, so that a resolved
             value never becomes part of a written config (:mod:`conveyor.runtime.rest.live_config`).
+        starting_offsets: what this driver's start found of the stored offsets and did with
+            ``spec.initialOffsets`` (:mod:`.starting_offsets`); ``None`` before it got that far.
     """
 
     def __init__(
@@ -173,6 +176,7 @@ class Driver(DriverOperations, DriverStopping):
         self._unlaunched: list[dict[str, Any]] = []  # task configs of a started connector, before Spark is up
         self._group_lag: Any = None
         self.generation = 0
+        self.starting_offsets: starting_offsets.StartingOffsets | None = None
         self._herder = threading.Thread(target=self._herd, name="herder", daemon=True)
 
     # ------------------------------------------------------------------ start
@@ -212,10 +216,15 @@ class Driver(DriverOperations, DriverStopping):
             self._begin_spark(spec.most_tasks)  # its JVM starts beside what follows (see .startup)
             with clock.phase("validation"):
                 validate_config(connector, self.connector_type, dict(spec.config), self.name, spec.tasks_max)
+                starting_offsets.check_initial_offsets(spec.initial_offsets, self.connector_type)
             with clock.phase("kafka checks and topics"):
                 self.kafka = kafka_properties(spec)
                 check_kafka(self.kafka)
                 self._prepare_kafka()
+            with clock.phase("starting offsets"):
+                self.starting_offsets = starting_offsets.settle(
+                    self.kafka, cls, self.connector_type, spec.connect_config(self.name),
+                    self.manifest.metadata.namespace, spec.initial_offsets)
             self._start_control_api()
         except BaseException:
             self._abandon_spark()
@@ -493,6 +502,8 @@ class Driver(DriverOperations, DriverStopping):
             connector["trace"] = self.connector_trace
         status = {"name": self.name, "connector": connector, "tasks": tasks, "type": self.connector_type,
                   "spark": dict(self.spark_info)}
+        if self.starting_offsets is not None:
+            status["starting_offsets"] = self.starting_offsets.to_json()
         if self._group_lag is not None:  # partitions no task holds (rebalancing, a dead member's session)
             held = {tp for t in tasks if t["state"] in ("RUNNING", "PAUSED") for tp in t.get("assignment") or ()}
             status["unassigned_lag"] = self._group_lag.unassigned(held)

@@ -250,10 +250,10 @@ class DriverOperations:
                     check_kafka(kafka)
                 except PreflightError as exc:
                     raise OperationError(HTTPStatus.BAD_REQUEST, str(exc)) from None
-            if (spec.model_copy(update={"autoscaler": self.manifest.spec.autoscaler}) == self.manifest.spec
+            if (spec.model_copy(update=_not_running(self.manifest.spec)) == self.manifest.spec
                     and kafka == self.kafka and spec.state is self.target_state):
                 # the same again (an operator's retry), or only spec.autoscaler changed (the
-                # operator's to act on): nothing restarts
+                # operator's to act on) or spec.initialOffsets (applied at start only): nothing restarts
                 self.manifest = self.manifest.model_copy(update={"spec": spec})
                 self.written_spec = written or spec
                 return {"name": self.name, "state": self.connector_state.value, "tasks": len(self.tasks)}
@@ -280,7 +280,7 @@ class DriverOperations:
         running = self.manifest.spec
         return (spec.tasks_max != running.tasks_max and kafka == self.kafka
                 and spec.model_copy(update={"tasks_max": running.tasks_max, "state": running.state,
-                                            "autoscaler": running.autoscaler}) == running
+                                            **_not_running(running)}) == running
                 and spec.state is self.target_state and spec.state is not ConnectorState.STOPPED
                 and self.connector_state in (TaskState.RUNNING, TaskState.PAUSED))
 
@@ -389,3 +389,10 @@ class DriverOperations:
     def _check_not_stopping(self) -> None:
         if self.lifecycle.stopping:
             raise OperationError(HTTPStatus.CONFLICT, f"connector {self.name} is stopping")
+
+
+def _not_running(spec: ConnectorSpec) -> dict[str, Any]:
+    """The fields of ``spec`` a running driver does not act on, for a ``model_copy`` that leaves
+    them out of a comparison: the autoscaler (the operator's) and the initial offsets (written
+    at start only; the operator leaves them out once written)."""
+    return {"autoscaler": spec.autoscaler, "initial_offsets": spec.initial_offsets}
