@@ -1,6 +1,6 @@
 """``status.startingOffsets``, its Events, and ``spec.initialOffsets`` out of what a driver runs
 once recorded (issue 35, item 2); the path through a real API server is in
-tests/kube/test_initial_offsets.py."""
+tests/kube/test_initial_offsets_through_the_operator.py."""
 
 from __future__ import annotations
 
