@@ -25,7 +25,6 @@ import datetime as dt
 import decimal
 import json
 import struct
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +34,8 @@ from conveyor.api.schema import Schema
 from conveyor.converters import logical
 from conveyor.converters.connect_values import Float32, convert_to_string
 from conveyor.converters.simple_header_converter import SimpleHeaderConverter
-from conveyor.testing import ComponentUnavailable, _support
-from conveyor.testing.connect import connect_libs
+from conveyor.testing import ComponentUnavailable
+from conveyor.testing.connect import OracleFailed, run_oracle
 
 pytestmark = pytest.mark.integration
 
@@ -226,24 +225,12 @@ def _raw(item: str | bytes) -> bytes:
 @pytest.fixture(scope="module")
 def connect_answers() -> dict[str, list[dict[str, Any]]]:
     """Kafka Connect's answers for :data:`CORPUS` (``parse``) and :data:`TYPED` (``text``)."""
-    try:
-        libs = connect_libs()
-        java = _support.find_java_home(17, component="kafka-connect") / "bin" / "java"
-    except ComponentUnavailable as e:
-        pytest.fail(f"Kafka Connect 4.1.1's jars or Java 17+ are needed for this oracle and are unavailable: {e}")
-    jars = sorted(str(p) for p in libs.glob("*.jar"))
-    if not any("connect-api-" in j for j in jars):
-        pytest.fail(f"no connect-api jar in {libs}; delete the directory to have it resolved again")
     requests = [f"P {base64.b64encode(_raw(item)).decode()}" for item in CORPUS]
     requests += [f"S {json.dumps(spec)}" for spec in TYPED]
-    run = subprocess.run(
-        [str(java), "-Duser.timezone=UTC", "-Duser.language=en", "-Duser.country=US", "-cp", ":".join(jars),
-         str(ORACLE)],
-        input="\n".join(requests) + "\n", capture_output=True, encoding="utf-8", timeout=300, check=False)
-    answers = [json.loads(line) for line in run.stdout.splitlines()]
-    if run.returncode != 0 or len(answers) != len(requests):
-        pytest.fail(f"HeaderOracle.java exited {run.returncode} with {len(answers)} of {len(requests)} answers:\n"
-                    f"{run.stderr[-4000:]}")
+    try:
+        answers = run_oracle(ORACLE, requests, "connect-api-")
+    except (ComponentUnavailable, OracleFailed) as e:
+        pytest.fail(f"Kafka Connect 4.1.1's header oracle could not answer: {e}")
     return {"parse": answers[:len(CORPUS)], "text": answers[len(CORPUS):]}
 
 

@@ -11,7 +11,6 @@ Connect's words).
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,8 @@ import pytest
 
 from conveyor.api import Header, SinkRecord
 from conveyor.converters.json_converter import JsonConverter
-from conveyor.testing import ComponentUnavailable, _support
-from conveyor.testing.connect import connect_libs
+from conveyor.testing import ComponentUnavailable
+from conveyor.testing.connect import OracleFailed, run_oracle
 from conveyor.transforms._registry import TRANSFORMATIONS
 
 pytestmark = pytest.mark.integration
@@ -81,27 +80,85 @@ CASES: dict[str, dict[str, Any]] = {
                                        _env(None, MAP_VALUE)),
 }
 
+TS = {"type": "int64", "optional": False, "name": "org.apache.kafka.connect.data.Timestamp", "version": 1}
+OPTIONAL_TS = {**TS, "optional": True}
+DATE = {"type": "int32", "optional": False, "name": "org.apache.kafka.connect.data.Date", "version": 1}
+TIME = {"type": "int32", "optional": False, "name": "org.apache.kafka.connect.data.Time", "version": 1}
+INT64, STRING = {"type": "int64", "optional": False}, {"type": "string", "optional": False}
+EVENT = _struct([("id", {"type": "int32", "optional": False}), ("at", {"type": "string", "optional": True}),
+                 ("seen", {**OPTIONAL_TS, "default": 1700000000000})], name="shop.Event")
+MILLIS = 1700000123456  # 2023-11-14T22:15:23.456Z
+
+
+def _converter(config: dict[str, str], value: Any, key: Any = None) -> dict[str, Any]:
+    return _case("TimestampConverter$Value" if key is None else "TimestampConverter$Key", config, value, key=key)
+
+
+CASES |= {
+    # the whole value, each kind into each kind
+    "unix-to-string": _converter({"target.type": "string", "format": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"},
+                                 _env(INT64, MILLIS)),
+    "unix-seconds-to-timestamp": _converter({"target.type": "Timestamp", "unix.precision": "seconds"},
+                                            _env(INT64, 1700000123)),
+    "unix-micros-to-date": _converter({"target.type": "Date", "unix.precision": "microseconds"},
+                                      _env(INT64, MILLIS * 1000 + 789)),
+    "negative-nanos-to-unix-millis": _converter({"target.type": "unix", "unix.precision": "nanoseconds"},
+                                                _env(INT64, -1_500_000_001)),
+    "timestamp-to-unix-seconds": _converter({"target.type": "unix", "unix.precision": "seconds"}, _env(TS, MILLIS)),
+    "timestamp-to-time": _converter({"target.type": "Time"}, _env(TS, MILLIS)),
+    "timestamp-before-1970-to-date": _converter({"target.type": "Date"}, _env(TS, -86_400_000 * 3 - 5)),
+    "date-to-string": _converter({"target.type": "string", "format": "EEEE d MMMM yyyy"}, _env(DATE, 19675)),
+    "time-to-unix": _converter({"target.type": "unix"}, _env(TIME, 45_296_789)),
+    "optional-null-stays-null": _converter({"target.type": "unix"}, _env(OPTIONAL_TS, None)),
+    # strings parsed as SimpleDateFormat parses them
+    "iso-string-to-timestamp": _converter({"target.type": "Timestamp", "format": "yyyy-MM-dd'T'HH:mm:ss.SSSX"},
+                                          _env(STRING, "2023-11-14T23:15:23.456+01")),
+    "rfc-1123-string-to-unix": _converter({"target.type": "unix", "format": "EEE, dd MMM yyyy HH:mm:ss Z"},
+                                          _env(STRING, "Tue, 14 Nov 2023 22:15:23 -0230")),
+    "abutting-fields": _converter({"target.type": "unix", "format": "yyyyMMddHHmmss"}, _env(STRING, "20231114221523")),
+    "lenient-rollover": _converter({"target.type": "Timestamp", "format": "yyyy-MM-dd HH:mm"},
+                                   _env(STRING, "2023-13-32 25:61")),
+    "twelve-hour-clock": _converter({"target.type": "unix", "format": "MM/dd/yyyy hh:mm a"},
+                                    _env(STRING, "11/14/2023 12:05 pm")),
+    "gmt-offset-and-trailing-text": _converter({"target.type": "unix", "format": "yyyy-MM-dd HH:mm z"},
+                                               _env(STRING, "2023-11-14 22:15 GMT+5:30 and more")),
+    "julian-date": _converter({"target.type": "unix", "format": "yyyy-MM-dd"}, _env(STRING, "1500-03-01")),
+    "string-not-matching-fails": _converter({"target.type": "unix", "format": "yyyy-MM-dd"},
+                                            _env(STRING, "14/11/2023")),
+    # a field of a struct, its default converted too
+    "struct-field-to-timestamp": _converter({"target.type": "Timestamp", "field": "at", "format": "yyyy-MM-dd HH:mm"},
+                                            _env(EVENT, {"id": 1, "at": "2023-11-14 22:15", "seen": None})),
+    "struct-other-field-default-kept": _converter(
+        {"target.type": "string", "field": "seen", "format": "yyyy-MM-dd"},
+        _env(EVENT, {"id": 1, "at": None, "seen": None})),
+    "struct-null-without-default": _converter(
+        {"target.type": "string", "field": "seen", "format": "yyyy-MM-dd", "replace.null.with.default": "false"},
+        _env(EVENT, {"id": 1, "at": None, "seen": None})),
+    "key-struct-field": _converter({"target.type": "unix", "field": "seen"}, _env(ORDER, ORDER_VALUE),
+                                   key=_env(EVENT, {"id": 2, "at": None, "seen": MILLIS})),
+    # without a schema
+    "schemaless-field": _converter({"target.type": "string", "field": "ts", "format": "yyyy-MM-dd HH:mm:ss"},
+                                   _env(None, {"ts": MILLIS, "other": "x"})),
+    "schemaless-whole-string": _converter({"target.type": "unix", "format": "dd.MM.yy"}, _env(None, "14.11.23")),
+    "schemaless-tombstone": _converter({"target.type": "unix"}, None),
+    "schemaless-double-fails": _converter({"target.type": "unix"}, _env(None, 1.5)),
+    "int32-schema-fails": _converter({"target.type": "unix"}, _env({"type": "int32", "optional": False}, 7)),
+    # configurations Connect refuses
+    "string-without-format-refused": _converter({"target.type": "string"}, _env(INT64, MILLIS)),
+    "bad-pattern-refused": _converter({"target.type": "string", "format": "yyyy-bb"}, _env(INT64, MILLIS)),
+    "unknown-target-refused": _converter({"target.type": "timestamp"}, _env(INT64, MILLIS)),
+    "unknown-precision-refused": _converter({"target.type": "unix", "unix.precision": "minutes"}, _env(INT64, 1)),
+    "missing-target-refused": _converter({}, _env(INT64, MILLIS)),
+}
+
 
 @pytest.fixture(scope="module")
 def connect_answers() -> list[dict[str, Any]]:
     """Kafka Connect's answer for each case of :data:`CASES`, in order."""
     try:
-        libs = connect_libs()
-        java = _support.find_java_home(17, component="kafka-connect") / "bin" / "java"
-    except ComponentUnavailable as e:
-        pytest.fail(f"Kafka Connect 4.1.1's jars or Java 17+ are needed for this oracle and are unavailable: {e}")
-    jars = sorted(str(p) for p in libs.glob("*.jar"))
-    if not any("connect-transforms-" in j for j in jars):
-        pytest.fail(f"no connect-transforms jar in {libs}; delete the directory to have it resolved again")
-    requests = [json.dumps(case) for case in CASES.values()]
-    run = subprocess.run([str(java), "-Duser.timezone=UTC", "-cp", ":".join(jars), str(ORACLE)],
-                         input="\n".join(requests) + "\n", capture_output=True, encoding="utf-8", timeout=300,
-                         check=False)
-    answers = [json.loads(line) for line in run.stdout.splitlines()]
-    if run.returncode != 0 or len(answers) != len(requests):
-        pytest.fail(f"TransformOracle.java exited {run.returncode} with {len(answers)} of {len(requests)} answers:\n"
-                    f"{run.stderr[-4000:]}")
-    return answers
+        return run_oracle(ORACLE, [json.dumps(case) for case in CASES.values()], "connect-transforms-")
+    except (ComponentUnavailable, OracleFailed) as e:
+        pytest.fail(f"Kafka Connect 4.1.1's transform oracle could not answer: {e}")
 
 
 def _converter() -> JsonConverter:

@@ -312,7 +312,7 @@ def test_unknown_type_lists_known_names() -> None:
 
 def test_kafka_transformation_not_available() -> None:
     errors = config_errors(
-        {"transforms": "f", "transforms.f.type": "org.apache.kafka.connect.transforms.TimestampConverter$Value"}
+        {"transforms": "f", "transforms.f.type": "org.apache.kafka.connect.transforms.ExtractTopic$Value"}
     )
     assert "is not available in Conveyor" in errors["transforms.f.type"]
 

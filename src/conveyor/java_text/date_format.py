@@ -139,18 +139,36 @@ _GRANULARITY = {
 _DAY = 86_400_000
 
 
+def _joined_literals(items: list[str | tuple[Piece, int]], fields: list[tuple[str, int]]
+                     ) -> list[str | tuple[str, int]]:
+    """The pattern as literal text and ``(letter, count)`` fields, adjacent literals joined."""
+    out: list[str | tuple[str, int]] = []
+    next_field = iter(fields)
+    for item in items:
+        if isinstance(item, str):
+            if out and isinstance(out[-1], str):
+                out[-1] += item
+            else:
+                out.append(item)
+        else:
+            out.append(next(next_field))
+    return out
+
+
 class JavaDateFormat:
     """A compiled ``SimpleDateFormat`` pattern; :meth:`format` takes epoch milliseconds.
+    ``tokens`` is the pattern as literal text and ``(letter, count)`` fields, in order.
 
     Raises:
         ValueError: ``Illegal pattern character 'x'`` or ``Unterminated quote``.
     """
 
-    __slots__ = ("_cache", "_items", "granularity", "pattern")
+    __slots__ = ("_cache", "_items", "granularity", "pattern", "tokens")
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
         items: list[str | tuple[Piece, int]] = []
+        tokens: list[str | tuple[str, int]] = []
         granularity = _DAY
         i = 0
         n = len(pattern)
@@ -184,12 +202,14 @@ class JavaDateFormat:
                 while j < n and pattern[j] == c:
                     j += 1
                 items.append((_PIECES[c], j - i))
+                tokens.append((c, j - i))
                 granularity = min(granularity, _GRANULARITY.get(c, _DAY))
                 i = j
                 continue
             items.append(c)
             i += 1
         self._items = tuple(items)
+        self.tokens = tuple(_joined_literals(items, tokens))
         self.granularity = granularity
         self._cache: dict[int, str] = {}
 

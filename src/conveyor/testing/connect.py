@@ -119,6 +119,41 @@ def connect_libs(version: str = KAFKA_VERSION, *, timeout: float = 1800.0) -> Pa
     )
 
 
+class OracleFailed(RuntimeError):
+    """A Java oracle program exited with an error or answered fewer lines than it was asked."""
+
+
+def run_oracle(source: Path, requests: list[str], needs_jar: str, timeout_s: float = 300.0) -> list[Any]:
+    """Run the single-file Java program ``source`` (``java <file>.java``) on the Kafka Connect
+    worker's classpath, in UTC and the ``en_US`` locale, one request per line on its stdin.
+
+    Args:
+        needs_jar: the start of a jar's name the program needs (``connect-transforms-``).
+
+    Returns:
+        Its answers: one JSON document per line of its stdout, in the order of ``requests``.
+
+    Raises:
+        ComponentUnavailable: the jars or a Java 17+ are not there.
+        OracleFailed: no jar named ``needs_jar*``, a non-zero exit, or fewer answers than
+            requests (the message ends with its stderr's last 4,000 characters).
+    """
+    libs = connect_libs()
+    java = _support.find_java_home(17, component=COMPONENT) / "bin" / "java"
+    jars = sorted(str(p) for p in libs.glob("*.jar"))
+    if not any(Path(j).name.startswith(needs_jar) for j in jars):
+        raise OracleFailed(f"no {needs_jar}* jar in {libs}; delete the directory to have it resolved again")
+    run = subprocess.run(
+        [str(java), "-Duser.timezone=UTC", "-Duser.language=en", "-Duser.country=US", "-cp", ":".join(jars),
+         str(source)],
+        input="\n".join(requests) + "\n", capture_output=True, encoding="utf-8", timeout=timeout_s, check=False)
+    answers = [json.loads(line) for line in run.stdout.splitlines()]
+    if run.returncode != 0 or len(answers) != len(requests):
+        raise OracleFailed(f"{source.name} exited {run.returncode} with {len(answers)} of {len(requests)} answers:\n"
+                           f"{run.stderr[-4000:]}")
+    return answers
+
+
 # --------------------------------------------------------------------------------------------
 # worker
 

@@ -20,6 +20,7 @@ from conveyor.transforms.predicates import HasHeaderKey, RecordIsTombstone, Topi
 from conveyor.transforms.regex_router import RegexRouter
 from conveyor.transforms.replace_field import ReplaceFieldKey, ReplaceFieldValue
 from conveyor.transforms.set_schema_metadata import SetSchemaMetadataKey, SetSchemaMetadataValue
+from conveyor.transforms.timestamp_converter import TimestampConverterKey, TimestampConverterValue
 from conveyor.transforms.timestamp_router import TimestampRouter
 from conveyor.transforms.value_to_key import ValueToKey
 
@@ -51,6 +52,8 @@ _TRANSFORMATION_CLASSES: tuple[type[Transformation], ...] = (  # type: ignore[ty
     InsertHeader,
     HeaderFromKey,
     HeaderFromValue,
+    TimestampConverterKey,
+    TimestampConverterValue,
 )
 _PREDICATE_CLASSES: tuple[type[Predicate], ...] = (TopicNameMatches, HasHeaderKey, RecordIsTombstone)  # type: ignore[type-arg]
 
