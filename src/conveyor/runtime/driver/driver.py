@@ -72,6 +72,7 @@ from conveyor.runtime.driver.task_launcher import TaskLauncher
 from conveyor.runtime.herder.lifecycle import Lifecycle
 from conveyor.runtime.herder.task_handles import TaskHandle
 from conveyor.runtime.kafka import group_lag  # GroupLag looked up at each start
+from conveyor.runtime.kafka.client_overrides import check_client_overrides
 from conveyor.runtime.kafka.clients import kafka_properties
 from conveyor.runtime.kafka.fencing import TaskCountWriter, start_generation
 from conveyor.runtime.kafka.preflight import check_kafka, check_transactions, prepare_sink_topics, prepare_source_topics
@@ -216,6 +217,7 @@ class Driver(DriverOperations, DriverStopping):
             self._begin_spark(spec.most_tasks)  # its JVM starts beside what follows (see .startup)
             with clock.phase("validation"):
                 validate_config(connector, self.connector_type, dict(spec.config), self.name, spec.tasks_max)
+                check_client_overrides(spec.config, self.name)
                 starting_offsets.check_initial_offsets(spec.initial_offsets, self.connector_type)
             with clock.phase("kafka checks and topics"):
                 self.kafka = kafka_properties(spec)
