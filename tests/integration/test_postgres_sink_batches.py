@@ -137,6 +137,16 @@ CASES = {
          "INSERT INTO orders VALUES (1, 'old', 0), (9, 'kept', 9)"],
         [[rec(i, {"item": f"v{i}", "qty": i}, key=i % 3) for i in range(10)],
          [rec(10 + i, {"item": f"w{i}"}, key=i) for i in range(3)]], columnar=True),
+    "update-by-json-keys-last-wins-and-missing-keys-left-out": Case(
+        {"insert.mode": "update", "pk.mode": "record_key", "pk.fields": "id"},
+        ["CREATE TABLE orders (id bigint PRIMARY KEY, item text, qty integer)",
+         "INSERT INTO orders VALUES (1, 'old', 0), (2, 'old', 0), (9, 'kept', 9)"],
+        [[rec(i, {"item": f"v{i}", "qty": i}, key=i % 4) for i in range(10)]], columnar=True),
+    "kafka-coordinates-as-the-key": Case(
+        {"insert.mode": "upsert", "pk.mode": "kafka"},
+        ["CREATE TABLE orders (__connect_topic text, __connect_partition integer, __connect_offset bigint, "
+         "item text, PRIMARY KEY (__connect_topic, __connect_partition, __connect_offset))"],
+        [[rec(i, {"item": f"v{i}"}) for i in range(4)], [rec(2, {"item": "again"})]], columnar=False),
     "upsert-by-string-keys": Case(
         {"insert.mode": "upsert", "pk.mode": "record_key"},
         ["CREATE TABLE orders (__connect_key text PRIMARY KEY, item text)"],

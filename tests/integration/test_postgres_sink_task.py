@@ -599,6 +599,75 @@ def test_connector_deletion_removes_its_stored_offsets(pg_database: str) -> None
     assert connector.cleanup_report() == ["deleted 1 stored offset row(s) of 'orders-sink' from conveyor_sink_offsets"]
 
 
+def test_update_mode_changes_existing_rows_only_last_record_of_a_key_wins(pg_database: str) -> None:
+    create_orders(pg_database)
+    sql(pg_database, "INSERT INTO orders VALUES (1, 'old', 0), (2, 'old', 0), (9, 'untouched', 9)")
+    config = {"connection.url": pg_database, "insert.mode": "update", "pk.mode": "record_value", "pk.fields": "id"}
+    task, _ = start_task(config)
+    try:
+        task.put([rec(0, {"id": 1, "item": "first", "qty": 1}), rec(1, {"id": 3, "item": "new", "qty": 1}),
+                  rec(2, {"id": 1, "item": "last", "qty": 3}), rec(3, {"id": 2, "item": "two", "qty": 2})])
+        assert task.pre_commit({TP0: 4}) == {TP0: 4}
+        assert sql(pg_database, "SELECT id, item, qty FROM orders ORDER BY id") == [
+            (1, "last", 3), (2, "two", 2), (9, "untouched", 9)], "id 3 is not in the table: not written"
+    finally:
+        task.stop()
+
+
+def test_kafka_coordinates_as_the_primary_key_make_a_redelivered_record_its_own_row(pg_database: str) -> None:
+    config = {"connection.url": pg_database, "insert.mode": "upsert", "pk.mode": "kafka", "auto.create": "true"}
+    task, _ = start_task(config, partitions=(TP0, TP1))
+    try:
+        batch = [rec(0, {"item": "a"}), rec(1, {"item": "b"}), rec(0, {"item": "c"}, partition=1)]
+        task.put(batch)
+        assert task.pre_commit({TP0: 2, TP1: 1}) == {TP0: 2, TP1: 1}
+        task.put([rec(1, {"item": "b again"})])  # read twice after a crash: the same row
+        task.pre_commit({TP0: 2, TP1: 1})
+        assert sql(pg_database, 'SELECT __connect_topic, __connect_partition, __connect_offset, item FROM orders '
+                                'ORDER BY 2, 3') == [("orders", 0, 0, "a"), ("orders", 0, 1, "b again"),
+                                                     ("orders", 1, 0, "c")]
+        assert sql(pg_database, "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_index i "
+                                "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+                                "WHERE i.indrelid = 'orders'::regclass AND i.indisprimary ORDER BY a.attnum") == [
+            ("__connect_topic", "text"), ("__connect_partition", "integer"), ("__connect_offset", "bigint")]
+    finally:
+        task.stop()
+
+
+def test_kafka_coordinates_in_columns_named_by_pk_fields(pg_database: str) -> None:
+    sql(pg_database, "CREATE TABLE orders (src text, part integer, pos bigint, item text, PRIMARY KEY (src, part, pos))")
+    config = {"connection.url": pg_database, "pk.mode": "kafka", "pk.fields": "src,part,pos"}
+    task, _ = start_task(config)
+    try:
+        task.put([rec(5, {"item": "x"})])
+        task.pre_commit({TP0: 6})
+        assert sql(pg_database, "SELECT src, part, pos, item FROM orders") == [("orders", 0, 5, "x")]
+    finally:
+        task.stop()
+
+
+def test_max_retries_transient_errors_in_a_row_then_the_task_fails(pg_database: str) -> None:
+    create_orders(pg_database)
+    sql(pg_database,  # a row trigger that kills its own backend: every write of id 13 fails transiently
+        "CREATE FUNCTION die() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        "  IF NEW.id = 13 THEN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(5); END IF;"
+        "  RETURN NEW; END $$;"
+        " CREATE TRIGGER die BEFORE INSERT ON orders FOR EACH ROW EXECUTE FUNCTION die()")
+    task, _ = start_task({"connection.url": pg_database, "batch.size": 1, "retry.backoff.ms": 0, "max.retries": 1})
+    try:
+        with pytest.raises(RetriableError):
+            task.put([rec(0, {"id": 13})])
+        task.put([rec(1, {"id": 1})])  # a write that succeeds starts the count again
+        for expected in (RetriableError, ConnectError):
+            with pytest.raises(ConnectError) as err:
+                task.put([rec(2, {"id": 13})])
+            assert type(err.value) is expected, err.value
+        assert "2 in a row, more than max.retries=1" in str(err.value)
+        assert sql(pg_database, "SELECT id FROM orders") == [(1,)]
+    finally:
+        task.stop()
+
+
 # -- configuration --------------------------------------------------------------------------
 
 
@@ -609,9 +678,13 @@ def test_connector_deletion_removes_its_stored_offsets(pg_database: str) -> None
         ({"batch.size": "ten"}, "batch.size", "valid integer"),
         ({"batch.size": 0}, "batch.size", "greater than or equal to 1"),
         ({"auto.create": "maybe"}, "auto.create", "valid boolean"),
-        ({"insert.mode": "merge"}, "insert.mode", "'insert' or 'upsert'"),
-        ({"pk.mode": "kafka"}, "pk.mode", "'none', 'record_key' or 'record_value'"),
+        ({"insert.mode": "merge"}, "insert.mode", "'insert', 'upsert' or 'update'"),
+        ({"pk.mode": "offset"}, "pk.mode", "'none', 'kafka', 'record_key' or 'record_value'"),
         ({"insert.mode": "upsert"}, "pk.mode", "needs a primary key"),
+        ({"insert.mode": "update"}, "pk.mode", "insert.mode=update needs a primary key"),
+        ({"pk.mode": "kafka", "pk.fields": "t,p"}, "pk.fields", "none or three pk.fields"),
+        ({"pk.mode": "kafka", "delete.enabled": "true"}, "delete.enabled", "pk.mode=record_key"),
+        ({"max.retries": "-1"}, "max.retries", "greater than or equal to 0"),
         ({"pk.mode": "record_value"}, "pk.fields", "needs pk.fields"),
         ({"delete.enabled": "true"}, "delete.enabled", "pk.mode=record_key"),
         ({"connection.url": "host=x bogus"}, "connection.url", "not a valid libpq connection string"),

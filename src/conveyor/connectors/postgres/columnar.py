@@ -97,6 +97,8 @@ def plan(writer: WriterLike, conn: psycopg.Connection, config: PostgresSinkConfi
     """
     if conn.info.encoding != "utf-8":
         raise NotColumnar(f"the connection's client encoding is {conn.info.encoding}, not UTF-8")
+    if config.pk_mode is PkMode.KAFKA:
+        raise NotColumnar("pk.mode=kafka: the rows' keys are the records' coordinates")
     rows = pa.Table.from_batches(batches)
     if rows.schema.field(VALUE).type != JSON_TYPE:
         raise NotColumnar(f"values are {rows.schema.field(VALUE).type}, not schemaless JSON")
@@ -125,7 +127,7 @@ def plan(writer: WriterLike, conn: psycopg.Connection, config: PostgresSinkConfi
 def execute(writer: WriterLike, cur: psycopg.Cursor, config: PostgresSinkConfig, copies: Sequence[CsvCopy]) -> None:
     """COPY ``copies`` with ``cur``, inside the caller's transaction."""
     for copy in copies:
-        if config.insert_mode is InsertMode.UPSERT:
+        if config.insert_mode is not InsertMode.INSERT:
             stage = writer.stage(cur, copy.table, copy.columns)
             _copy_csv(cur, stage, copy)
             writer.merge(cur, copy.table, copy.columns, copy.pk, stage)
@@ -255,7 +257,7 @@ def _copy(config: PostgresSinkConfig, table: Table, rows: pa.Table, key_column: 
     _checked(values.select(list(value_cols)), table.columns, "value field")
     arrays.extend(values.column(col).combine_chunks() for col in value_cols)
     out = pa.Table.from_arrays([_as_text(a) for a in arrays], names=list(columns))
-    if config.insert_mode is InsertMode.UPSERT:
+    if config.insert_mode is not InsertMode.INSERT:
         out = _last_per_key(out, pk_cols)
     sink = pa.BufferOutputStream()
     pa_csv.write_csv(out, sink, _CSV)

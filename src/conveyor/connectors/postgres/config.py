@@ -19,13 +19,20 @@
     outside ``[A-Za-z0-9_]`` (dots, dashes, ...) turned into ``_``: topic ``shop.orders-v1``
     → table ``shop_orders_v1``. A dot in the format itself separates schema and table:
     ``audit.${topic}``. Identifiers are always quoted, so case is kept.
-``insert.mode`` (``insert`` | ``upsert``, default ``insert``)
+``insert.mode`` (``insert`` | ``upsert`` | ``update``, default ``insert``)
     ``insert``: ``COPY``. ``upsert``: ``COPY`` into a temporary table, then
-    ``INSERT ... SELECT ... ON CONFLICT (pk) DO UPDATE``; within one write the last record
-    of each key wins. (Confluent's ``update`` mode is not supported.)
-``pk.mode`` (``none`` | ``record_key`` | ``record_value``, default ``none``)
-    where the primary key comes from; ``upsert`` needs one of the last two.
+    ``INSERT ... SELECT ... ON CONFLICT (pk) DO UPDATE``. ``update``: the same temporary table,
+    then ``UPDATE ... FROM`` it on the primary key: rows whose key is not in the table are
+    not written (as Confluent's ``update``). In both, within one write the last record of each
+    key wins; both need a ``pk.mode``.
+``pk.mode`` (``none`` | ``kafka`` | ``record_key`` | ``record_value``, default ``none``)
+    where the primary key comes from. ``kafka``: the record's topic, partition and offset, in
+    the columns ``__connect_topic`` (text), ``__connect_partition`` (integer) and
+    ``__connect_offset`` (bigint), or the three names of ``pk.fields`` (as Confluent's); a
+    record written again after a crash then updates its own row instead of adding a second one
+    (with ``insert.mode=upsert``).
 ``pk.fields`` (comma list, default empty)
+    ``kafka``: none or exactly three column names (topic, partition, offset).
     ``record_key``: a primitive key is stored in the single column named here (default
     ``__connect_key``); a struct/dict key contributes these fields (default: all of them).
     ``record_value``: the value fields forming the key (required here; Confluent would
@@ -59,6 +66,9 @@
     ``[schema.]table`` of the stored offsets; created if missing.
 ``retry.backoff.ms`` (int >= 0, default 3000)
     the delay of the :class:`~conveyor.api.RetriableError` raised on a transient database error.
+``max.retries`` (int >= 0, default 10)
+    transient database errors in a row after which the task fails (a :class:`~conveyor.api.ConnectError`
+    saying so) instead of retrying again, as Confluent's; a write that succeeds starts the count again.
 ``name``
     the connector name; the runtime sets it in every task configuration (as Kafka Connect does).
 
@@ -81,6 +91,7 @@ from conveyor.api import ConfigError, ConnectorConfig, parse_config
 
 TOPIC_PLACEHOLDER = "${topic}"
 PRIMITIVE_KEY_COLUMN = "__connect_key"
+KAFKA_PK_COLUMNS = ("__connect_topic", "__connect_partition", "__connect_offset")
 _UNSAFE = re.compile(r"[^0-9A-Za-z_]")
 
 
@@ -89,12 +100,14 @@ class InsertMode(str, enum.Enum):
 
     INSERT = "insert"
     UPSERT = "upsert"
+    UPDATE = "update"
 
 
 class PkMode(str, enum.Enum):
     """Where the primary key comes from."""
 
     NONE = "none"
+    KAFKA = "kafka"
     RECORD_KEY = "record_key"
     RECORD_VALUE = "record_value"
 
@@ -156,6 +169,7 @@ class PostgresSinkConfig(ConnectorConfig):
     exactly_once: bool = Field(False, alias="exactly.once")
     offsets_table: str = Field("conveyor_sink_offsets", alias="offsets.table")
     retry_backoff_ms: int = Field(3000, alias="retry.backoff.ms", ge=0)
+    max_retries: int = Field(10, alias="max.retries", ge=0)
     ddl_lock_timeout_ms: int = Field(30_000, alias="ddl.lock.timeout.ms", ge=1)
 
     @field_validator("connection_url")
@@ -182,13 +196,22 @@ class PostgresSinkConfig(ConnectorConfig):
         url_problem = _check_url(self.connection_url)
         if url_problem:
             errors["connection.url"] = url_problem
-        if self.insert_mode is InsertMode.UPSERT and self.pk_mode is PkMode.NONE:
-            errors["pk.mode"] = "insert.mode=upsert needs a primary key: set pk.mode to record_key or record_value"
+        if self.insert_mode is not InsertMode.INSERT and self.pk_mode is PkMode.NONE:
+            errors["pk.mode"] = (f"insert.mode={self.insert_mode.value} needs a primary key: set pk.mode to kafka, "
+                                 "record_key or record_value")
+        if self.pk_mode is PkMode.KAFKA and self.pk_fields and len(self.pk_fields) != 3:
+            errors["pk.fields"] = ("pk.mode=kafka takes none or three pk.fields (the topic, partition and offset "
+                                   f"columns), not {len(self.pk_fields)}")
         if self.pk_mode is PkMode.RECORD_VALUE and not self.pk_fields:
             errors["pk.fields"] = "pk.mode=record_value needs pk.fields (comma list of value field names)"
         if self.delete_enabled and self.pk_mode is not PkMode.RECORD_KEY:
             errors["delete.enabled"] = "delete.enabled=true needs pk.mode=record_key (deletes are by record key)"
         return errors
+
+    @property
+    def kafka_pk_columns(self) -> tuple[str, str, str]:
+        """The topic, partition and offset columns of ``pk.mode=kafka``."""
+        return (self.pk_fields[0], self.pk_fields[1], self.pk_fields[2]) if self.pk_fields else KAFKA_PK_COLUMNS
 
 
 def _first_line(exc: BaseException) -> str:

@@ -76,8 +76,10 @@ class Plan:
 
 @dataclass(frozen=True)
 class KeyLayout:
-    """How record keys become columns (``pk.mode=record_key``)."""
+    """How record keys become columns (``pk.mode=record_key``), or with ``coordinates`` the
+    record's topic, partition and offset (``pk.mode=kafka``)."""
 
     columns: tuple[str, ...]
     is_struct: bool
     schemas: dict[str, Schema | None]
+    coordinates: bool = False

@@ -213,6 +213,7 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         # during pre_commit/flush; raised by the next put. The runtime only logs a failed
         # pre_commit (as Kafka Connect does), so this is how the task fails.
         self._failure: ConnectError | None = None
+        self._transient_in_a_row = 0  # transient errors since the last write that succeeded (max.retries)
 
     @property
     def config(self) -> PostgresSinkConfig:
@@ -456,13 +457,17 @@ class PostgresSinkTask(BuiltIn, SinkTask):
             with contextlib.suppress(Exception):  # closing a broken connection
                 conn.close()
 
-    def _retriable(self, doing: str, exc: BaseException) -> RetriableError:
+    def _retriable(self, doing: str, exc: BaseException) -> RetriableError | ConnectError:
+        """A :class:`RetriableError` after ``retry.backoff.ms``, or once ``max.retries``
+        transient errors came in a row, a :class:`ConnectError` that fails the task."""
         detail = db.scrub(self.config, " ".join(str(exc).split()))
-        return RetriableError(
-            f"transient PostgreSQL error while {doing} ({db.describe(self.config)}): {detail};"
-            " nothing was committed, the batch will be retried",
-            delay=timedelta(milliseconds=self.config.retry_backoff_ms),
-        )
+        self._transient_in_a_row += 1
+        what = f"transient PostgreSQL error while {doing} ({db.describe(self.config)}): {detail}"
+        if self._transient_in_a_row > self.config.max_retries:
+            return ConnectError(f"{what}; {self._transient_in_a_row} in a row, more than max.retries="
+                                f"{self.config.max_retries}: nothing of the batch was committed")
+        return RetriableError(f"{what}; nothing was committed, the batch will be retried",
+                              delay=timedelta(milliseconds=self.config.retry_backoff_ms))
 
     def _pending(self) -> tuple[list[SinkRecord], dict[tuple[str, int], int]]:
         """Buffered records not yet committed, and (``exactly.once``) the next offset per
@@ -539,6 +544,7 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         self._buffer = []
         self._stored.update(next_offsets)
         self._failure = None
+        self._transient_in_a_row = 0
 
     def _transaction(
         self, conn: psycopg.Connection, plan: Plan | None, next_offsets: dict[tuple[str, int], int]
@@ -603,6 +609,7 @@ class PostgresSinkTask(BuiltIn, SinkTask):
         self._no_stream = self._commit_due = False
         self._stored.update(next_offsets)
         self._failure = None
+        self._transient_in_a_row = 0
 
     def _stream_batch(self, min_rows: int | None = None) -> None:
         """Send the buffered batches not streamed yet to the open COPY (opening it), once they

@@ -53,6 +53,8 @@ from conveyor.connectors.postgres.config import (
 from conveyor.connectors.postgres.plan import KeyLayout, Plan, Rejects, Row, RowSource, ShapeChanged, Table, TableBatch
 
 _NONE_TYPE = type(None)
+_COORDINATE_SCHEMAS = (Schema(SchemaType.STRING), Schema(SchemaType.INT32), Schema(SchemaType.INT64))
+"""The column types of ``pk.mode=kafka``'s topic, partition and offset (text, integer, bigint)."""
 _value = attrgetter("value")
 _key = attrgetter("key")
 _topic = attrgetter("topic")
@@ -158,6 +160,9 @@ class Writer:
         if cfg.pk_mode is PkMode.RECORD_KEY:
             first_keyed = next((r for r in records if r.key is not None), None)
             layout = self._key_layout(first_keyed) if first_keyed is not None else KeyLayout((), False, {})
+        elif cfg.pk_mode is PkMode.KAFKA:
+            columns = cfg.kafka_pk_columns
+            layout = KeyLayout(columns, False, dict(zip(columns, _COORDINATE_SCHEMAS, strict=True)), coordinates=True)
         records = self._valid(records, layout, rejects)
         if not records:
             return None
@@ -299,6 +304,8 @@ class Writer:
         without keyless tombstones. A fast whole-batch check first, per record only if needed."""
         value_types = set(map(type, map(_value, records)))
         ok = value_types <= {dict, _NONE_TYPE}
+        if layout is not None and layout.coordinates:
+            layout = None  # every record has a topic, partition and offset
         if ok and layout is not None:
             keys = list(map(_key, records))
             key_types = set(map(type, keys))
@@ -392,7 +399,10 @@ class Writer:
                 raise ShapeChanged from None
         else:
             rows = _tuples(value_cols, values)
-        if layout is not None and layout.columns:
+        if layout is not None and layout.coordinates:
+            key_rows = [(r.topic, r.kafka_partition, r.kafka_offset) for r in records]
+            rows = list(map(operator.add, key_rows, rows))
+        elif layout is not None and layout.columns:
             keys = list(map(_key, records))
             key_rows = _tuples(layout.columns, keys) if layout.is_struct else list(zip(keys))
             rows = list(map(operator.add, key_rows, rows))
@@ -499,9 +509,9 @@ class Writer:
         """Write ``plan`` with ``cur``, which must be inside the caller's transaction."""
         cur.adapters.register_dumper(dict, JsonbDumper)
         cur.adapters.register_dumper(list, JsonbDumper)
-        upsert = self._config.insert_mode is InsertMode.UPSERT
+        staged = self._config.insert_mode is not InsertMode.INSERT
         for batch in plan.batches:
-            if upsert:
+            if staged:
                 self._upsert(cur, batch)
             else:
                 self._insert(cur, batch)
@@ -550,10 +560,20 @@ class Writer:
 
     def merge(self, cur: psycopg.Cursor, table: Table, cols: tuple[str, ...], pk: tuple[str, ...],
               stage: sql.Identifier) -> None:
-        """``INSERT`` the rows of ``stage`` into ``table``, updating those whose ``pk``
-        exists (``ON CONFLICT (pk) DO UPDATE``; ``DO NOTHING`` when every column is in ``pk``)."""
+        """Write the rows of ``stage`` into ``table`` on their ``pk``: ``upsert``
+        ``INSERT ... ON CONFLICT (pk) DO UPDATE`` (``DO NOTHING`` when every column is in
+        ``pk``); ``update`` ``UPDATE ... FROM`` the stage, so rows whose key is not in the
+        table are not written (nothing to do when every column is in ``pk``)."""
         col_list = sql.SQL(", ").join(map(sql.Identifier, cols))
         updates = [c for c in cols if c not in pk]
+        if self._config.insert_mode is InsertMode.UPDATE:
+            if updates:
+                cur.execute(sql.SQL("UPDATE {} AS t SET {} FROM {} AS s WHERE {}").format(
+                    table.ident,
+                    sql.SQL(", ").join(sql.SQL("{0} = s.{0}").format(sql.Identifier(c)) for c in updates),
+                    stage,
+                    sql.SQL(" AND ").join(sql.SQL("t.{0} = s.{0}").format(sql.Identifier(c)) for c in pk)))
+            return
         if updates:
             action = sql.SQL("DO UPDATE SET {}").format(
                 sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in updates)
