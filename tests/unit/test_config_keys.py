@@ -67,3 +67,21 @@ def test_a_key_the_runtime_would_drop_is_refused_with_the_reason(key, instead):
     assert config_keys.framework_key_errors({"producer.override.value.serializer": "x"}, ()) == {
         "producer.override.value.serializer": "refused: a source task's records are serialized by value.converter: "
                                               "set value.converter instead"}
+
+
+def test_a_key_under_a_plugins_prefix_that_the_plugin_never_reads_is_named(caplog):
+    cls, kind = connector_class("noop-sink")
+    config = {"topics": "orders", "value.converter.schemas.enabel": "false",
+              "transforms": "add,route", "transforms.add.type": "InsertField$Value",
+              "transforms.add.static.field": "origin", "transforms.add.static.valu": "eu",
+              "transforms.add.static.value": "us",
+              "transforms.route.type": "RegexRouter", "transforms.route.regex": "(.*)",
+              "transforms.route.replacement": "$1-copy", "predicates": "p",
+              "predicates.p.type": "TopicNameMatches", "predicates.p.pattern": "o.*", "predicates.p.patern": "x"}
+    with caplog.at_level(logging.WARNING):
+        validate_config(cls(), kind, config, "c")
+    for unread, closest in (("value.converter.schemas.enabel", "value.converter.schemas.enable"),
+                            ("transforms.add.static.valu", "transforms.add.static.value"),
+                            ("predicates.p.patern", "predicates.p.pattern")):
+        assert f"spec.config.{unread} is not a known key (did you mean '{closest}'?); it is ignored" in caplog.text
+    assert "transforms.route" not in caplog.text and "transforms.add.type" not in caplog.text

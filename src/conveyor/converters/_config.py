@@ -19,8 +19,9 @@ plugin sees it); callers that own a prefix re-key it with :func:`prefixed_error`
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from conveyor.api.errors import ConfigError
@@ -156,3 +157,45 @@ def sub_config(config: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """The keys under ``prefix`` with the prefix removed (Kafka's ``originalsWithPrefix``)."""
     n = len(prefix)
     return {key[n:]: value for key, value in config.items() if key.startswith(prefix)}
+
+
+class ReadTracking(Mapping[str, Any]):
+    """A plugin's configuration that remembers which keys the plugin asked for, to name those
+    it never read (a typo Kafka Connect only logs: "supplied but isn't a known config").
+
+    ``get``, ``[]`` and ``in`` mark the key asked for; iterating, ``keys``, ``items`` or
+    ``values`` mark every key read (a plugin that reads them all, e.g. to pass them on, has no
+    unread ones)."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._config = dict(config)
+        self.asked: set[str] = set()
+        self._all_read = False
+
+    def __getitem__(self, key: str) -> Any:
+        self.asked.add(key)
+        return self._config[key]
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.asked.add(key)
+        return key in self._config
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.asked.add(key)
+        return self._config.get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        self._all_read = True
+        return iter(self._config)
+
+    def __len__(self) -> int:
+        return len(self._config)
+
+    def unread(self) -> dict[str, str | None]:
+        """``{key: the closest key the plugin asked for, or None}`` for each key it never read."""
+        if self._all_read:
+            return {}
+        asked = sorted(self.asked)
+        return {key: next(iter(difflib.get_close_matches(key, asked, n=1, cutoff=0.75)), None)
+                for key in self._config if key not in self.asked}

@@ -23,6 +23,7 @@ from conveyor.connect_config import tasks_max_overridden
 from conveyor.converters import load_converter
 from conveyor.converters.header_converters import load_header_converter
 from conveyor.runtime.config import keys as config_keys
+from conveyor.runtime.config.plugin_keys import unread_plugin_keys
 from conveyor.runtime.config.plugins import PluginError, load_connector_class
 from conveyor.runtime.config.settings import ExactlyOnceSupport as Level
 from conveyor.runtime.config.settings import (
@@ -116,6 +117,13 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
     if tasks_max is not None and (overridden := tasks_max_overridden(config, tasks_max)):
         log.warning("connector %s: %s", name, overridden)
     unknown = _unknown_keys(connector, connector_type, config)
+    if connector_type in ("sink", "source"):
+        try:
+            runtime = parse_sink_settings(config) if connector_type == "sink" else parse_source_settings(config)
+        except ConfigError:
+            pass  # reported above
+        else:
+            unknown.update(unread_plugin_keys(config, runtime.key_converter, runtime.value_converter))
     for key, suggestion in unknown.items():
         log.warning("connector %s: %s; it is ignored", name, config_keys.describe(key, suggestion))
     if errors:
