@@ -113,7 +113,11 @@ def test_the_autoscaler_scales_a_slow_sink_up_on_a_lag_breach_and_down_once_idle
             print(f"lag breach -> new tasks putting records: {consuming - breached:.1f} s")
             up = eventually(lambda: [e for e in _events(kube_node, ns, "auto") if e["reason"] == "AutoscalerScaledUp"],
                             30, "an AutoscalerScaledUp Event")
-            assert up[0]["message"].startswith("tasks 1 -> 3: lag above target"), up[0]["message"]
+            # The lag can breach before the metrics window holds the new rate only: the first decision
+            # then takes the window's mean rate (2 tasks), and the next one the rest (CI of stop 56).
+            steps = [e["message"] for e in up]
+            assert steps[0].startswith(("tasks 1 -> 3: lag above target", "tasks 1 -> 2: lag above target")), steps
+            assert all(": lag above target" in step for step in steps), steps
             body = get(kube_node, "connector", "auto", ns)
             status = body["status"]["autoscaler"]
             assert status["tasks"] == 3 and status["lastScaleTime"], status
