@@ -189,7 +189,8 @@ def _starting_offsets(body: dict[str, Any], status: dict[str, Any], report: Any)
     meta = body["metadata"]
     kube = shared_kube()
     try:
-        initial_offsets.forget_initial_offsets(kube, meta["namespace"], meta["name"])
+        if (body.get("spec") or {}).get("initialOffsets") is not None:  # else no ConfigMap holds them
+            initial_offsets.forget_initial_offsets(kube, meta["namespace"], meta["name"])
     except ApiException as exc:  # a conflict with a reconcile's apply, say: the next read tries again
         log.info("connector %s/%s: spec.initialOffsets not yet out of the driver's ConfigMap: %s",
                  meta["namespace"], meta["name"], exc.reason)
