@@ -32,6 +32,18 @@ def _started(api, namespace: str, name: str) -> dict | None:
     return ((api.get_connector(namespace, name) or {}).get("status") or {}).get("startingOffsets")
 
 
+def _applied(api, namespace: str, name: str) -> None:
+    eventually(lambda: (api.get_connector(namespace, name).get("status") or {}).get("observedGeneration") is not None,
+               timeout_s=60, message=f"{name} applied")
+
+
+def _deleted(api, namespace: str, name: str) -> None:
+    """Delete the Connector and wait until the operator has removed its finalizer."""
+    api.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    eventually(lambda: not api.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"],
+               timeout_s=60, message=f"{name} deleted")
+
+
 def _collect_garbage(api, namespace: str, name: str) -> None:
     """What a cluster's garbage collector does with a deleted Connector's objects (this harness
     runs none): without it the successor waits for them (reconcile.succession)."""
@@ -57,8 +69,7 @@ def test_initial_offsets_are_written_once_recorded_and_never_again_by_a_restarte
             api.create_connector(connector(name, kube_namespace, RECORDING, kafka_bootstrap, config,
                                            deletionPolicy={"cleanup": False},
                                            initialOffsets={"offsets": at_six, "existing": "replace"}))
-            eventually(lambda: (api.get_connector(kube_namespace, name).get("status") or {}).get(
-                "observedGeneration") is not None, timeout_s=60, message="applied")
+            _applied(api, kube_namespace, name)
             assert _driver_manifest(api, kube_namespace, name)["spec"]["initialOffsets"]["offsets"] == at_six
             driver = LocalDriver(spark, api, kube_namespace, name, tmp_path, port)
             driver.wait_running()
@@ -91,9 +102,7 @@ def test_initial_offsets_are_written_once_recorded_and_never_again_by_a_restarte
             assert puts == [6, 7, 8, 9, 10], "read from 6 once; the restarted driver did not rewind"
             assert _started(api, kube_namespace, name) == started, "recorded once, from the first start"
 
-            api.custom.delete_namespaced_custom_object(GROUP, VERSION, kube_namespace, PLURAL, name)
-            eventually(lambda: not api.custom.list_namespaced_custom_object(GROUP, VERSION, kube_namespace, PLURAL)[
-                "items"], timeout_s=60, message="deleted (offsets retained: deletionPolicy.offsets retain)")
+            _deleted(api, kube_namespace, name)  # its offsets retained: deletionPolicy.offsets retain
             driver.stop()
             driver = None
             _collect_garbage(api, kube_namespace, name)
@@ -101,8 +110,7 @@ def test_initial_offsets_are_written_once_recorded_and_never_again_by_a_restarte
             api.create_connector(connector(name, kube_namespace, RECORDING, kafka_bootstrap, config,
                                            deletionPolicy={"cleanup": False},
                                            initialOffsets={"offsets": at_six}))  # existing: keep
-            eventually(lambda: (api.get_connector(kube_namespace, name).get("status") or {}).get(
-                "observedGeneration") is not None, timeout_s=60, message="re-created and applied")
+            _applied(api, kube_namespace, name)
             driver = LocalDriver(spark, api, kube_namespace, name, tmp_path, port)
             driver.wait_running()
             kept = eventually(lambda: _started(api, kube_namespace, name), timeout_s=60,
@@ -113,9 +121,7 @@ def test_initial_offsets_are_written_once_recorded_and_never_again_by_a_restarte
             assert f"{topic}-0@11" in found[0].message
             assert api.events(kube_namespace, name, "InitialOffsetsKept")
             assert committed_offsets(kafka_bootstrap, f"connect-{name}", topic, 1) == {0: 11}
-            api.custom.delete_namespaced_custom_object(GROUP, VERSION, kube_namespace, PLURAL, name)
-            eventually(lambda: not api.custom.list_namespaced_custom_object(GROUP, VERSION, kube_namespace, PLURAL)[
-                "items"], timeout_s=60, message="deleted")
+            _deleted(api, kube_namespace, name)
     finally:
         if driver is not None:
             driver.stop()

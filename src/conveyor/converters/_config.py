@@ -130,15 +130,19 @@ def parse_list(key: str, value: Any) -> list[str]:
     raise invalid(key, value, "Expected a comma separated list.")
 
 
-def get_choice(config: Mapping[str, Any], key: str, choices: tuple[str, ...], default: Any = REQUIRED) -> Any:
-    """A ``STRING`` key that must be one of ``choices``, compared case-insensitively;
+def get_choice(config: Mapping[str, Any], key: str, choices: tuple[str, ...], default: Any = REQUIRED, *,
+               case_sensitive: bool = False) -> Any:
+    """A ``STRING`` key that must be one of ``choices``, compared case-insensitively
+    (``ConfigDef.CaseInsensitiveValidString``) unless ``case_sensitive`` (``ValidString``);
     returns the choice as spelled in ``choices``."""
     value = get_string(config, key, default)
     if value is None:
         return None
     for choice in choices:
-        if choice.lower() == str(value).lower():
+        if choice == value if case_sensitive else choice.lower() == str(value).lower():
             return choice
+    if case_sensitive:
+        raise invalid(key, value, "String must be one of: " + ", ".join(choices))
     raise invalid(key, value, "String must be one of (case insensitive): " + ", ".join(choices))
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from conveyor.api.errors import ConfigError, DataError
 from conveyor.api.schema import DATE, TIME, TIMESTAMP, Field, Schema, SchemaType
-from conveyor.converters._config import REQUIRED, get_bool, get_string, invalid
+from conveyor.converters._config import get_bool, get_choice, get_string
 from conveyor.java_text.date_format import JavaDateFormat
 from conveyor.java_text.date_parse import DateParser, UnsupportedPattern
 from conveyor.java_text.dates import MILLIS_PER_DAY, Unrepresentable, to_millis, to_python
@@ -56,13 +56,6 @@ _PURPOSE = "converting timestamp formats"
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def _one_of(config: Mapping[str, Any], key: str, choices: tuple[str, ...], default: Any) -> str:
-    value = get_string(config, key, default)
-    if value not in choices:
-        raise invalid(key, value, "String must be one of: " + ", ".join(choices))
-    return str(value)
-
-
 def _saturated(value: int) -> int:
     return max(_LONG_MIN, min(_LONG_MAX, value))
 
@@ -78,9 +71,9 @@ class TimestampConverter(KeyOrValueTransformation):
 
     def configure(self, config: Mapping[str, Any]) -> None:
         self.field = get_string(config, "field", "")
-        self.target = _one_of(config, "target.type", TYPES, REQUIRED)
+        self.target = get_choice(config, "target.type", TYPES, case_sensitive=True)
         pattern = get_string(config, "format", "")
-        self.precision = _one_of(config, "unix.precision", PRECISIONS, "milliseconds")
+        self.precision = get_choice(config, "unix.precision", PRECISIONS, "milliseconds", case_sensitive=True)
         self.replace_null_with_default = get_bool(config, "replace.null.with.default", True)
         if self.target == STRING and not pattern.strip():
             raise ConfigError({"format": "TimestampConverter requires format option to be specified when using "

@@ -92,16 +92,17 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
         connector.validate(config)
     except ConfigError as exc:
         errors.update(exc.errors)
+    runtime: Any = None  # the runtime's settings of a sink or source, once they parse
     if connector_type == "sink":
         try:
-            settings = parse_sink_settings(config)
+            runtime = parse_sink_settings(config)
         except ConfigError as exc:
             errors.update(exc.errors)
         else:
-            errors.update(_pipeline_errors(config, settings.key_converter, settings.value_converter))
+            errors.update(_pipeline_errors(config, runtime.key_converter, runtime.value_converter))
     elif connector_type == "source":
         try:
-            source = parse_source_settings(config)
+            runtime = source = parse_source_settings(config)
         except ConfigError as exc:
             errors.update(exc.errors)
         else:
@@ -117,13 +118,8 @@ def validate_config(connector: Connector, connector_type: str, config: dict[str,
     if tasks_max is not None and (overridden := tasks_max_overridden(config, tasks_max)):
         log.warning("connector %s: %s", name, overridden)
     unknown = _unknown_keys(connector, connector_type, config)
-    if connector_type in ("sink", "source"):
-        try:
-            runtime = parse_sink_settings(config) if connector_type == "sink" else parse_source_settings(config)
-        except ConfigError:
-            pass  # reported above
-        else:
-            unknown.update(unread_plugin_keys(config, runtime.key_converter, runtime.value_converter))
+    if runtime is not None:
+        unknown.update(unread_plugin_keys(config, runtime.key_converter, runtime.value_converter))
     for key, suggestion in unknown.items():
         log.warning("connector %s: %s; it is ignored", name, config_keys.describe(key, suggestion))
     if errors:
